@@ -1,0 +1,26 @@
+"""apimw: WSGI middlewares for OpenStack-style REST APIs.
+
+Microversion negotiation, etag optimistic concurrency and ``X-Client-Token``
+idempotent replay, composable in paste.deploy pipelines, Flask, or plain WSGI.
+"""
+
+from __future__ import annotations
+
+from apimw._version import Version, parse_version
+from apimw.errors import (
+    ApimwError,
+    ConfigError,
+    HTTPProblem,
+    StoreError,
+    VersionParseError,
+)
+
+__all__ = [
+    "ApimwError",
+    "ConfigError",
+    "HTTPProblem",
+    "StoreError",
+    "Version",
+    "VersionParseError",
+    "parse_version",
+]

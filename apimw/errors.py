@@ -1,0 +1,183 @@
+"""Errors raised by apimw and the one place that renders HTTP error bodies.
+
+Hierarchy::
+
+    ApimwError                 base of everything apimw raises on purpose
+    ├── ConfigError            bad middleware configuration (raised at construction / pipeline load)
+    ├── StoreError             a replay store backend is unreachable or misbehaved
+    ├── VersionParseError      a microversion string is malformed (also a ValueError-free type)
+    └── HTTPProblem            an HTTP error answer: status, stable code, title, detail
+
+Error bodies come in *profiles*, selectable per deployment:
+
+``ironic``
+    Ironic's envelope, which python-ironicclient and openstacksdk both parse::
+
+        {"error_message": "{\"faultcode\": \"Client\", \"faultstring\": ..., \"description\": ...,
+                            \"debuginfo\": null}",
+         "errors": [ <the api-sig entry below> ]}
+
+    The ``errors`` list rides along so that the stable ``code`` is in the same
+    place (``body["errors"][0]["code"]``) in every profile; neither client reads it.
+
+``api-sig``
+    The OpenStack API-SIG errors guideline: ``{"errors": [{"status", "code", "title",
+    "detail", "request_id", ...extra}]}``.
+
+Python's ``TypeError``/``ValueError`` are never mapped to HTTP statuses implicitly:
+only an :class:`HTTPProblem` becomes an error response.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from http import HTTPStatus
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
+
+__all__ = [
+    "ENVIRON_PROFILE",
+    "PROFILES",
+    "ApimwError",
+    "ConfigError",
+    "HTTPProblem",
+    "StoreError",
+    "VersionParseError",
+    "check_profile",
+    "render_problem",
+    "respond_with_problem",
+    "status_line",
+]
+
+PROFILES: Final = ("ironic", "api-sig")
+#: Set by the outermost apimw middleware so the inner ones render alike.
+ENVIRON_PROFILE: Final = "apimw.error_profile"
+#: Where oslo.middleware's request_id middleware leaves the request id.
+ENVIRON_REQUEST_ID: Final = "openstack.request_id"
+
+
+class ApimwError(Exception):
+    """Base class of every error apimw raises on purpose."""
+
+
+class ConfigError(ApimwError):
+    """A middleware option is missing, of the wrong type or out of range."""
+
+
+class StoreError(ApimwError):
+    """A replay store backend could not be reached or answered nonsense."""
+
+
+class VersionParseError(ApimwError):
+    """A microversion string does not match ``^([1-9][0-9]*)\\.(0|[1-9][0-9]*)$``."""
+
+
+class HTTPProblem(ApimwError):
+    """An error answer: raise it from app code below an apimw middleware, or render it.
+
+    ``code`` is stable and machine readable (``microversion.unsupported``);
+    ``extra`` adds fields to the API-SIG entry (``min_version``, ``required_version``...);
+    ``headers`` are added to the response.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        *,
+        title: str | None = None,
+        headers: Sequence[tuple[str, str]] = (),
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.title = title or HTTPStatus(status).phrase
+        self.headers = list(headers)
+        self.extra = dict(extra or {})
+
+    def __repr__(self) -> str:
+        return f"HTTPProblem({self.status}, {self.code!r}, {self.detail!r})"
+
+
+def check_profile(profile: str) -> str:
+    if profile not in PROFILES:
+        raise ConfigError(f"error profile must be one of {', '.join(PROFILES)}; got {profile!r}")
+    return profile
+
+
+_STATUS_LINES: dict[int, str] = {s.value: f"{s.value} {s.phrase}" for s in HTTPStatus}
+
+
+def status_line(status: int) -> str:
+    """``406`` -> ``"406 Not Acceptable"``."""
+    try:
+        return _STATUS_LINES[status]
+    except KeyError:
+        return f"{status} Unknown"
+
+
+def _api_sig_entry(problem: HTTPProblem, request_id: str | None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "status": problem.status,
+        "code": problem.code,
+        "title": problem.title,
+        "detail": problem.detail,
+        "request_id": request_id,
+    }
+    entry.update(problem.extra)
+    return entry
+
+
+def render_problem(
+    problem: HTTPProblem, *, profile: str = "api-sig", request_id: str | None = None
+) -> tuple[str, list[tuple[str, str]], bytes]:
+    """Return ``(status line, headers, body)`` for *problem* in *profile*."""
+    entry = _api_sig_entry(problem, request_id)
+    doc: dict[str, Any]
+    if profile == "ironic":
+        inner = {
+            "faultcode": "Server" if problem.status >= 500 else "Client",
+            "faultstring": problem.detail,
+            "description": problem.detail,
+            "debuginfo": None,
+        }
+        doc = {"error_message": json.dumps(inner), "errors": [entry]}
+    else:
+        doc = {"errors": [entry]}
+    body = json.dumps(doc).encode("utf-8")
+    headers = [
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(body))),
+        *problem.headers,
+    ]
+    return status_line(problem.status), headers, body
+
+
+def respond_with_problem(
+    environ: WSGIEnvironment,
+    start_response: StartResponse,
+    problem: HTTPProblem,
+    *,
+    profile: str | None = None,
+    extra_headers: Iterable[tuple[str, str]] = (),
+) -> list[bytes]:
+    """Answer the WSGI request with *problem*.
+
+    The profile is *profile*, else the one an outer apimw middleware recorded in
+    the environ, else ``api-sig``.  HEAD requests get the headers without a body.
+    """
+    chosen = profile or environ.get(ENVIRON_PROFILE) or "api-sig"
+    status, headers, body = render_problem(
+        problem, profile=chosen, request_id=environ.get(ENVIRON_REQUEST_ID)
+    )
+    headers.extend(extra_headers)
+    start_response(status, headers)
+    if environ.get("REQUEST_METHOD") == "HEAD":
+        return []
+    return [body]
