@@ -14,13 +14,25 @@ from apimw.errors import (
     StoreError,
     VersionParseError,
 )
+from apimw.microversion import (
+    MicroversionMiddleware,
+    VersionedFields,
+    VersionGate,
+    require_version,
+    served_version,
+)
 
 __all__ = [
     "ApimwError",
     "ConfigError",
     "HTTPProblem",
+    "MicroversionMiddleware",
     "StoreError",
     "Version",
+    "VersionGate",
     "VersionParseError",
+    "VersionedFields",
     "parse_version",
+    "require_version",
+    "served_version",
 ]

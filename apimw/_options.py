@@ -37,6 +37,14 @@ class Option:
     help: str
     #: oslo.config type: "str", "bool", "int", "float", "list"
     kind: str = "str"
+    #: must be given (in code, ini, oslo.config or Flask config)
+    required: bool = False
+
+
+def check_required(options: Sequence[Option], kwargs: Mapping[str, Any], *, where: str) -> None:
+    missing = [opt.name for opt in options if opt.required and kwargs.get(opt.name) is None]
+    if missing:
+        raise ConfigError(f"{where}: missing required option(s): {', '.join(missing)}")
 
 
 # -- string converters (paste ini values and oslo.config strings) -------------------------
@@ -98,9 +106,7 @@ def _index(options: Sequence[Option]) -> dict[str, Option]:
     return {opt.name: opt for opt in options}
 
 
-def convert_strings(
-    options: Sequence[Option], conf: Mapping[str, Any], *, where: str
-) -> dict[str, Any]:
+def convert_strings(options: Sequence[Option], conf: Mapping[str, Any], *, where: str) -> dict[str, Any]:
     """Convert string settings (paste ini / Flask) to keyword arguments; unknown keys fail."""
     table = _index(options)
     kwargs: dict[str, Any] = {}
@@ -167,11 +173,13 @@ def make_filter_factory(
             conf([], project=project, validate_default_values=True)
             kwargs.update(from_oslo(options, conf, group))
         kwargs.update(convert_strings(options, local, where=f"[filter:{group}]"))
-        # Build once now so that a bad value fails at pipeline load, not on a request.
-        def _check(app: WSGIApplication) -> WSGIApplication:
+        check_required(options, kwargs, where=f"[filter:{group}]")
+
+        def _filter(app: WSGIApplication) -> WSGIApplication:
+            # paste calls this while loading the pipeline: a bad value fails there.
             return factory(app, **kwargs)
 
-        return _check
+        return _filter
 
     return filter_factory
 
@@ -187,6 +195,7 @@ def flask_wrap(
     conf = dict(flask_app.config.get(config_key) or {})
     kwargs = convert_strings(options, conf, where=f"app.config[{config_key!r}]")
     kwargs.update(overrides)
+    check_required(options, kwargs, where=f"app.config[{config_key!r}]")
     flask_app.wsgi_app = factory(flask_app.wsgi_app, **kwargs)
     return flask_app
 
