@@ -9,8 +9,8 @@ table come:
 * the Flask wrapper, which reads ``app.config["APIMW_<MIDDLEWARE>"]``.
 
 Precedence, highest first: keyword arguments given in code, paste ini keys,
-oslo.config values (only when the ini names ``oslo_config_project`` or a
-``ConfigOpts`` is passed), the option's default.
+oslo.config values (only when the ini names ``oslo_config_project`` and/or
+``oslo_config_file``), the option's default.
 """
 
 from __future__ import annotations
@@ -165,12 +165,14 @@ def make_filter_factory(
     ) -> Callable[[WSGIApplication], WSGIApplication]:
         local = dict(local_conf)
         project = local.pop("oslo_config_project", None)
+        config_file = local.pop("oslo_config_file", None)
         kwargs: dict[str, Any] = {}
-        if project:
+        if project or config_file:
             from oslo_config import cfg
 
             conf = cfg.ConfigOpts()
-            conf([], project=project, validate_default_values=True)
+            args = ["--config-file", config_file] if config_file else []
+            conf(args, project=project, validate_default_values=True)
             kwargs.update(from_oslo(options, conf, group))
         kwargs.update(convert_strings(options, local, where=f"[filter:{group}]"))
         check_required(options, kwargs, where=f"[filter:{group}]")
@@ -196,6 +198,9 @@ def flask_wrap(
     kwargs = convert_strings(options, conf, where=f"app.config[{config_key!r}]")
     kwargs.update(overrides)
     check_required(options, kwargs, where=f"app.config[{config_key!r}]")
+    from apimw.errors import HTTPProblem, flask_problem_handler
+
+    flask_app.register_error_handler(HTTPProblem, flask_problem_handler)
     flask_app.wsgi_app = factory(flask_app.wsgi_app, **kwargs)
     return flask_app
 

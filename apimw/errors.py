@@ -48,6 +48,7 @@ __all__ = [
     "VersionParseError",
     "check_profile",
     "render_problem",
+    "flask_problem_handler",
     "respond_with_problem",
     "status_line",
 ]
@@ -181,3 +182,20 @@ def respond_with_problem(
     if environ.get("REQUEST_METHOD") == "HEAD":
         return []
     return [body]
+
+
+def flask_problem_handler(problem: HTTPProblem) -> Any:
+    """Flask error handler rendering an :class:`HTTPProblem` raised by a view.
+
+    Registered by the apimw Flask wrappers, so gates raised in views become the
+    same error bodies as anywhere else instead of Flask's 500.
+    """
+    from flask import request
+
+    environ = request.environ
+    status, headers, body = render_problem(
+        problem,
+        profile=environ.get(ENVIRON_PROFILE) or "api-sig",
+        request_id=environ.get(ENVIRON_REQUEST_ID),
+    )
+    return body, int(status.split(" ", 1)[0]), headers
