@@ -554,3 +554,10 @@ def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
 def list_opts() -> list[tuple[str, list[Any]]]:
     """oslo-config-generator hook for this middleware's options."""
     return [(OSLO_GROUP, oslo_opts(OPTIONS))]
+
+
+def __getattr__(name: str) -> Any:
+    # ``OPTS``: the oslo.config options, built on first use so oslo.config stays optional.
+    if name == "OPTS":
+        return oslo_opts(OPTIONS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
