@@ -47,8 +47,8 @@ __all__ = [
     "StoreError",
     "VersionParseError",
     "check_profile",
-    "render_problem",
     "flask_problem_handler",
+    "render_problem",
     "respond_with_problem",
     "status_line",
 ]
