@@ -1,0 +1,58 @@
+"""The HTTP API of the bare-metal service: a Flask app speaking Ironic's v1 wire format.
+
+``create_flask_app(service)`` returns the bare app (no middlewares); the
+middleware stack is assembled by :mod:`baremetal_service.app` (in code) or by
+``api-paste.ini`` (paste.deploy).  Every error leaves as Ironic's envelope
+through :func:`apimw.errors.render_problem`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, Response
+from werkzeug.exceptions import HTTPException
+
+from apimw.errors import HTTPProblem
+
+from .common import problem_response
+from .context import SERVICE_KEY
+
+LOG = logging.getLogger(__name__)
+
+__all__ = ["create_flask_app"]
+
+
+def create_flask_app(service: Any) -> Flask:
+    """The Flask app serving the v1 API from *service* (the domain facade)."""
+    from . import chassis, drivers, nodes, portgroups, ports, resource_classes, root
+
+    app = Flask("baremetal_service.api")
+    app.config[SERVICE_KEY] = service
+    app.url_map.strict_slashes = False
+    for module in (root, nodes, ports, portgroups, chassis, drivers, resource_classes):
+        app.register_blueprint(module.bp)
+
+    @app.errorhandler(HTTPProblem)
+    def _problem(problem: HTTPProblem) -> Response:
+        return problem_response(problem)
+
+    @app.errorhandler(HTTPException)
+    def _http(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        code = {404: "request.not-found", 405: "request.method-not-allowed"}.get(status, "request.error")
+        detail = exc.description or ""
+        if status == 404:
+            detail = "The resource could not be found."
+        headers = []
+        if status == 405 and exc.get_response().headers.get("Allow"):
+            headers.append(("Allow", exc.get_response().headers["Allow"]))
+        return problem_response(HTTPProblem(status, code, detail, headers=headers))
+
+    @app.errorhandler(Exception)
+    def _crash(exc: Exception) -> Response:
+        LOG.exception("unhandled error")
+        return problem_response(HTTPProblem(500, "server.error", "An internal error occurred."))
+
+    return app

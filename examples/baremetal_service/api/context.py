@@ -1,0 +1,27 @@
+"""Per-request accessors: the service facade, the caller's project, the If-Match etags."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from flask import current_app, request
+
+from .noauth import ENVIRON_PROJECT
+
+SERVICE_KEY: Final = "BAREMETAL_SERVICE"
+#: Where the etag middleware leaves the parsed If-Match header (a list of etags or "*").
+ENVIRON_IF_MATCH: Final = "apimw.etag.if_match"
+
+
+def service() -> Any:
+    return current_app.config[SERVICE_KEY]
+
+
+def project_id() -> str | None:
+    value = request.environ.get(ENVIRON_PROJECT)
+    return value if isinstance(value, str) and value else None
+
+
+def if_match() -> Any:
+    """The If-Match etags the etag middleware parsed (``None`` when absent)."""
+    return request.environ.get(ENVIRON_IF_MATCH)

@@ -1,0 +1,316 @@
+"""``/v1/nodes``: CRUD, lists with filters and paging, JSON Patch, states, validate, maintenance."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+from flask import Blueprint, Response, request
+
+from apimw._version import Version
+
+from . import schemas, serialize, versions
+from .common import (
+    api_version,
+    bad_request,
+    base_url,
+    check_fields_allowed,
+    empty_response,
+    json_body,
+    json_response,
+    next_link,
+    not_acceptable,
+    parse_bool,
+    parse_fields,
+    parse_paging,
+    require,
+    validate,
+)
+from .context import if_match, project_id, service
+
+bp = Blueprint("nodes", __name__)
+
+#: Fields a PATCH may change (Ironic's list, as far as this service stores them).
+PATCHABLE = (
+    "automated_clean", "bios_interface", "boot_interface", "chassis_uuid", "conductor_group",
+    "console_interface", "deploy_interface", "description", "disable_power_off", "driver",
+    "driver_info", "extra", "inspect_interface", "instance_info", "instance_name", "instance_uuid",
+    "lessee", "maintenance", "management_interface", "name", "network_data", "network_interface",
+    "owner", "power_interface", "properties", "protected", "protected_reason", "raid_interface",
+    "rescue_interface", "resource_class", "retired", "retired_reason", "shard", "storage_interface",
+    "vendor_interface", "parent_node", "firmware_interface",
+)  # fmt: skip
+_PATCHABLE_SET = frozenset(PATCHABLE)
+
+SORT_KEYS = (
+    "uuid", "name", "created_at", "updated_at", "provision_state", "power_state", "driver",
+    "resource_class", "maintenance", "instance_uuid", "conductor_group", "owner",
+)  # fmt: skip
+
+_FILTERS: tuple[tuple[str, Version], ...] = (
+    ("provision_state", versions.PROVISION_STATE_FILTER),
+    ("driver", versions.DRIVER_FILTER),
+    ("resource_class", versions.RESOURCE_CLASS_FILTER),
+    ("conductor_group", Version(1, 46)),
+    ("owner", Version(1, 50)),
+    ("lessee", Version(1, 65)),
+    ("shard", Version(1, 82)),
+    ("fault", Version(1, 42)),
+    ("description_contains", Version(1, 51)),
+)
+
+
+def _doc(node: Any, fields: list[str] | None = None) -> dict[str, Any]:
+    return serialize.node_doc(node, api_version(), base_url(), fields)
+
+
+def _etag_headers(node: Any) -> list[tuple[str, str]]:
+    etag = serialize.get(node, "etag")
+    if etag and api_version() >= versions.ETAG_VERSION:
+        return [("ETag", etag)]
+    return []
+
+
+# -- collection ---------------------------------------------------------------------------------
+
+
+def _list(detail: bool, path: str) -> Response:
+    served = api_version()
+    fields = parse_fields(versions.NODE_FIELD_VERSIONS, serialize.NODE_FIELDS, "node")
+    detail_arg = parse_bool("detail", request.args.get("detail"))
+    if detail_arg is not None:
+        if detail:
+            raise bad_request("Can not specify ?detail=True parameter to this endpoint.")
+        require("The 'detail' parameter", versions.DETAIL_QUERY)
+        if detail_arg and fields is not None:
+            raise bad_request("Can not specify ?detail=True and fields in the same request.")
+        detail = detail_arg
+    if detail and fields is not None:
+        raise bad_request("Can not specify fields on the /detail endpoint.")
+    paging = parse_paging(SORT_KEYS)
+    if paging["sort_key"] != "id":
+        check_fields_allowed([paging["sort_key"]], versions.NODE_FIELD_VERSIONS, "node")
+    filters: dict[str, Any] = {}
+    for name, since in _FILTERS:
+        value = request.args.get(name)
+        if value is not None:
+            require(f"Filtering nodes by {name}", since)
+            filters[name] = value
+    for name in ("maintenance", "associated", "retired"):
+        value = parse_bool(name, request.args.get(name))
+        if value is not None:
+            if name == "retired":
+                require("Filtering nodes by retired", Version(1, 61))
+            filters[name] = value
+    chassis = request.args.get("chassis_uuid")
+    if chassis is not None:
+        filters["chassis_uuid"] = chassis
+    instance = request.args.get("instance_uuid")
+    if instance is not None:
+        filters["instance_uuid"] = instance
+    nodes = service().list_nodes(
+        project_id=project_id(),
+        filters=filters,
+        limit=paging["limit"],
+        marker=paging["marker"],
+        sort_key=paging["sort_key"],
+        sort_dir=paging["sort_dir"],
+    )
+    base = base_url()
+    if detail:
+        shown: list[str] | None = None
+    else:
+        shown = fields if fields is not None else list(serialize.NODE_LIST_FIELDS)
+        if fields is None:
+            shown = [f for f in shown if versions.NODE_FIELD_VERSIONS.get(f, versions.MIN_VERSION) <= served]
+    docs = [serialize.node_doc(n, served, base, shown) for n in nodes]
+    out: dict[str, Any] = {"nodes": docs}
+    extra = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in filters.items()}
+    nxt = next_link("nodes", docs, paging, shown or [], extra, path=path)
+    if nxt:
+        out["next"] = nxt
+    return json_response(out)
+
+
+@bp.route("/v1/nodes", methods=["GET"])
+@bp.route("/v1/nodes/", methods=["GET"])
+def list_nodes() -> Response:
+    return _list(False, "nodes")
+
+
+@bp.route("/v1/nodes/detail", methods=["GET"])
+def list_nodes_detail() -> Response:
+    return _list(True, "nodes/detail")
+
+
+@bp.route("/v1/nodes", methods=["POST"])
+@bp.route("/v1/nodes/", methods=["POST"])
+def create_node() -> Response:
+    body = json_body()
+    validate(body, schemas.NODE_CREATE, "node")
+    check_fields_allowed(body, versions.NODE_FIELD_VERSIONS, "node")
+    values = dict(body)
+    if api_version() < versions.ENROLL_STATE:
+        values.setdefault("_initial_state", "available")
+    node = service().create_node(values, project_id=project_id())
+    doc = _doc(node)
+    location = f"{base_url()}/v1/nodes/{doc['uuid']}"
+    return json_response(doc, 201, [("Location", location), *_etag_headers(node)])
+
+
+# -- one node -----------------------------------------------------------------------------------
+
+
+@bp.route("/v1/nodes/<ident>", methods=["GET"])
+def get_node(ident: str) -> Response:
+    fields = parse_fields(versions.NODE_FIELD_VERSIONS, serialize.NODE_FIELDS, "node")
+    node = service().get_node(ident, project_id=project_id())
+    return json_response(_doc(node, fields), headers=_etag_headers(node))
+
+
+def _patch_path_field(path: str) -> str:
+    first = path.split("/")[1]
+    return first.replace("~1", "/").replace("~0", "~")
+
+
+@bp.route("/v1/nodes/<ident>", methods=["PATCH"])
+def patch_node(ident: str) -> Response:
+    patch = json_body()
+    validate(patch, schemas.PATCH, "patch")
+    touched: set[str] = set()
+    for op in patch:
+        field = _patch_path_field(op["path"])
+        if field not in _PATCHABLE_SET:
+            raise bad_request(
+                f"Cannot patch {op['path']}. Only the following can be updated: {', '.join(PATCHABLE)}",
+                "request.read-only-field",
+            )
+        if op["op"] in ("add", "replace") and "value" not in op:
+            raise bad_request(f"'add' and 'replace' operations need a value (path {op['path']}).")
+        touched.add(field)
+    check_fields_allowed(touched, versions.NODE_FIELD_VERSIONS, "node")
+    svc = service()
+    node = svc.get_node(ident, project_id=project_id())
+    current = {f: copy.deepcopy(serialize.get(node, f)) for f in PATCHABLE}
+    # A PATCH of driver_info must work on the real values, never on the masked ones.
+    try:
+        patched = jsonpatch.apply_patch(current, patch)
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+        raise bad_request(f"Unable to apply the patch: {exc}", "request.invalid-patch") from None
+    for field in _PATCHABLE_SET - set(patched):
+        patched[field] = None  # "remove" of a top-level field resets it
+    for field, value in list(patched.items()):
+        if value is None and serialize.default_for(field) is not None:
+            patched[field] = serialize.default_for(field)
+    if patched.get("driver") in (None, ""):
+        raise bad_request("Cannot remove the driver of a node.", "request.invalid-patch")
+    validate(
+        {k: v for k, v in patched.items() if v is not None or k in _NULLABLE}, schemas.NODE_PATCHED, "node"
+    )
+    changes = {f: patched[f] for f in PATCHABLE if patched[f] != current[f]}
+    node = svc.update_node(ident, changes, project_id=project_id(), if_match=if_match())
+    return json_response(_doc(node), headers=_etag_headers(node))
+
+
+_NULLABLE = frozenset(
+    name
+    for name, schema in schemas.NODE_PROPERTIES.items()
+    if isinstance(schema.get("type"), list) and "null" in schema["type"]
+)
+
+
+@bp.route("/v1/nodes/<ident>", methods=["DELETE"])
+def delete_node(ident: str) -> Response:
+    service().delete_node(ident, project_id=project_id(), if_match=if_match())
+    return empty_response(204)
+
+
+# -- states -------------------------------------------------------------------------------------
+
+
+@bp.route("/v1/nodes/<ident>/states", methods=["GET"])
+def get_states(ident: str) -> Response:
+    node = service().get_node(ident, project_id=project_id())
+    served = api_version()
+    doc = {}
+    for name in serialize.NODE_STATE_FIELDS:
+        if versions.NODE_FIELD_VERSIONS.get(name, versions.MIN_VERSION) <= served:
+            doc[name] = serialize.get(node, name)
+    return json_response(doc)
+
+
+def _states_location(node_uuid: str) -> list[tuple[str, str]]:
+    return [("Location", f"{base_url()}/v1/nodes/{node_uuid}/states")]
+
+
+#: Ironic's API verbs -> the target the state machine knows.
+_VERB_ALIASES = {"deploy": "active", "undeploy": "deleted"}
+
+
+@bp.route("/v1/nodes/<ident>/states/provision", methods=["PUT"])
+def set_provision_state(ident: str) -> Response:
+    body = json_body()
+    validate(body, schemas.PROVISION, "provision state")
+    target = body["target"]
+    needed = versions.VERB_VERSIONS.get(target)
+    if needed is not None and api_version() < needed:
+        raise not_acceptable(f"The provision verb {target!r}", needed)
+    clean_steps = body.get("clean_steps")
+    if target == "clean" and not clean_steps:
+        raise bad_request('"clean_steps" is required when setting target provision state to clean')
+    if clean_steps and target != "clean":
+        raise bad_request('"clean_steps" is only valid when setting target provision state to clean')
+    node = service().set_provision_state(
+        ident,
+        _VERB_ALIASES.get(target, target),
+        project_id=project_id(),
+        clean_steps=clean_steps,
+        if_match=if_match(),
+    )
+    return empty_response(202, _states_location(str(serialize.get(node, "uuid"))))
+
+
+_POWER_TARGETS = ("power on", "power off", "rebooting", "soft power off", "soft rebooting")
+
+
+@bp.route("/v1/nodes/<ident>/states/power", methods=["PUT"])
+def set_power_state(ident: str) -> Response:
+    body = json_body()
+    validate(body, schemas.POWER, "power state")
+    target = body["target"]
+    if target not in _POWER_TARGETS:
+        raise bad_request(
+            f"Invalid power state target {target!r}; valid targets are: {', '.join(_POWER_TARGETS)}",
+            "request.invalid-power-target",
+        )
+    if target.startswith("soft ") or body.get("timeout") is not None:
+        require("Soft power off, soft reboot and power timeouts", versions.SOFT_POWER_OFF)
+    node = service().set_power_state(
+        ident, target, project_id=project_id(), timeout=body.get("timeout"), if_match=if_match()
+    )
+    return empty_response(202, _states_location(str(serialize.get(node, "uuid"))))
+
+
+# -- validate and maintenance -------------------------------------------------------------------
+
+
+@bp.route("/v1/nodes/<ident>/validate", methods=["GET"])
+def validate_node(ident: str) -> Response:
+    result = service().validate_node(ident, project_id=project_id())
+    return json_response(result)
+
+
+@bp.route("/v1/nodes/<ident>/maintenance", methods=["PUT"])
+def set_maintenance(ident: str) -> Response:
+    body = json_body(allow_empty=True)
+    validate(body, schemas.MAINTENANCE, "maintenance")
+    reason = (body or {}).get("reason")
+    service().set_maintenance(ident, True, reason, project_id=project_id(), if_match=if_match())
+    return empty_response(202)
+
+
+@bp.route("/v1/nodes/<ident>/maintenance", methods=["DELETE"])
+def unset_maintenance(ident: str) -> Response:
+    service().set_maintenance(ident, False, None, project_id=project_id(), if_match=if_match())
+    return empty_response(202)

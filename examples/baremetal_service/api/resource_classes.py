@@ -1,0 +1,105 @@
+"""``/v1/resource_classes`` (microversion 1.117): idempotent ``PUT`` per placement's spec.
+
+``PUT /v1/resource_classes/{name}`` with an empty body creates the class (201)
+or confirms that it exists (204); a body is refused (400) so a rename can
+never be expressed; the name must match ``CUSTOM_[A-Z0-9_]+`` (400 otherwise).
+``POST /v1/resource_classes {"name": ...}`` is kept (409 when it exists).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from flask import Blueprint, Response, request
+
+from apimw.errors import HTTPProblem
+
+from . import schemas, serialize, versions
+from .common import api_version, bad_request, base_url, empty_response, json_body, json_response, validate
+from .context import service
+
+bp = Blueprint("resource_classes", __name__)
+
+_NAME_RE = re.compile(schemas.RESOURCE_CLASS_NAME)
+
+
+def _gate() -> None:
+    # Like Ironic for a resource newer than the request (portgroups before 1.23): 404.
+    if api_version() < versions.RESOURCE_CLASS_VERSION:
+        raise HTTPProblem(404, "request.not-found", "The resource could not be found.")
+
+
+def _check_name(name: str) -> None:
+    if len(name) > schemas.RESOURCE_CLASS_MAX_LENGTH or not _NAME_RE.match(name):
+        raise bad_request(
+            f"Invalid resource class name {name!r}: custom resource classes must match "
+            f"CUSTOM_[A-Z0-9_]+ and be at most {schemas.RESOURCE_CLASS_MAX_LENGTH} characters long.",
+            "baremetal.invalid-resource-class",
+        )
+
+
+def _doc(rc: Any) -> dict[str, Any]:
+    base = base_url()
+    name = serialize.get(rc, "name")
+    return {
+        "name": name,
+        "created_at": serialize.get(rc, "created_at"),
+        "updated_at": serialize.get(rc, "updated_at"),
+        "links": [
+            {"href": f"{base}/v1/resource_classes/{name}", "rel": "self"},
+            {"href": f"{base}/resource_classes/{name}", "rel": "bookmark"},
+        ],
+    }
+
+
+def _location(name: str) -> list[tuple[str, str]]:
+    return [("Location", f"{base_url()}/v1/resource_classes/{name}")]
+
+
+@bp.route("/v1/resource_classes", methods=["GET"])
+def list_resource_classes() -> Response:
+    _gate()
+    return json_response({"resource_classes": [_doc(rc) for rc in service().list_resource_classes()]})
+
+
+@bp.route("/v1/resource_classes/<name>", methods=["GET"])
+def get_resource_class(name: str) -> Response:
+    _gate()
+    return json_response(_doc(service().get_resource_class(name)))
+
+
+@bp.route("/v1/resource_classes/<name>", methods=["PUT"])
+def put_resource_class(name: str) -> Response:
+    _gate()
+    # "the PUT requires no body": any body (even {}) is refused, so no rename can be asked for.
+    if request.get_data(cache=True).strip():
+        raise HTTPProblem(
+            400,
+            "baremetal.resource-class-body",
+            "PUT /v1/resource_classes/{name} takes no body; the name in the URL is the whole "
+            "resource class (renaming is not possible).",
+        )
+    _check_name(name)
+    created = service().ensure_resource_class(name)
+    if created:
+        return empty_response(201, _location(name))
+    return empty_response(204)
+
+
+@bp.route("/v1/resource_classes", methods=["POST"])
+def create_resource_class() -> Response:
+    _gate()
+    body = json_body()
+    if isinstance(body, dict) and isinstance(body.get("name"), str):
+        _check_name(body["name"])
+    validate(body, schemas.RESOURCE_CLASS_CREATE, "resource class")
+    rc = service().create_resource_class(body["name"])
+    return json_response(_doc(rc), 201, _location(body["name"]))
+
+
+@bp.route("/v1/resource_classes/<name>", methods=["DELETE"])
+def delete_resource_class(name: str) -> Response:
+    _gate()
+    service().delete_resource_class(name)
+    return empty_response(204)

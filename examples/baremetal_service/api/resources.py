@@ -1,0 +1,187 @@
+"""CRUD shared by ports, portgroups and chassis (nodes have their own controller)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonpatch
+from flask import Response, request
+
+from apimw._version import Version
+
+from . import schemas, serialize, versions
+from .common import (
+    api_version,
+    bad_request,
+    base_url,
+    check_fields_allowed,
+    empty_response,
+    json_body,
+    json_response,
+    next_link,
+    parse_bool,
+    parse_fields,
+    parse_paging,
+    require,
+    validate,
+)
+from .context import if_match, project_id, service
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str  # "port"
+    collection: str  # "ports"
+    field_versions: Mapping[str, Version]
+    fields: tuple[str, ...]
+    list_fields: tuple[str, ...]
+    create_schema: Mapping[str, Any]
+    patchable: tuple[str, ...]
+    sort_keys: tuple[str, ...]
+    since: Version = versions.MIN_VERSION
+    sublinks: tuple[str, ...] = ()
+    filters: tuple[tuple[str, Version], ...] = ()
+    service_name: str = ""  # method suffix on the service: create_<name>...
+    #: turns request filters/body values into the service's (e.g. node name -> uuid)
+    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    extra_detail: Sequence[str] = field(default_factory=tuple)
+
+    @property
+    def svc_name(self) -> str:
+        return self.service_name or self.kind
+
+    def gate(self) -> None:
+        if self.since > versions.MIN_VERSION and api_version() < self.since:
+            # Ironic answers 404 for a whole resource that does not exist yet at this version.
+            from apimw.errors import HTTPProblem
+
+            raise HTTPProblem(404, "request.not-found", "The resource could not be found.")
+
+    def doc(self, obj: Any, fields: Sequence[str] | None = None) -> dict[str, Any]:
+        return serialize.simple_doc(
+            self.kind, self.collection, obj, api_version(), base_url(), fields, self.sublinks
+        )
+
+    def etag_headers(self, obj: Any) -> list[tuple[str, str]]:
+        etag = serialize.get(obj, "etag")
+        if etag and api_version() >= versions.ETAG_VERSION:
+            return [("ETag", etag)]
+        return []
+
+    # -- handlers --------------------------------------------------------------------------
+
+    def list(
+        self,
+        detail: bool = False,
+        *,
+        scope: Mapping[str, Any] | None = None,
+        path: str | None = None,
+    ) -> Response:
+        self.gate()
+        served = api_version()
+        fields = parse_fields(self.field_versions, self.fields, self.kind)
+        detail_arg = parse_bool("detail", request.args.get("detail"))
+        if detail_arg is not None:
+            if detail:
+                raise bad_request("Can not specify ?detail=True parameter to this endpoint.")
+            require("The 'detail' parameter", versions.DETAIL_QUERY)
+            detail = detail_arg
+        if detail and fields is not None:
+            raise bad_request("Can not specify ?detail=True and fields in the same request.")
+        paging = parse_paging(self.sort_keys)
+        filters: dict[str, Any] = dict(scope or {})
+        for name, since in self.filters:
+            value = request.args.get(name)
+            if value is not None:
+                require(f"Filtering {self.collection} by {name}", since)
+                filters[name] = value
+        items = getattr(service(), f"list_{self.collection}")(
+            project_id=project_id(),
+            filters=filters,
+            limit=paging["limit"],
+            marker=paging["marker"],
+            sort_key=paging["sort_key"],
+            sort_dir=paging["sort_dir"],
+        )
+        if detail:
+            shown: list[str] | None = None
+        elif fields is not None:
+            shown = fields
+        else:
+            shown = [
+                f for f in self.list_fields if self.field_versions.get(f, versions.MIN_VERSION) <= served
+            ]
+        docs = [self.doc(i, shown) for i in items]
+        out: dict[str, Any] = {self.collection: docs}
+        extra = {k: str(v) for k, v in filters.items() if scope is None or k not in scope}
+        nxt = next_link(self.collection, docs, paging, shown or [], extra, path=path)
+        if nxt:
+            out["next"] = nxt
+        return json_response(out)
+
+    def get(self, ident: str) -> Response:
+        self.gate()
+        fields = parse_fields(self.field_versions, self.fields, self.kind)
+        obj = getattr(service(), f"get_{self.svc_name}")(ident, project_id=project_id())
+        return json_response(self.doc(obj, fields), headers=self.etag_headers(obj))
+
+    def create(self) -> Response:
+        self.gate()
+        body = json_body()
+        validate(body, self.create_schema, self.kind)
+        check_fields_allowed(body, self.field_versions, self.kind)
+        values = dict(body)
+        if self.prepare is not None:
+            values = self.prepare(values)
+        obj = getattr(service(), f"create_{self.svc_name}")(values, project_id=project_id())
+        doc = self.doc(obj)
+        location = f"{base_url()}/v1/{self.collection}/{doc['uuid']}"
+        return json_response(doc, 201, [("Location", location), *self.etag_headers(obj)])
+
+    def patch(self, ident: str) -> Response:
+        self.gate()
+        patch = json_body()
+        validate(patch, schemas.PATCH, "patch")
+        allowed = set(self.patchable)
+        touched = set()
+        for op in patch:
+            name = op["path"].split("/")[1].replace("~1", "/").replace("~0", "~")
+            if name not in allowed:
+                raise bad_request(
+                    f"Cannot patch {op['path']}. Only the following can be updated: "
+                    f"{', '.join(self.patchable)}",
+                    "request.read-only-field",
+                )
+            if op["op"] in ("add", "replace") and "value" not in op:
+                raise bad_request(f"'add' and 'replace' operations need a value (path {op['path']}).")
+            touched.add(name)
+        check_fields_allowed(touched, self.field_versions, self.kind)
+        svc = service()
+        obj = getattr(svc, f"get_{self.svc_name}")(ident, project_id=project_id())
+        current = {f: copy.deepcopy(serialize.get(obj, f)) for f in self.patchable}
+        try:
+            patched = jsonpatch.apply_patch(current, patch)
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+            raise bad_request(f"Unable to apply the patch: {exc}", "request.invalid-patch") from None
+        for name in allowed - set(patched):
+            patched[name] = serialize.default_for(name)
+        props = self.create_schema["properties"]
+        check = {k: v for k, v in patched.items() if v is not None or "null" in str(props[k].get("type"))}
+        schema = dict(self.create_schema)
+        schema["required"] = [r for r in schema.get("required", ()) if r in check]
+        validate(check, schema, self.kind)
+        changes = {f: patched[f] for f in self.patchable if patched[f] != current[f]}
+        if self.prepare is not None:
+            changes = self.prepare(changes)
+        obj = getattr(svc, f"update_{self.svc_name}")(
+            ident, changes, project_id=project_id(), if_match=if_match()
+        )
+        return json_response(self.doc(obj), headers=self.etag_headers(obj))
+
+    def delete(self, ident: str) -> Response:
+        self.gate()
+        getattr(service(), f"delete_{self.svc_name}")(ident, project_id=project_id(), if_match=if_match())
+        return empty_response(204)

@@ -1,0 +1,190 @@
+"""Domain objects -> Ironic-shaped JSON documents, per microversion.
+
+Field order follows Ironic's bodies.  The set of fields visible at a version is
+computed once per version and cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, Final
+
+from apimw._version import Version
+
+from . import versions
+
+MASK: Final = "******"
+#: driver_info keys whose values never leave the service (Ironic masks these too).
+SECRET_KEY_PARTS: Final = ("password", "secret", "token", "key", "credential")
+
+NODE_FIELDS: Final = (
+    "uuid", "created_at", "updated_at", "automated_clean", "bios_interface", "boot_interface",
+    "boot_mode", "clean_step", "conductor_group", "console_enabled", "console_interface",
+    "disable_power_off", "deploy_interface", "deploy_step", "description", "driver", "driver_info",
+    "driver_internal_info", "extra", "fault", "firmware_interface", "health", "inspection_finished_at",
+    "inspection_started_at", "inspect_interface", "instance_info", "instance_name", "instance_uuid",
+    "last_error", "lessee", "maintenance", "maintenance_reason", "management_interface", "name",
+    "network_data", "network_interface", "owner", "parent_node", "power_interface", "power_state",
+    "properties", "protected", "protected_reason", "provision_state", "provision_updated_at",
+    "raid_config", "raid_interface", "rescue_interface", "reservation", "resource_class", "retired",
+    "retired_reason", "secure_boot", "service_step", "shard", "storage_interface",
+    "target_power_state", "target_provision_state", "target_raid_config", "traits",
+    "vendor_interface", "links", "conductor", "allocation_uuid", "chassis_uuid", "ports", "states",
+    "portgroups", "volume", "etag",
+)  # fmt: skip
+
+#: Fields a node list shows without ?fields= (Ironic's default list fields).
+NODE_LIST_FIELDS: Final = ("instance_uuid", "maintenance", "power_state", "provision_state", "uuid", "name")
+#: Fields that are links to sub-resources rather than data.
+NODE_LINK_FIELDS: Final = frozenset({"links", "ports", "states", "portgroups", "volume"})
+NODE_STATE_FIELDS: Final = (
+    "console_enabled", "last_error", "power_state", "provision_state", "target_power_state",
+    "target_provision_state", "provision_updated_at", "raid_config", "target_raid_config",
+    "boot_mode", "secure_boot",
+)  # fmt: skip
+
+PORT_FIELDS: Final = (
+    "uuid", "created_at", "updated_at", "address", "extra", "internal_info", "is_smartnic",
+    "local_link_connection", "physical_network", "pxe_enabled", "node_uuid", "name", "description",
+    "vendor", "category", "available_for_dynamic_portgroup", "links", "portgroup_uuid", "etag",
+)  # fmt: skip
+PORT_LIST_FIELDS: Final = ("uuid", "address")
+
+PORTGROUP_FIELDS: Final = (
+    "uuid", "created_at", "updated_at", "address", "extra", "internal_info", "mode", "name",
+    "node_uuid", "properties", "standalone_ports_supported", "physical_network", "category",
+    "dynamic_portgroup", "links", "ports", "etag",
+)  # fmt: skip
+PORTGROUP_LIST_FIELDS: Final = ("uuid", "address", "name")
+
+CHASSIS_FIELDS: Final = ("uuid", "created_at", "updated_at", "description", "extra", "links", "nodes", "etag")
+CHASSIS_LIST_FIELDS: Final = ("uuid", "description")
+
+_DICT_FIELDS: Final = frozenset({
+    "clean_step", "deploy_step", "driver_info", "driver_internal_info", "extra", "instance_info",
+    "network_data", "properties", "raid_config", "target_raid_config", "service_step", "internal_info",
+    "local_link_connection",
+})  # fmt: skip
+_FALSE_FIELDS: Final = frozenset({
+    "console_enabled", "disable_power_off", "maintenance", "protected", "retired", "is_smartnic",
+    "dynamic_portgroup",
+})  # fmt: skip
+_TRUE_FIELDS: Final = frozenset(
+    {"pxe_enabled", "available_for_dynamic_portgroup", "standalone_ports_supported"}
+)
+_DEFAULTS: Final[dict[str, Any]] = {"conductor_group": "", "traits": []}
+
+
+@lru_cache(maxsize=512)
+def visible(kind: str, version: Version) -> tuple[str, ...]:
+    table, order = _TABLES[kind]
+    return versions.fields_at(table, order, version)
+
+
+_TABLES: Final[dict[str, tuple[dict[str, Version], tuple[str, ...]]]] = {
+    "node": (versions.NODE_FIELD_VERSIONS, NODE_FIELDS),
+    "port": (versions.PORT_FIELD_VERSIONS, PORT_FIELDS),
+    "portgroup": (versions.PORTGROUP_FIELD_VERSIONS, PORTGROUP_FIELDS),
+    "chassis": (versions.CHASSIS_FIELD_VERSIONS, CHASSIS_FIELDS),
+}
+
+
+def default_for(name: str) -> Any:
+    if name in _DICT_FIELDS:
+        return {}
+    if name in _FALSE_FIELDS:
+        return False
+    if name in _TRUE_FIELDS:
+        return True
+    default = _DEFAULTS.get(name)
+    return list(default) if isinstance(default, list) else default
+
+
+def get(obj: Any, name: str) -> Any:
+    """Read *name* from a mapping or an object; the Ironic default when absent or None."""
+    value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+    if value is None:
+        return default_for(name)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def mask_secrets(info: Mapping[str, Any]) -> dict[str, Any]:
+    """driver_info with every secret-looking value replaced by ``******``."""
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        lowered = key.lower()
+        if value is not None and value != "" and any(p in lowered for p in SECRET_KEY_PARTS):
+            out[key] = MASK
+        else:
+            out[key] = value
+    return out
+
+
+def links(base: str, resource: str, ident: str, sub: str | None = None) -> list[dict[str, str]]:
+    path = f"{resource}/{ident}" + (f"/{sub}" if sub else "")
+    return [
+        {"href": f"{base}/v1/{path}", "rel": "self"},
+        {"href": f"{base}/{path}", "rel": "bookmark"},
+    ]
+
+
+def node_doc(
+    node: Any,
+    version: Version,
+    base: str,
+    fields: tuple[str, ...] | list[str] | None = None,
+) -> dict[str, Any]:
+    """A node at *version*; *fields* (already version-checked) narrows it, links always kept."""
+    names = visible("node", version)
+    if fields is not None:
+        wanted = set(fields)
+        wanted.add("links")
+        names = tuple(n for n in names if n in wanted)
+    uuid = str(get(node, "uuid"))
+    doc: dict[str, Any] = {}
+    for name in names:
+        if name in NODE_LINK_FIELDS:
+            if name == "links":
+                doc[name] = links(base, "nodes", uuid)
+            elif fields is None:
+                doc[name] = links(base, "nodes", uuid, name)
+            continue
+        value = get(node, name)
+        if name == "driver_info" and value:
+            value = mask_secrets(value)
+        elif name == "provision_state" and value == "available" and version < versions.AVAILABLE_STATE:
+            value = None  # before 1.2 AVAILABLE was called NOSTATE (null)
+        doc[name] = value
+    return doc
+
+
+def simple_doc(
+    kind: str,
+    resource: str,
+    obj: Any,
+    version: Version,
+    base: str,
+    fields: tuple[str, ...] | list[str] | None = None,
+    sublinks: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """A port, portgroup or chassis at *version*."""
+    names = visible(kind, version)
+    if fields is not None:
+        wanted = set(fields)
+        wanted.add("links")
+        names = tuple(n for n in names if n in wanted)
+    uuid = str(get(obj, "uuid"))
+    doc: dict[str, Any] = {}
+    for name in names:
+        if name == "links":
+            doc[name] = links(base, resource, uuid)
+        elif name in sublinks:
+            if fields is None:
+                doc[name] = links(base, resource, uuid, name)
+        else:
+            doc[name] = get(obj, name)
+    return doc

@@ -1,0 +1,220 @@
+"""The microversion history of the bare-metal API, with Ironic's own numbers.
+
+Versions 1.1 .. 1.115 carry the numbers OpenStack Ironic gave them
+(``ironic/api/controllers/v1/versions.py`` and ``utils.py``), so that a client
+asking for version N sees the fields and verbs Ironic shows at N.  Our own
+features start above Ironic 39's maximum:
+
+* 1.116 -- etags: ``etag`` in bodies and the ``ETag`` header, ``If-Match`` honoured.
+* 1.117 -- resource classes: ``/v1/resource_classes`` with an idempotent ``PUT``.
+
+Only the versions that change something this service implements are listed
+in :data:`HISTORY`; every number in between is still served (it behaves like
+the nearest lower listed one), exactly as Ironic serves them.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from apimw._version import Version
+
+MIN_VERSION: Final = Version(1, 1)
+#: Ironic 39.0's maximum; everything up to here means what it means in Ironic.
+IRONIC_MAX_VERSION: Final = Version(1, 115)
+ETAG_VERSION: Final = Version(1, 116)
+RESOURCE_CLASS_VERSION: Final = Version(1, 117)
+MAX_VERSION: Final = RESOURCE_CLASS_VERSION
+
+# -- features (Ironic's numbers) --------------------------------------------------------------
+AVAILABLE_STATE: Final = Version(1, 2)
+MANAGEABLE_STATE: Final = Version(1, 4)
+NODE_NAME: Final = Version(1, 5)
+INSPECT_STATE: Final = Version(1, 6)
+FIELDS_SELECTOR: Final = Version(1, 8)
+PROVISION_STATE_FILTER: Final = Version(1, 9)
+ENROLL_STATE: Final = Version(1, 11)
+LINKS_NODE_STATES: Final = Version(1, 14)
+MANUAL_CLEAN: Final = Version(1, 15)
+DRIVER_FILTER: Final = Version(1, 16)
+RESOURCE_CLASS_FILTER: Final = Version(1, 21)
+PORTGROUPS: Final = Version(1, 23)
+PORTGROUPS_SUBCONTROLLERS: Final = Version(1, 24)
+SOFT_POWER_OFF: Final = Version(1, 27)
+DETAIL_QUERY: Final = Version(1, 43)
+DEPLOY_UNDEPLOY_VERBS: Final = Version(1, 73)
+
+#: One line per version this service gives a meaning to (docs/baremetal-service.md mirrors it).
+HISTORY: Final[tuple[tuple[Version, str], ...]] = (
+    (Version(1, 1), "Initial version: nodes, ports, chassis, drivers, states, maintenance, validate."),
+    (Version(1, 2), 'Renamed NOSTATE (None) to AVAILABLE ("available").'),
+    (Version(1, 3), "Node driver_internal_info."),
+    (Version(1, 4), "MANAGEABLE state; 'manage' and 'provide' verbs."),
+    (Version(1, 5), "Logical node names (node name)."),
+    (Version(1, 6), "INSPECT* states, 'inspect' verb, inspection_started_at/finished_at."),
+    (Version(1, 7), "Node clean_step."),
+    (Version(1, 8), "'fields' query parameter selects a subset of fields."),
+    (Version(1, 9), "Filter nodes by provision_state."),
+    (Version(1, 11), "New nodes start in ENROLL (before: AVAILABLE)."),
+    (Version(1, 12), "Node raid_config and target_raid_config."),
+    (Version(1, 14), "Links to node states."),
+    (Version(1, 15), "Manual cleaning: 'clean' verb."),
+    (Version(1, 16), "Filter nodes by driver."),
+    (Version(1, 18), "Port internal_info."),
+    (Version(1, 19), "Port local_link_connection and pxe_enabled."),
+    (Version(1, 20), "Node network_interface."),
+    (Version(1, 21), "Node resource_class; filter nodes by resource_class."),
+    (Version(1, 23), "Portgroups."),
+    (Version(1, 24), "Node and portgroup subresources /portgroups and /ports; port portgroup_uuid."),
+    (Version(1, 26), "Portgroup mode and properties."),
+    (Version(1, 27), "Soft power off, soft reboot and power timeout."),
+    (Version(1, 31), "Node hardware interface fields (boot_interface, deploy_interface, ...)."),
+    (Version(1, 33), "Node storage_interface."),
+    (Version(1, 34), "Port physical_network."),
+    (Version(1, 37), "Node traits."),
+    (Version(1, 38), "Node rescue_interface."),
+    (Version(1, 40), "Node bios_interface."),
+    (Version(1, 42), "Node fault."),
+    (Version(1, 43), "'detail' query parameter on lists."),
+    (Version(1, 44), "Node deploy_step."),
+    (Version(1, 46), "Node conductor_group."),
+    (Version(1, 47), "Node automated_clean."),
+    (Version(1, 48), "Node protected and protected_reason."),
+    (Version(1, 49), "Node conductor."),
+    (Version(1, 50), "Node owner."),
+    (Version(1, 51), "Node description."),
+    (Version(1, 52), "Node allocation_uuid."),
+    (Version(1, 53), "Port is_smartnic."),
+    (Version(1, 61), "Node retired and retired_reason."),
+    (Version(1, 65), "Node lessee."),
+    (Version(1, 66), "Node network_data."),
+    (Version(1, 73), "'deploy' and 'undeploy' verbs (aliases of 'active' and 'deleted')."),
+    (Version(1, 75), "Node boot_mode and secure_boot."),
+    (Version(1, 82), "Node shard."),
+    (Version(1, 83), "Node parent_node."),
+    (Version(1, 86), "Node firmware_interface."),
+    (Version(1, 87), "Node service_step."),
+    (Version(1, 88), "Port name."),
+    (Version(1, 95), "Node disable_power_off."),
+    (Version(1, 97), "Port description."),
+    (Version(1, 100), "Port vendor."),
+    (Version(1, 101), "Port category."),
+    (Version(1, 102), "Portgroup physical_network."),
+    (Version(1, 103), "Portgroup category."),
+    (Version(1, 104), "Node instance_name."),
+    (Version(1, 109), "Node health."),
+    (Version(1, 111), "Port available_for_dynamic_portgroup; portgroup dynamic_portgroup."),
+    (Version(1, 115), "Ironic 39.0's maximum (node history fields; nothing visible here)."),
+    (
+        ETAG_VERSION,
+        "apimw: etag in node/port/portgroup/chassis bodies and the ETag header; "
+        "If-Match on PUT/PATCH/DELETE answers 412 when stale.",
+    ),
+    (
+        RESOURCE_CLASS_VERSION,
+        "apimw: /v1/resource_classes; PUT /v1/resource_classes/{name} with an empty "
+        "body creates (201) or confirms (204) a CUSTOM_ class.",
+    ),
+)
+
+_V = Version
+
+#: Node fields and the version that introduced them (Ironic's VERSIONED_FIELDS).
+#: Fields not listed exist from 1.1.
+NODE_FIELD_VERSIONS: Final[dict[str, Version]] = {
+    "driver_internal_info": _V(1, 3),
+    "name": _V(1, 5),
+    "inspection_finished_at": _V(1, 6),
+    "inspection_started_at": _V(1, 6),
+    "clean_step": _V(1, 7),
+    "raid_config": _V(1, 12),
+    "target_raid_config": _V(1, 12),
+    "states": _V(1, 14),
+    "network_interface": _V(1, 20),
+    "resource_class": _V(1, 21),
+    "portgroups": _V(1, 24),
+    "boot_interface": _V(1, 31),
+    "console_interface": _V(1, 31),
+    "deploy_interface": _V(1, 31),
+    "inspect_interface": _V(1, 31),
+    "management_interface": _V(1, 31),
+    "power_interface": _V(1, 31),
+    "raid_interface": _V(1, 31),
+    "vendor_interface": _V(1, 31),
+    "storage_interface": _V(1, 33),
+    "volume": _V(1, 32),
+    "traits": _V(1, 37),
+    "rescue_interface": _V(1, 38),
+    "bios_interface": _V(1, 40),
+    "fault": _V(1, 42),
+    "deploy_step": _V(1, 44),
+    "conductor_group": _V(1, 46),
+    "automated_clean": _V(1, 47),
+    "protected": _V(1, 48),
+    "protected_reason": _V(1, 48),
+    "conductor": _V(1, 49),
+    "owner": _V(1, 50),
+    "description": _V(1, 51),
+    "allocation_uuid": _V(1, 52),
+    "retired": _V(1, 61),
+    "retired_reason": _V(1, 61),
+    "lessee": _V(1, 65),
+    "network_data": _V(1, 66),
+    "boot_mode": _V(1, 75),
+    "secure_boot": _V(1, 75),
+    "shard": _V(1, 82),
+    "parent_node": _V(1, 83),
+    "firmware_interface": _V(1, 86),
+    "service_step": _V(1, 87),
+    "disable_power_off": _V(1, 95),
+    "instance_name": _V(1, 104),
+    "health": _V(1, 109),
+    "etag": ETAG_VERSION,
+}
+
+PORT_FIELD_VERSIONS: Final[dict[str, Version]] = {
+    "internal_info": _V(1, 18),
+    "local_link_connection": _V(1, 19),
+    "pxe_enabled": _V(1, 19),
+    "portgroup_uuid": _V(1, 24),
+    "physical_network": _V(1, 34),
+    "is_smartnic": _V(1, 53),
+    "name": _V(1, 88),
+    "description": _V(1, 97),
+    "vendor": _V(1, 100),
+    "category": _V(1, 101),
+    "available_for_dynamic_portgroup": _V(1, 111),
+    "etag": ETAG_VERSION,
+}
+
+PORTGROUP_FIELD_VERSIONS: Final[dict[str, Version]] = {
+    "mode": _V(1, 26),
+    "properties": _V(1, 26),
+    "physical_network": _V(1, 102),
+    "category": _V(1, 103),
+    "dynamic_portgroup": _V(1, 111),
+    "etag": ETAG_VERSION,
+}
+
+CHASSIS_FIELD_VERSIONS: Final[dict[str, Version]] = {
+    "etag": ETAG_VERSION,
+}
+
+#: Provision verbs and the version that introduced them (Ironic's MIN_VERB_VERSIONS).
+VERB_VERSIONS: Final[dict[str, Version]] = {
+    "manage": MANAGEABLE_STATE,
+    "provide": MANAGEABLE_STATE,
+    "inspect": INSPECT_STATE,
+    "abort": _V(1, 13),
+    "clean": MANUAL_CLEAN,
+    "adopt": _V(1, 17),
+    "rescue": _V(1, 38),
+    "unrescue": _V(1, 38),
+    "deploy": DEPLOY_UNDEPLOY_VERBS,
+    "undeploy": DEPLOY_UNDEPLOY_VERBS,
+}
+
+
+def fields_at(table: dict[str, Version], order: tuple[str, ...], version: Version) -> tuple[str, ...]:
+    """The fields of *order* visible at *version*."""
+    return tuple(f for f in order if table.get(f, MIN_VERSION) <= version)

@@ -1,0 +1,165 @@
+"""Application factory: the whole middleware stack, built in code.
+
+    request_id (oslo.middleware)      x-openstack-request-id on every response
+      -> noauth                        X-Project-Id -> environ["baremetal.project_id"]
+      -> apimw microversion            baremetal 1.1 .. 1.117, legacy X-OpenStack-Ironic-API-Version
+      -> apimw idempotency             X-Client-Token replay of POSTs, per project
+      -> apimw etag                    ETag / If-Match (412) from microversion 1.116
+      -> Flask app                     baremetal_service.api
+
+``api-paste.ini`` builds the same pipeline through the ``egg:apimw#...`` entry
+points (:func:`load_paste_app`); tests prove both give the same answers.
+``build_app`` also starts the conductor worker (the background thread that
+carries out provision and power actions); ``app.close()`` stops it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from baremetal_service.api import create_flask_app, versions
+from baremetal_service.api.noauth import NoAuthMiddleware
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+PASTE_INI: Final = Path(__file__).with_name("api-paste.ini")
+LEGACY_HEADER: Final = "X-OpenStack-Ironic-API-Version"
+
+#: The microversion middleware's settings (also in api-paste.ini).
+MICROVERSION_OPTIONS: Final[dict[str, Any]] = {
+    "service_type": "baremetal",
+    "min_version": str(versions.MIN_VERSION),
+    "max_version": str(versions.MAX_VERSION),
+    "legacy_header": LEGACY_HEADER,
+    "error_profile": "ironic",
+}
+
+
+class ServiceApp:
+    """The WSGI callable plus the domain service and conductor behind it."""
+
+    def __init__(self, wsgi: WSGIApplication, service: Any, conductor: Any | None) -> None:
+        self.wsgi = wsgi
+        self.service = service
+        self.conductor = conductor
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        return self.wsgi(environ, start_response)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self.conductor is not None:
+            self.conductor.stop()
+        close = getattr(self.service, "close", None)
+        if close is not None:
+            close()
+
+
+def make_service(database_url: str) -> Any:
+    """The domain facade on *database_url* (schema migrated to head)."""
+    from baremetal_service.service import BaremetalService
+
+    return BaremetalService.from_url(database_url)
+
+
+def make_conductor(service: Any) -> Any:
+    from baremetal_service.conductor import Conductor
+
+    conductor = Conductor(service)
+    conductor.start()
+    return conductor
+
+
+def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://") -> WSGIApplication:
+    """The middleware stack around the Flask app's WSGI callable."""
+    from oslo_middleware.request_id import RequestId
+
+    from apimw.microversion import MicroversionMiddleware
+
+    app: WSGIApplication = flask_wsgi
+    app = MicroversionMiddleware(app, **MICROVERSION_OPTIONS)
+    app = NoAuthMiddleware(app)
+    app = RequestId(app)
+    return app
+
+
+def build_app(
+    database_url: str = "sqlite:///baremetal.sqlite",
+    store_url: str = "memory://",
+    *,
+    run_conductor: bool = True,
+) -> ServiceApp:
+    """The whole service: domain facade, conductor worker, Flask app and middleware stack."""
+    service = make_service(database_url)
+    flask_app = create_flask_app(service)
+    conductor = make_conductor(service) if run_conductor else None
+    return ServiceApp(wrap(flask_app.wsgi_app, store_url=store_url), service, conductor)
+
+
+# -- paste.deploy ----------------------------------------------------------------------------
+
+
+def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp:
+    """``[app:baremetal] paste.app_factory = baremetal_service.app:app_factory``: the bare Flask app."""
+    database_url = local_conf.get("database", global_conf.get("database", "sqlite:///baremetal.sqlite"))
+    run = str(local_conf.get("run_conductor", global_conf.get("run_conductor", "true"))).lower()
+    service = make_service(database_url)
+    conductor = make_conductor(service) if run in ("1", "true", "yes", "on") else None
+    return ServiceApp(create_flask_app(service).wsgi_app, service, conductor)
+
+
+class _PasteApp:
+    """The pipeline loaded from api-paste.ini, remembering the inner ServiceApp to close it."""
+
+    def __init__(self, pipeline: WSGIApplication, inner: ServiceApp) -> None:
+        self.pipeline = pipeline
+        self.inner = inner
+        self.service = inner.service
+        self.conductor = inner.conductor
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        return self.pipeline(environ, start_response)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def load_paste_app(
+    ini_path: str | Path = PASTE_INI,
+    *,
+    database_url: str = "sqlite:///baremetal.sqlite",
+    store_url: str = "memory://",
+    run_conductor: bool = True,
+    name: str = "main",
+) -> _PasteApp:
+    """Load the pipeline from *ini_path* with the given database and store."""
+    from paste.deploy import loadapp
+
+    created: list[ServiceApp] = []
+    global_conf = {
+        "database": database_url,
+        "store": store_url,
+        "run_conductor": "true" if run_conductor else "false",
+    }
+    pipeline = loadapp(f"config:{Path(ini_path).resolve()}", name=name, global_conf=global_conf)
+    inner = _find_inner(pipeline, created)
+    return _PasteApp(pipeline, inner)
+
+
+def _find_inner(app: Any, created: list[ServiceApp]) -> ServiceApp:
+    seen = 0
+    while not isinstance(app, ServiceApp) and seen < 20:
+        app = getattr(app, "app", None) or getattr(app, "application", None)
+        seen += 1
+    if not isinstance(app, ServiceApp):
+        raise RuntimeError("api-paste.ini pipeline does not end in baremetal_service.app:app_factory")
+    return app

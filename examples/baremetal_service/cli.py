@@ -1,0 +1,113 @@
+"""``baremetal-service``: run the bare-metal API (and its conductor worker) on one port.
+
+    baremetal-service [--host 127.0.0.1] [--port 6385] [--database URL] [--store URL]
+
+``--database`` is a SQLAlchemy URL (default: a SQLite file ``baremetal.sqlite``
+in the current directory; ``postgresql+psycopg://...`` for PostgreSQL).
+``--store`` is the idempotency replay store: ``memory://`` (default),
+``redis://host:port/db`` or ``memcached://host:port``.  ``--paste FILE`` builds
+the pipeline from an ``api-paste.ini`` instead of in code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 6385
+DEFAULT_DATABASE = "sqlite:///baremetal.sqlite"
+DEFAULT_STORE = "memory://"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="baremetal-service",
+        description="An Ironic-compatible bare-metal provisioning API behind the apimw middlewares.",
+    )
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument(
+        "--database",
+        default=os.environ.get("BAREMETAL_DATABASE", DEFAULT_DATABASE),
+        help="SQLAlchemy database URL (default: a SQLite file in the current directory)",
+    )
+    parser.add_argument(
+        "--store",
+        default=os.environ.get("BAREMETAL_STORE", DEFAULT_STORE),
+        help="idempotency replay store URL: memory://, redis://..., memcached://... (default memory://)",
+    )
+    parser.add_argument("--paste", default=None, help="build the pipeline from this api-paste.ini")
+    parser.add_argument("--threads", type=int, default=8, help="worker threads (default 8)")
+    parser.add_argument("--no-conductor", action="store_true", help="do not run the conductor worker")
+    parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
+    args = parser.parse_args(argv)
+    if not 0 < args.port < 65536:
+        parser.error(f"--port must be between 1 and 65535, got {args.port}")
+    if args.threads < 1:
+        parser.error("--threads must be at least 1")
+    return args
+
+
+def build(args: argparse.Namespace) -> Any:
+    from baremetal_service.app import build_app, load_paste_app
+
+    if args.paste:
+        return load_paste_app(
+            args.paste, database_url=args.database, store_url=args.store, run_conductor=not args.no_conductor
+        )
+    return build_app(database_url=args.database, store_url=args.store, run_conductor=not args.no_conductor)
+
+
+def serve(app: Any, host: str, port: int, threads: int) -> None:
+    from waitress.server import create_server
+
+    server = create_server(
+        app,
+        host=host,
+        port=port,
+        threads=threads,
+        ident="baremetal_service",
+        clear_untrusted_proxy_headers=True,
+        channel_timeout=60,
+        connection_limit=1000,
+    )
+
+    def _stop(signum: int, frame: Any) -> None:
+        server.close()
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, _stop)
+    print(f"baremetal-service: serving on http://{host}:{server.effective_port}", flush=True)  # noqa: T201
+    server.run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    try:
+        app = build(args)
+    except Exception as exc:  # configuration problems: one clear line, exit 2
+        print(f"baremetal-service: cannot start: {exc}", file=sys.stderr)  # noqa: T201
+        return 2
+    try:
+        serve(app, args.host, args.port, args.threads)
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        close = getattr(app, "close", None)
+        if close is not None:
+            close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
