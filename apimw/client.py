@@ -567,6 +567,11 @@ class VersionedSession:
         self, method: str, url: str, kwargs: dict[str, Any], known: ServerRange | None
     ) -> requests.Response:
         plan = self._plan(known)
+        if (known is not None and not known.versioned and self.pinned not in (None, V1_0)
+                and method not in _SAFE_METHODS):
+            # UC3B for a write: an old server would carry it out at 1.0; refuse before sending.
+            # (A safe request is sent: its answer tells whether the server was upgraded.)
+            raise self._old_server(self.pinned, None)
         response = self._do(method, url, kwargs, plan)
         self._learn(response)
         if response.status_code == 406 and plan.header is not None:
