@@ -1,0 +1,232 @@
+"""Sans-IO parts of the idempotency middleware: tokens, scope keys, fingerprints, records.
+
+Nothing here touches WSGI or a store, so each function is property-testable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Final, NamedTuple
+from urllib.parse import parse_qsl
+
+from apimw._stores import PREFIX_LEN
+
+MAX_TOKEN_LENGTH: Final = 255
+FINGERPRINT_VERSION: Final = b"apimw-idempotency-fp-v1"
+KEY_VERSION: Final = "idem:v1:"
+
+# Tokens: 1-255 visible ASCII characters (0x21-0x7E), as EC2/Stripe-style clients send.
+_TOKEN_RE: Final = re.compile(r"[\x21-\x7e]{1,255}")
+# RFC 8941 sf-string: DQUOTE *( unescaped / "\" ( DQUOTE / "\" ) ) DQUOTE,
+# unescaped = %x20-21 / %x23-5B / %x5D-7E
+_SF_STRING_RE: Final = re.compile(r'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"')
+_SF_UNESCAPE_RE: Final = re.compile(r"\\([\"\\])")
+
+
+class TokenError(ValueError):
+    """The token header is malformed; ``code`` is the stable error code."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+def _check_token(token: str, header: str) -> str:
+    if _TOKEN_RE.fullmatch(token) is None:
+        raise TokenError(
+            "idempotency.token-invalid",
+            f"{header} must be 1 to {MAX_TOKEN_LENGTH} visible ASCII characters (no spaces).",
+        )
+    return token
+
+
+def parse_client_token(value: str) -> str:
+    """``X-Client-Token``: the value itself, surrounding whitespace ignored."""
+    return _check_token(value.strip(" \t"), "X-Client-Token")
+
+
+def parse_idempotency_key(value: str) -> str:
+    """``Idempotency-Key``: an RFC 8941 sf-string (``"abc"``) or, leniently, a bare token."""
+    text = value.strip(" \t")
+    if text.startswith('"'):
+        match = _SF_STRING_RE.fullmatch(text)
+        if match is None:
+            raise TokenError("idempotency.token-invalid", "Idempotency-Key is not a valid quoted string.")
+        text = _SF_UNESCAPE_RE.sub(r"\1", match.group(1))
+    return _check_token(text, "Idempotency-Key")
+
+
+def resolve_token(client_token: str | None, idempotency_key: str | None) -> str | None:
+    """The request's token from either header; both present and different is an error."""
+    first = parse_client_token(client_token) if client_token is not None else None
+    second = parse_idempotency_key(idempotency_key) if idempotency_key is not None else None
+    if first is not None and second is not None and first != second:
+        raise TokenError(
+            "idempotency.token-ambiguous",
+            "X-Client-Token and Idempotency-Key are both present and differ; send one of them.",
+        )
+    return first if first is not None else second
+
+
+def store_key(prefix: str, scope: str, token: str) -> str:
+    """``prefix + "idem:v1:" + sha256(scope US token)``: <= 250 bytes, no raw token in it."""
+    digest = hashlib.sha256(f"{scope}\x1f{token}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{prefix}{KEY_VERSION}{digest}"
+
+
+def _field(hasher: hashlib._Hash, data: bytes) -> None:
+    hasher.update(len(data).to_bytes(8, "big"))
+    hasher.update(data)
+
+
+def _b(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def is_json(mtype: str) -> bool:
+    return mtype == "application/json" or mtype.endswith("+json") or mtype == ""
+
+
+def canonical_body(mtype: str, body: bytes) -> bytes:
+    """Canonical JSON (sorted keys, no whitespace) when the body is JSON, else the bytes tagged raw."""
+    if body and is_json(mtype):
+        try:
+            doc = json.loads(body)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            try:
+                return b"json:" + json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+            except (ValueError, RecursionError):
+                pass
+    return b"raw:" + body
+
+
+def fingerprint(
+    *,
+    method: str,
+    path: str,
+    query: str,
+    content_type: str | None,
+    versions: Sequence[tuple[str, str]],
+    body: bytes,
+) -> str:
+    """sha256 over length-prefixed fields: what makes two requests "the same request"."""
+    hasher = hashlib.sha256()
+    _field(hasher, FINGERPRINT_VERSION)
+    _field(hasher, _b(method))
+    _field(hasher, _b(path))
+    # QUERY_STRING is a latin-1 native string: decoding %XX as latin-1 keeps every byte distinct.
+    pairs = sorted(parse_qsl(query, keep_blank_values=True, encoding="latin-1"))
+    _field(hasher, str(len(pairs)).encode())
+    for name, value in pairs:
+        _field(hasher, _b(name))
+        _field(hasher, _b(value))
+    mtype = media_type(content_type)
+    _field(hasher, _b(mtype))
+    _field(hasher, str(len(versions)).encode())
+    for name, value in sorted(versions):
+        _field(hasher, _b(name))
+        _field(hasher, _b(value))
+    _field(hasher, hashlib.sha256(canonical_body(mtype, body)).digest())
+    return hasher.hexdigest()
+
+
+# -- records ----------------------------------------------------------------------------
+
+PENDING: Final = b"P"
+COMPLETE: Final = b"C"
+TOMBSTONE: Final = b"T"
+
+
+class Record(NamedTuple):
+    owner: bytes
+    state: bytes
+    fp: str
+    scope: str
+    status: str = ""
+    headers: list[tuple[str, str]] = []  # a NamedTuple default, never mutated
+    body: bytes = b""
+    location: str | None = None
+
+
+class RecordError(ValueError):
+    """A stored record cannot be decoded."""
+
+
+def _encode(owner: bytes, state: bytes, meta: dict[str, object], body: bytes = b"") -> bytes:
+    assert len(owner) == PREFIX_LEN - 1  # noqa: S101 - internal invariant
+    head = json.dumps(meta, separators=(",", ":"), ensure_ascii=True).encode()
+    return owner + state + head + b"\n" + body
+
+
+def encode_pending(owner: bytes, fp: str, scope: str, claimed_at: float) -> bytes:
+    return _encode(owner, PENDING, {"v": 1, "fp": fp, "sc": scope, "t": round(claimed_at, 3)})
+
+
+def encode_complete(
+    owner: bytes, fp: str, scope: str, status: str, headers: Iterable[tuple[str, str]], body: bytes
+) -> bytes:
+    meta = {"v": 1, "fp": fp, "sc": scope, "s": status, "h": [[k, v] for k, v in headers]}
+    return _encode(owner, COMPLETE, meta, body)
+
+
+def encode_tombstone(owner: bytes, fp: str, scope: str, status: str, location: str | None) -> bytes:
+    return _encode(owner, TOMBSTONE, {"v": 1, "fp": fp, "sc": scope, "s": status, "loc": location})
+
+
+def decode_record(raw: bytes) -> Record:
+    """Parse a stored record; anything unexpected raises :class:`RecordError` (never "absent")."""
+    head, sep, body = raw[PREFIX_LEN:].partition(b"\n")
+    state = raw[PREFIX_LEN - 1 : PREFIX_LEN]
+    if not sep or state not in (PENDING, COMPLETE, TOMBSTONE):
+        raise RecordError("not an apimw idempotency record")
+    try:
+        meta = json.loads(head)
+        if meta["v"] != 1:
+            raise RecordError(f"unknown record version {meta['v']!r}")
+        fp, scope = str(meta["fp"]), str(meta["sc"])
+        if state == COMPLETE:
+            headers = [(str(k), str(v)) for k, v in meta["h"]]
+            return Record(raw[: PREFIX_LEN - 1], state, fp, scope, str(meta["s"]), headers, body)
+        if state == TOMBSTONE:
+            loc = meta.get("loc")
+            return Record(raw[: PREFIX_LEN - 1], state, fp, scope, str(meta["s"]), location=loc)
+        return Record(raw[: PREFIX_LEN - 1], state, fp, scope)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RecordError(f"corrupt idempotency record: {exc}") from None
+
+
+# -- replayed headers -----------------------------------------------------------------------
+
+#: Never replayed: hop-by-hop (RFC 9110 7.6.1), per-response values, cookies and auth
+#: challenges, and request ids (the outer request_id middleware adds fresh ones).
+DROPPED_HEADERS: Final = frozenset(
+    {
+        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+        "te", "trailer", "trailers", "transfer-encoding", "upgrade",
+        "content-length", "date", "server", "set-cookie", "set-cookie2", "www-authenticate",
+        "x-openstack-request-id", "x-compute-request-id", "x-request-id", "request-id",
+        "idempotent-replayed", "idempotency-status",
+    }
+)  # fmt: skip
+
+
+def stored_headers(headers: Iterable[tuple[str, str]], drop: frozenset[str]) -> list[tuple[str, str]]:
+    """The response headers worth replaying (Location, Content-Type, ETag, ... kept in order)."""
+    return [(k, v) for k, v in headers if k.lower() not in drop]
+
+
+def location_of(headers: Iterable[tuple[str, str]]) -> str | None:
+    for name, value in headers:
+        if name.lower() == "location":
+            return value
+    return None

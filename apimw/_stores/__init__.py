@@ -1,0 +1,88 @@
+"""Replay stores for the idempotency middleware: one record per key, claimed atomically.
+
+A store keeps opaque byte records under short ASCII keys.  The middleware puts
+its owner id and record state in the first :data:`PREFIX_LEN` bytes of every
+record, so a store can *fence* a write: "replace/delete this key only if its
+record still starts with these bytes" (memcached ``gets``/``cas``, a Redis Lua
+script, a lock in memory).  A request whose lease expired can therefore never
+overwrite or delete the record of the request that took over.
+
+Backends are chosen by URL (:func:`open_store`):
+
+``memory://`` / ``memory://<name>``
+    One process only (tests, single-process services).  A named store is shared
+    by every middleware in the process that names it.
+``memcached://host:port[,host:port...]``
+    pymemcache; each key lives on exactly one server (rendezvous hashing) and
+    is never moved to another one when its server is down.
+``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://``, ``redis+sentinel://``
+    redis-py; every record is a single key, so Redis Cluster needs no hash tags.
+
+Every store method raises :class:`~apimw.errors.StoreError` when the backend
+cannot be reached or answers nonsense; none of them raises anything else.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Protocol
+from urllib.parse import urlsplit
+
+from apimw.errors import ConfigError, StoreError
+
+__all__ = ["PREFIX_LEN", "Store", "StoreError", "open_store"]
+
+#: Bytes at the start of a record that fenced writes compare: 32 hex owner id + 1 state byte.
+PREFIX_LEN: Final = 33
+
+
+class Store(Protocol):
+    """What the idempotency middleware needs from a backend."""
+
+    #: Short description for logs (no credentials).
+    name: str
+
+    def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
+        """Store *value* under *key* for *lease* seconds if *key* is absent.
+
+        Return ``None`` when this call created the record, else the record that is
+        there (``b""`` if it vanished between the failed create and the read).
+        """
+
+    def complete(self, key: str, expect: bytes, value: bytes, ttl: float) -> bool:
+        """Replace the record with *value* for *ttl* seconds if it still starts with *expect*."""
+
+    def release(self, key: str, expect: bytes) -> bool:
+        """Delete the record if it still starts with *expect*."""
+
+    def get(self, key: str) -> bytes | None:
+        """The record under *key*, or ``None``."""
+
+    def close(self) -> None:
+        """Drop connections (the store may be used again afterwards)."""
+
+
+def open_store(url: str, *, timeout: float = 0.5) -> Store:
+    """A store for *url*; *timeout* is the socket timeout unless the URL sets its own.
+
+    Raises :class:`~apimw.errors.ConfigError` for an unknown scheme or a malformed URL.
+    No connection is made here: the first request connects.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(f"store must be a URL such as memory://, redis://host:6379/0; got {url!r}")
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "memory":
+        from apimw._stores.memory_store import open_memory_store
+
+        return open_memory_store(url)
+    if scheme == "memcached":
+        from apimw._stores.memcached_store import MemcachedStore
+
+        return MemcachedStore.from_url(url, timeout=timeout)
+    if scheme in ("redis", "rediss", "unix", "redis+cluster", "redis+sentinel"):
+        from apimw._stores.redis_store import open_redis_store
+
+        return open_redis_store(url, timeout=timeout)
+    raise ConfigError(
+        f"unknown store scheme {scheme!r} in {url!r}: use memory://, memcached://, redis://, "
+        "rediss://, unix://, redis+cluster:// or redis+sentinel://"
+    )

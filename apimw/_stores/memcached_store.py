@@ -1,0 +1,205 @@
+"""``memcached://host:port[,host:port...]``: records in memcached through pymemcache.
+
+* Claim: ``add`` with ``noreply=False`` (pymemcache's default ``noreply=True``
+  would make every ``add`` look successful).  After an error the ``add`` may or
+  may not have been stored, so the record is read back instead of blindly
+  retrying: the caller recognises its own owner id.
+* Fenced complete/release: ``gets`` then ``cas``; release is a ``cas`` to an
+  empty value with a negative exptime ("immediately expired").
+* TTLs are whole seconds, at least 2 (memcached's clock ticks once a second, so
+  a TTL of 1 may expire at once); more than 30 days is sent as an absolute Unix
+  time, because memcached reads larger values that way.
+
+Several servers: each key is placed on one server by rendezvous hashing of the
+key over the server list (the same in every process).  When that server is
+down, requests for its keys fail with :class:`~apimw.errors.StoreError` (the
+middleware answers 503, or runs unprotected in fail-open mode); keys are never
+moved to another server, because a moved key has forgotten its in-flight claim
+and its stored response and a retry would run twice.  Keys of the other servers
+are unaffected.  memcached is not durable: a restarted server has forgotten its
+records, and it may evict records under memory pressure (run a dedicated
+instance, or ``-M``).  URL parameters: ``timeout``, ``connect_timeout`` (seconds),
+``max_pool_size``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import time
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlsplit
+
+from pymemcache.client.base import PooledClient
+from pymemcache.exceptions import MemcacheError
+
+from apimw.errors import ConfigError, StoreError
+
+#: memcached reads an exptime above this as an absolute Unix time.
+THIRTY_DAYS: Final = 30 * 24 * 3600
+MIN_TTL: Final = 2
+_ERRORS: Final = (MemcacheError, OSError)
+
+
+def memcached_expire(seconds: float, *, now: float | None = None) -> int:
+    """The exptime to send for a TTL of *seconds*: >= 2, absolute time beyond 30 days."""
+    ttl = max(MIN_TTL, math.ceil(seconds))
+    if ttl > THIRTY_DAYS:
+        return int(time.time() if now is None else now) + ttl
+    return ttl
+
+
+def _parse_server(text: str, url: str) -> tuple[str, int]:
+    text = text.strip()
+    if text.startswith("["):  # [::1]:11211
+        host, _, rest = text[1:].partition("]")
+        port_text = rest.lstrip(":") or "11211"
+    else:
+        host, _, port_text = text.partition(":")
+        port_text = port_text or "11211"
+    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(f"memcached store: bad server {text!r} in {url!r} (expected host:port)")
+    return host, int(port_text)
+
+
+class MemcachedStore:
+    """One pymemcache ``PooledClient`` per server; a key always goes to the same server."""
+
+    def __init__(
+        self,
+        servers: list[tuple[str, int]],
+        *,
+        timeout: float = 0.5,
+        connect_timeout: float | None = None,
+        max_pool_size: int | None = None,
+    ) -> None:
+        if not servers:
+            raise ConfigError("memcached store: at least one server is needed")
+        self.servers = servers
+        self.name = "memcached://" + ",".join(f"{h}:{p}" for h, p in servers)
+        self._kwargs: dict[str, Any] = {
+            "timeout": timeout,
+            "connect_timeout": connect_timeout if connect_timeout is not None else timeout,
+            "max_pool_size": max_pool_size,
+            "no_delay": True,
+            "default_noreply": False,
+            "ignore_exc": False,
+        }
+        self._labels = [f"{h}:{p}".encode() for h, p in servers]
+        self._connect()
+
+    @classmethod
+    def from_url(cls, url: str, *, timeout: float = 0.5) -> MemcachedStore:
+        parts = urlsplit(url)
+        if parts.path not in ("", "/"):
+            raise ConfigError(f"memcached store: unexpected path in {url!r}")
+        servers = [_parse_server(s, url) for s in parts.netloc.split(",") if s.strip()]
+        params = dict(parse_qsl(parts.query, keep_blank_values=True))
+        unknown = set(params) - {"timeout", "connect_timeout", "max_pool_size"}
+        if unknown:
+            raise ConfigError(f"memcached store: unknown URL parameter(s) {sorted(unknown)} in {url!r}")
+        try:
+            tmo = float(params.get("timeout", timeout))
+            ctmo = float(params["connect_timeout"]) if "connect_timeout" in params else None
+            pool = int(params["max_pool_size"]) if "max_pool_size" in params else None
+        except ValueError:
+            raise ConfigError(f"memcached store: bad numeric URL parameter in {url!r}") from None
+        if tmo <= 0 or (ctmo is not None and ctmo <= 0) or (pool is not None and pool < 1):
+            raise ConfigError(f"memcached store: timeouts and max_pool_size must be positive in {url!r}")
+        return cls(servers, timeout=tmo, connect_timeout=ctmo, max_pool_size=pool)
+
+    def _connect(self) -> None:
+        self._pid = os.getpid()
+        self._clients = [PooledClient(server, **self._kwargs) for server in self.servers]
+
+    def _client(self, key: str) -> PooledClient:
+        if self._pid != os.getpid():  # forked: never share sockets with the parent
+            self._connect()
+        clients = self._clients
+        if len(clients) == 1:
+            return clients[0]
+        raw = key.encode()
+        best = max(
+            range(len(clients)),
+            key=lambda i: hashlib.blake2b(self._labels[i] + b"\0" + raw, digest_size=8).digest(),
+        )
+        return clients[best]
+
+    def _fail(self, what: str, exc: BaseException) -> StoreError:
+        return StoreError(f"{self.name}: {what} failed: {type(exc).__name__}: {exc}")
+
+    def _read(self, client: PooledClient, key: str) -> bytes | None:
+        # A read is safe to repeat once: a pooled socket that died with a server
+        # restart fails the first time and is replaced by a fresh connection.
+        for attempt in (0, 1):
+            try:
+                value = client.get(key)
+            except _ERRORS as exc:
+                if attempt:
+                    raise self._fail("get", exc) from exc
+                continue
+            return None if value is None else bytes(value)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
+        client = self._client(key)
+        expire = memcached_expire(lease)
+        try:
+            if client.add(key, value, expire=expire, noreply=False):
+                return None
+        except _ERRORS:
+            # Stored or not?  Read back; never blindly re-add.
+            current = self._read(client, key)
+            if current is not None:
+                return current
+            try:
+                if client.add(key, value, expire=expire, noreply=False):
+                    return None
+            except _ERRORS as exc:
+                raise self._fail("add", exc) from exc
+        current = self._read(client, key)
+        return b"" if current is None else current
+
+    def _gets(self, client: PooledClient, key: str) -> tuple[bytes | None, Any]:
+        for attempt in (0, 1):
+            try:
+                value, cas = client.gets(key)
+            except _ERRORS as exc:
+                if attempt:
+                    raise self._fail("gets", exc) from exc
+                continue
+            return (None if value is None else bytes(value)), cas
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def complete(self, key: str, expect: bytes, value: bytes, ttl: float) -> bool:
+        client = self._client(key)
+        current, cas = self._gets(client, key)
+        if current is None or not current.startswith(expect):
+            return False
+        try:
+            return bool(client.cas(key, value, cas, expire=memcached_expire(ttl), noreply=False))
+        except _ERRORS as exc:
+            raise self._fail("cas", exc) from exc
+
+    def release(self, key: str, expect: bytes) -> bool:
+        client = self._client(key)
+        current, cas = self._gets(client, key)
+        if current is None or not current.startswith(expect):
+            return False
+        try:
+            # exptime < 0: "the item is immediately expired" -> a compare-and-delete.
+            return bool(client.cas(key, b"", cas, expire=-1, noreply=False))
+        except _ERRORS as exc:
+            raise self._fail("cas", exc) from exc
+
+    def get(self, key: str) -> bytes | None:
+        return self._read(self._client(key), key)
+
+    def server_for(self, key: str) -> tuple[str, int]:
+        """The server that holds *key* (for operators and tests)."""
+        return self.servers[self._clients.index(self._client(key))]
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()

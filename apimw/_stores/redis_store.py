@@ -1,0 +1,192 @@
+"""``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://``, ``redis+sentinel://`` via redis-py.
+
+Every record is one key, so every operation is a single-key command or a
+single-key Lua script, which Redis Cluster routes without hash tags.
+
+* Claim: one Lua script, ``SET key value NX PX lease`` and, when the key is
+  taken, the current value in the same round trip.
+* Fenced complete/release: Lua scripts compare the first 33 bytes of the
+  record (``GETRANGE``, cheap even for a large record) with the caller's owner
+  prefix, then ``SET ... PX retention`` or ``DEL`` -- the pattern of redis-py's
+  own ``Lock``.
+* Errors: one quick retry of a command whose connection broke (a pooled
+  connection that died with a server restart); then :class:`StoreError`.
+  Replaying the claim script is safe: the caller recognises its own owner id.
+
+URLs:
+
+``redis://[[user]:password@]host:port/db?socket_timeout=0.5``, ``rediss://...``, ``unix:///path?db=0``
+    Anything ``redis.Redis.from_url`` accepts.
+``redis+cluster://[[user]:password@]host:port[,host:port...]``
+    ``RedisCluster`` with these startup nodes.
+``redis+sentinel://[[user]:password@]host:port[,host:port...]/<service_name>[/<db>]``
+    ``Sentinel(...).master_for(service_name)``; the password is the master's.
+
+Redis replication is asynchronous: a failover can lose a claim or a record
+written just before it.  Run with ``maxmemory-policy noeviction`` so records
+are not evicted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from apimw._stores import PREFIX_LEN
+from apimw.errors import ConfigError, StoreError
+
+_CLAIM: Final = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+return ''
+"""
+_COMPLETE: Final = f"""
+if redis.call('GETRANGE', KEYS[1], 0, {PREFIX_LEN - 1}) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+"""
+_RELEASE: Final = f"""
+if redis.call('GETRANGE', KEYS[1], 0, {PREFIX_LEN - 1}) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+_ERRORS: Final = (redis.RedisError, OSError)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, math.ceil(seconds * 1000))
+
+
+class RedisStore:
+    """Records in Redis (standalone, Sentinel-managed or Cluster)."""
+
+    def __init__(self, client: Any, *, name: str) -> None:
+        self.name = name
+        self.client = client
+        self._claim = client.register_script(_CLAIM)
+        self._complete = client.register_script(_COMPLETE)
+        self._release = client.register_script(_RELEASE)
+
+    def _fail(self, what: str, exc: BaseException) -> StoreError:
+        return StoreError(f"{self.name}: {what} failed: {type(exc).__name__}: {exc}")
+
+    def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
+        try:
+            result = self._claim(keys=[key], args=[value, _ms(lease)])
+        except _ERRORS as exc:
+            raise self._fail("claim", exc) from exc
+        if isinstance(result, int):
+            return None
+        if isinstance(result, str):  # a client built with decode_responses=True
+            raise StoreError(f"{self.name}: the client must not decode responses")
+        return bytes(result)
+
+    def complete(self, key: str, expect: bytes, value: bytes, ttl: float) -> bool:
+        try:
+            return bool(self._complete(keys=[key], args=[expect[:PREFIX_LEN], value, _ms(ttl)]))
+        except _ERRORS as exc:
+            raise self._fail("complete", exc) from exc
+
+    def release(self, key: str, expect: bytes) -> bool:
+        try:
+            return bool(self._release(keys=[key], args=[expect[:PREFIX_LEN]]))
+        except _ERRORS as exc:
+            raise self._fail("release", exc) from exc
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            value = self.client.get(key)
+        except _ERRORS as exc:
+            raise self._fail("get", exc) from exc
+        return None if value is None else bytes(value)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _nodes(netloc: str, url: str) -> tuple[list[tuple[str, int]], str | None, str | None]:
+    auth, _, hosts = netloc.rpartition("@")
+    username = password = None
+    if auth:
+        user, sep, pw = auth.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) if sep else None
+    nodes = []
+    for item in hosts.split(","):
+        host, _, port = item.strip().rpartition(":")
+        host = host.strip("[]")
+        if not host or not port.isdigit():
+            raise ConfigError(f"redis store: bad node {item!r} in {url!r} (expected host:port)")
+        nodes.append((host, int(port)))
+    return nodes, username, password
+
+
+def _timeouts(params: dict[str, str], timeout: float, url: str) -> dict[str, float]:
+    unknown = set(params) - {"socket_timeout", "socket_connect_timeout"}
+    if unknown:
+        raise ConfigError(f"redis store: unknown URL parameter(s) {sorted(unknown)} in {url!r}")
+    try:
+        return {
+            "socket_timeout": float(params.get("socket_timeout", timeout)),
+            "socket_connect_timeout": float(params.get("socket_connect_timeout", timeout)),
+        }
+    except ValueError:
+        raise ConfigError(f"redis store: bad timeout in {url!r}") from None
+
+
+def _retry() -> Retry:
+    return Retry(ExponentialBackoff(cap=0.05, base=0.005), 1)
+
+
+def open_redis_store(url: str, *, timeout: float = 0.5) -> RedisStore:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    safe_name = f"{scheme}://{parts.hostname or ''}{':' if parts.port else ''}{parts.port or ''}{parts.path}"
+    if scheme == "redis+cluster":
+        from redis.cluster import ClusterNode, RedisCluster
+
+        nodes, username, password = _nodes(parts.netloc, url)
+        client: Any = RedisCluster(
+            startup_nodes=[ClusterNode(h, p) for h, p in nodes],  # type: ignore[no-untyped-call]
+            username=username,
+            password=password,
+            retry=_retry(),
+            **_timeouts(params, timeout, url),  # type: ignore[arg-type]
+        )
+        return RedisStore(client, name=safe_name)
+    if scheme == "redis+sentinel":
+        from redis.sentinel import Sentinel
+
+        nodes, username, password = _nodes(parts.netloc, url)
+        segments = [s for s in parts.path.split("/") if s]
+        if not segments or len(segments) > 2 or (len(segments) == 2 and not segments[1].isdigit()):
+            raise ConfigError(
+                f"redis store: {url!r} must name the Sentinel service: redis+sentinel://host:port/<service>[/<db>]"
+            )
+        times = _timeouts(params, timeout, url)
+        sentinel = Sentinel(nodes, sentinel_kwargs=dict(times), **times)  # type: ignore[no-untyped-call]
+        client = sentinel.master_for(  # type: ignore[no-untyped-call]
+            segments[0],
+            db=int(segments[1]) if len(segments) == 2 else 0,
+            username=username,
+            password=password,
+            retry=_retry(),
+            **times,
+        )
+        return RedisStore(client, name=safe_name)
+    kwargs: dict[str, Any] = {"retry": _retry(), "socket_timeout": timeout, "socket_connect_timeout": timeout}
+    try:
+        client = redis.Redis.from_url(url, **kwargs)  # URL parameters win over these defaults
+    except ValueError as exc:
+        raise ConfigError(f"redis store: {exc}") from None
+    return RedisStore(client, name=safe_name)

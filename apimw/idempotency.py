@@ -1,0 +1,720 @@
+"""``X-Client-Token`` idempotent replay: a retried POST gets the first answer, never a second server.
+
+Place it **after** keystonemiddleware's ``auth_token`` in the pipeline: the scope
+of a token is the authenticated project (``X-Project-Id``, which ``auth_token``
+strips from the client's request and sets itself).  See ``docs/idempotency.md``.
+
+Per request with a token (``X-Client-Token``, or ``Idempotency-Key``)::
+
+    token -> scope -> body (buffered, capped) -> fingerprint -> claim(key, lease)
+      won:  run the app, store the response (owner-fenced) *before* sending it
+      lost: same fingerprint -> replay | in flight -> 409 | other request -> 409 (422)
+
+Requests without a token, and methods not configured, go straight to the app
+without a store call.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import logging
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from apimw import _idempotency_parts as parts
+from apimw._options import (
+    Option,
+    as_bool,
+    as_float,
+    as_int,
+    as_list,
+    as_optional_str,
+    as_str,
+    flask_wrap,
+    make_filter_factory,
+    oslo_opts,
+)
+from apimw._stores import PREFIX_LEN, Store, open_store
+from apimw.errors import ConfigError, HTTPProblem, StoreError, check_profile, respond_with_problem
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+    ExcInfo = tuple[type[BaseException], BaseException, TracebackType] | tuple[None, None, None]
+
+__all__ = [
+    "ENVIRON_REPLAYED",
+    "ENVIRON_STATUS",
+    "GROUP",
+    "OPTIONS",
+    "IdempotencyMiddleware",
+    "filter_factory",
+    "list_opts",
+    "wrap_flask",
+]
+
+LOG = logging.getLogger("apimw.idempotency")
+
+GROUP: Final = "apimw_idempotency"
+FLASK_CONFIG_KEY: Final = "APIMW_IDEMPOTENCY"
+
+# environ keys and headers
+ENV_CLIENT_TOKEN: Final = "HTTP_X_CLIENT_TOKEN"  # noqa: S105 - a header name
+ENV_IDEMPOTENCY_KEY: Final = "HTTP_IDEMPOTENCY_KEY"
+ENV_PROJECT_ID: Final = "HTTP_X_PROJECT_ID"
+ENV_TENANT_ID: Final = "HTTP_X_TENANT_ID"
+ENV_USER_ID: Final = "HTTP_X_USER_ID"
+#: ``True`` on a replayed answer, ``False`` when the app ran under a claim.
+ENVIRON_REPLAYED: Final = "apimw.idempotency.replayed"
+#: ``"claimed"`` (the app runs protected) or ``"unprotected"`` (fail-open, store down).
+ENVIRON_STATUS: Final = "apimw.idempotency.status"
+ENVIRON_MICROVERSION: Final = "apimw.microversion"
+UNPROTECTED_HEADER: Final = "Idempotency-Status"
+
+DEFAULT_FINGERPRINT_HEADERS: Final = ("OpenStack-API-Version", "X-OpenStack-*-API-Version")
+DEFAULT_RELEASE_STATUSES: Final = (408, 409, 423, 425, 429)
+SHARED_SCOPE: Final = "*shared*"
+_READ_CHUNK: Final = 65536
+
+
+# -- scope functions ----------------------------------------------------------------------
+
+
+def project_scope(environ: WSGIEnvironment) -> str | None:
+    """The project auth_token authenticated (``X-Project-Id``, legacy ``X-Tenant-Id``)."""
+    return environ.get(ENV_PROJECT_ID) or environ.get(ENV_TENANT_ID) or None
+
+
+def user_scope(environ: WSGIEnvironment) -> str | None:
+    """Project and user: the same token from two users of one project are two requests."""
+    project = project_scope(environ)
+    user = environ.get(ENV_USER_ID)
+    return f"{project}\x1f{user}" if project and user else None
+
+
+def shared_scope(environ: WSGIEnvironment) -> str | None:
+    """One scope for everybody (no-auth deployments); client headers are ignored."""
+    return SHARED_SCOPE
+
+
+_SCOPES: Final[dict[str, Callable[[WSGIEnvironment], str | None]]] = {
+    "project": project_scope,
+    "user": user_scope,
+    "shared": shared_scope,
+}
+
+
+def _resolve_scope(scope: str | Callable[[WSGIEnvironment], str | None]) -> Callable[..., str | None]:
+    if callable(scope):
+        return scope
+    if scope in _SCOPES:
+        return _SCOPES[scope]
+    module, sep, attr = scope.partition(":")
+    if sep and module and attr:
+        try:
+            func = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"idempotency: cannot import scope function {scope!r}: {exc}") from None
+        if callable(func):
+            return func  # type: ignore[no-any-return]
+    raise ConfigError(f"idempotency: scope must be project, user, shared or 'module:function'; got {scope!r}")
+
+
+def _header_matcher(names: Iterable[str]) -> tuple[frozenset[str], re.Pattern[str] | None]:
+    """Header names (``*`` allowed) -> exact environ keys and one regex for the patterns."""
+    exact: set[str] = set()
+    patterns: list[str] = []
+    for name in names:
+        key = "HTTP_" + name.strip().upper().replace("-", "_")
+        if not re.fullmatch(r"HTTP_[A-Z0-9_*]+", key):
+            raise ConfigError(f"idempotency: bad header name in fingerprint_headers: {name!r}")
+        if "*" in key:
+            patterns.append(re.escape(key).replace(r"\*", "[A-Z0-9_]*"))
+        else:
+            exact.add(key)
+    return frozenset(exact), re.compile("|".join(patterns)) if patterns else None
+
+
+def _as_status_list(value: str | Iterable[str | int]) -> list[int]:
+    items = as_list(value) if isinstance(value, str) else list(value)
+    out = []
+    for item in items:
+        code = as_int(item) if isinstance(item, str) else item
+        if not isinstance(code, int) or not 100 <= code <= 599:
+            raise ConfigError(f"idempotency: not an HTTP status: {item!r}")
+        out.append(code)
+    return out
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def convert(value: str) -> str:
+        text = value.strip().lower().replace("-", "_")
+        if text not in allowed:
+            raise ConfigError(f"expected one of {', '.join(allowed)}; got {value!r}")
+        return text
+
+    return convert
+
+
+OPTIONS: Final = (
+    Option("store", as_str, "memory://",
+           "Record store URL: memory://[name], memcached://host:port[,host:port], redis://host:port/db, "
+           "rediss://..., unix://..., redis+cluster://h:p[,h:p], redis+sentinel://h:p[,h:p]/service[/db]."),
+    Option("store_timeout", as_float, 0.5,
+           "Socket timeout (seconds) for the store, unless the URL sets its own."),
+    Option("methods", as_list, ["POST"], "HTTP methods protected by a token.", kind="list"),
+    Option("accept_idempotency_key", as_bool, True,
+           "Also accept the IETF Idempotency-Key header (quoted sf-string or bare).", kind="bool"),
+    Option("require_token", as_bool, False,
+           "Answer 400 to a protected method without a token.", kind="bool"),
+    Option("scope", as_str, "project",
+           "Whose tokens are separate: project (X-Project-Id / X-Tenant-Id from auth_token), "
+           "user (project and X-User-Id), shared (one scope, no-auth deployments), or module:function."),
+    Option("missing_scope", _choice("reject", "shared"), "reject",
+           "A token-bearing request without a scope: reject (400) or use the shared scope."),
+    Option("fingerprint_headers", as_list, list(DEFAULT_FINGERPRINT_HEADERS),
+           "Request headers that are part of the request's identity (* matches); the microversion "
+           "headers by default.", kind="list"),
+    Option("lease", as_float, 300.0,
+           "Seconds a claim lives while the app runs; keep it above the API worker timeout.",
+           kind="float"),
+    Option("retention", as_float, 86400.0,
+           "Seconds a stored response is replayed (the spec's memcache_expiration).", kind="float"),
+    Option("max_request_bytes", as_int, 1024 * 1024,
+           "Largest request body buffered for the fingerprint; larger -> 413.", kind="int"),
+    Option("max_response_bytes", as_int, 900 * 1024,
+           "Largest stored record (body + headers; memcached items are 1 MiB); larger -> tombstone.",
+           kind="int"),
+    Option("store_5xx", as_bool, False,
+           "Store 5xx answers too (at-most-once); by default they release the claim.", kind="bool"),
+    Option("release_statuses", _as_status_list, list(DEFAULT_RELEASE_STATUSES),
+           "Transient statuses that release the claim so a retry runs again.", kind="list"),
+    Option("on_store_error", _choice("fail_closed", "fail_open"), "fail_closed",
+           "Store unreachable: fail_closed answers 503; fail_open runs the app unprotected."),
+    Option("retry_after", as_int, 1, "Retry-After seconds on 409 in-flight and 503.", kind="int"),
+    Option("mismatch_status", as_int, 409,
+           "Status for a reused token with a different request: 409 (OpenStack) or 422 (IETF draft).",
+           kind="int"),
+    Option("replay_header", as_str, "Idempotent-Replayed",
+           "Header added (value true) to a replayed answer."),
+    Option("drop_headers", as_list, [], "More response headers never stored or replayed.", kind="list"),
+    Option("key_prefix", as_str, "apimw:", "Prefix of every store key."),
+    Option("error_profile", as_optional_str, None,
+           "Error body profile (ironic, api-sig); default: the outer middleware's, else api-sig."),
+)  # fmt: skip
+
+
+class IdempotencyMiddleware:
+    """Replay the stored answer of a POST retried with the same ``X-Client-Token``."""
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        *,
+        store: str | Store = "memory://",
+        store_timeout: float = 0.5,
+        methods: Iterable[str] = ("POST",),
+        accept_idempotency_key: bool = True,
+        require_token: bool = False,
+        scope: str | Callable[[WSGIEnvironment], str | None] = "project",
+        missing_scope: str = "reject",
+        fingerprint_headers: Iterable[str] = DEFAULT_FINGERPRINT_HEADERS,
+        lease: float = 300.0,
+        retention: float = 86400.0,
+        max_request_bytes: int = 1024 * 1024,
+        max_response_bytes: int = 900 * 1024,
+        store_5xx: bool = False,
+        release_statuses: Iterable[int | str] = DEFAULT_RELEASE_STATUSES,
+        on_store_error: str = "fail_closed",
+        retry_after: int = 1,
+        mismatch_status: int = 409,
+        replay_header: str = "Idempotent-Replayed",
+        drop_headers: Iterable[str] = (),
+        key_prefix: str = "apimw:",
+        error_profile: str | None = None,
+    ) -> None:
+        self._app = app
+        if isinstance(store, str):
+            if store_timeout <= 0:
+                raise ConfigError(f"idempotency: store_timeout must be > 0, got {store_timeout}")
+            store = open_store(store, timeout=store_timeout)
+        self.store: Store = store
+        self._methods = frozenset(m.strip().upper() for m in methods)
+        if not self._methods or not all(re.fullmatch(r"[A-Z]+", m) for m in self._methods):
+            raise ConfigError(f"idempotency: methods must be HTTP method names, got {sorted(self._methods)}")
+        self._accept_key = bool(accept_idempotency_key)
+        self._require_token = bool(require_token)
+        self._scope_fn = _resolve_scope(scope)
+        if missing_scope not in ("reject", "shared"):
+            raise ConfigError(f"idempotency: missing_scope must be reject or shared, got {missing_scope!r}")
+        self._missing_shared = missing_scope == "shared"
+        self._fp_exact, self._fp_pattern = _header_matcher(fingerprint_headers)
+        for name, value in (("lease", lease), ("retention", retention)):
+            if not value > 0:
+                raise ConfigError(f"idempotency: {name} must be > 0 seconds, got {value!r}")
+        self._lease = float(lease)
+        self._retention = float(retention)
+        if max_request_bytes < 0 or max_response_bytes < 1024:
+            raise ConfigError("idempotency: max_request_bytes must be >= 0 and max_response_bytes >= 1024")
+        self._max_request = int(max_request_bytes)
+        self._max_response = int(max_response_bytes)
+        self._store_5xx = bool(store_5xx)
+        self._release = frozenset(_as_status_list(release_statuses))
+        if on_store_error not in ("fail_closed", "fail_open"):
+            raise ConfigError(f"idempotency: bad on_store_error {on_store_error!r} (fail_closed, fail_open)")
+        self._fail_open = on_store_error == "fail_open"
+        if retry_after < 0:
+            raise ConfigError(f"idempotency: retry_after must be >= 0, got {retry_after}")
+        self._retry_after = ("Retry-After", str(int(retry_after)))
+        if mismatch_status not in (409, 422):
+            raise ConfigError(f"idempotency: mismatch_status must be 409 or 422, got {mismatch_status}")
+        self._mismatch_status = mismatch_status
+        if not re.fullmatch(r"[A-Za-z0-9-]+", replay_header):
+            raise ConfigError(f"idempotency: bad replay_header {replay_header!r}")
+        self._replayed = (replay_header, "true")
+        extra_drop = {h.strip().lower() for h in drop_headers} | {replay_header.lower()}
+        self._drop = parts.DROPPED_HEADERS | extra_drop
+        if len(key_prefix) > 100 or not re.fullmatch(r"[\x21-\x7e]*", key_prefix):
+            raise ConfigError("idempotency: key_prefix must be at most 100 visible ASCII characters")
+        self._key_prefix = key_prefix
+        self._profile = check_profile(error_profile) if error_profile else None
+
+    # -- the hot path ------------------------------------------------------------------------
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") not in self._methods:
+            return self._app(environ, start_response)
+        client_token = environ.get(ENV_CLIENT_TOKEN)
+        key_header = environ.get(ENV_IDEMPOTENCY_KEY) if self._accept_key else None
+        if client_token is None and key_header is None:
+            if self._require_token:
+                return self._problem(environ, start_response, 400, "idempotency.token-required",
+                                     "This request needs an X-Client-Token header.")  # fmt: skip
+            return self._app(environ, start_response)
+        return self._protected(environ, start_response, client_token, key_header)
+
+    # -- protected requests -------------------------------------------------------------------
+
+    def _problem(
+        self,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        status: int,
+        code: str,
+        detail: str,
+        headers: Sequence[tuple[str, str]] = (),
+        extra: dict[str, Any] | None = None,
+    ) -> Iterable[bytes]:
+        problem = HTTPProblem(status, code, detail, headers=headers, extra=extra)
+        return respond_with_problem(environ, start_response, problem, profile=self._profile)
+
+    def _protected(
+        self,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        client_token: str | None,
+        key_header: str | None,
+    ) -> Iterable[bytes]:
+        try:
+            token = parts.resolve_token(client_token, key_header)
+        except parts.TokenError as exc:
+            return self._problem(environ, start_response, 400, exc.code, exc.detail)
+        assert token is not None  # noqa: S101 - one of the headers is present
+        scope = self._scope_fn(environ)
+        if not scope:
+            if not self._missing_shared:
+                return self._problem(
+                    environ, start_response, 400, "idempotency.scope-missing",
+                    "X-Client-Token needs an authenticated project; none was found on this request.",
+                )  # fmt: skip
+            scope = SHARED_SCOPE
+        body = self._read_body(environ)
+        if isinstance(body, HTTPProblem):
+            return respond_with_problem(environ, start_response, body, profile=self._profile)
+        fp = parts.fingerprint(
+            method=environ["REQUEST_METHOD"],
+            path=environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""),
+            query=environ.get("QUERY_STRING", ""),
+            content_type=environ.get("CONTENT_TYPE"),
+            versions=self._version_headers(environ),
+            body=body,
+        )
+        key = parts.store_key(self._key_prefix, scope, token)
+        owner = secrets.token_hex(16).encode()
+        pending = parts.encode_pending(owner, fp, scope, time.time())
+        try:
+            current = self._claim(key, pending)
+        except StoreError as exc:
+            return self._store_down(environ, start_response, key, exc)
+        if current is None:
+            environ[ENVIRON_STATUS] = "claimed"
+            environ[ENVIRON_REPLAYED] = False
+            return _Exchange(self, environ, start_response, key, pending[:PREFIX_LEN], owner, fp, scope).run()
+        return self._answer_existing(environ, start_response, current, fp, scope)
+
+    def _version_headers(self, environ: WSGIEnvironment) -> list[tuple[str, str]]:
+        found = [(k, str(environ[k]).strip()) for k in self._fp_exact if k in environ]
+        pattern = self._fp_pattern
+        if pattern is not None:
+            found.extend(
+                (k, str(v).strip())
+                for k, v in environ.items()
+                if k.startswith("HTTP_") and k not in self._fp_exact and pattern.fullmatch(k)
+            )
+        served = environ.get(ENVIRON_MICROVERSION)
+        if served is not None:
+            found.append((ENVIRON_MICROVERSION, str(served)))
+        return found
+
+    def _read_body(self, environ: WSGIEnvironment) -> bytes | HTTPProblem:
+        """Buffer the request body (capped), then hand the app an equivalent input."""
+        length_text = environ.get("CONTENT_LENGTH") or ""
+        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+        stream = environ.get("wsgi.input")
+        too_large = HTTPProblem(
+            413, "idempotency.body-too-large",
+            f"A request with X-Client-Token may carry at most {self._max_request} bytes.",
+        )  # fmt: skip
+        if length_text and not chunked:
+            if not length_text.isdigit() or not length_text.isascii():
+                return HTTPProblem(400, "idempotency.content-length-invalid",
+                                   "Content-Length is not a number.")  # fmt: skip
+            length = int(length_text)
+            if length > self._max_request:
+                return too_large
+            body = stream.read(length) if stream is not None and length else b""
+        elif stream is not None and (chunked or environ.get("wsgi.input_terminated")):
+            pieces: list[bytes] = []
+            size = 0
+            while True:
+                piece = stream.read(_READ_CHUNK)
+                if not piece:
+                    break
+                size += len(piece)
+                if size > self._max_request:
+                    return too_large
+                pieces.append(piece)
+            body = b"".join(pieces)
+        else:
+            body = b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        environ.pop("HTTP_TRANSFER_ENCODING", None)
+        return body
+
+    def _claim(self, key: str, pending: bytes) -> bytes | None:
+        """``None`` if this request owns the key now, else the record there."""
+        for _ in range(3):
+            current = self.store.claim(key, pending, self._lease)
+            # our own record: a retried claim whose first reply was lost
+            if current is None or current[:PREFIX_LEN] == pending[:PREFIX_LEN]:
+                return None
+            if current:
+                return current
+            # vanished between the failed claim and the read: claim again (bounded)
+        return b""
+
+    def _store_down(
+        self, environ: WSGIEnvironment, start_response: StartResponse, key: str, exc: StoreError
+    ) -> Iterable[bytes]:
+        LOG.warning("idempotency store %s unavailable (key %s...): %s", self.store.name, key[-64:][:12], exc)
+        if self._fail_open:
+            environ[ENVIRON_STATUS] = "unprotected"
+            marker = (UNPROTECTED_HEADER, "unprotected")
+
+            def marked_start_response(
+                status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
+            ) -> Callable[[bytes], object]:
+                return start_response(status, [*headers, marker], exc_info)
+
+            return self._app(environ, marked_start_response)
+        return self._problem(
+            environ, start_response, 503, "idempotency.store-unavailable",
+            "The idempotency store is unavailable; the request was not run. Retry later.",
+            headers=[self._retry_after],
+        )  # fmt: skip
+
+    def _answer_existing(
+        self,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        current: bytes,
+        fp: str,
+        scope: str,
+    ) -> Iterable[bytes]:
+        if not current:
+            return self._problem(
+                environ, start_response, 409, "idempotency.in-flight",
+                "A request with this X-Client-Token is in progress; retry later.",
+                headers=[self._retry_after],
+            )  # fmt: skip
+        try:
+            record = parts.decode_record(current)
+        except parts.RecordError:
+            LOG.error("idempotency store %s holds an unreadable record", self.store.name)
+            return self._problem(
+                environ, start_response, 409, "idempotency.record-unreadable",
+                "The stored record for this X-Client-Token cannot be read; use a new token.",
+            )  # fmt: skip
+        if record.scope != scope or record.fp != fp:
+            return self._problem(
+                environ, start_response, self._mismatch_status, "idempotency.fingerprint-mismatch",
+                "This X-Client-Token was already used for a different request "
+                "(method, path, query, body or microversion differ).",
+            )  # fmt: skip
+        if record.state == parts.PENDING:
+            return self._problem(
+                environ, start_response, 409, "idempotency.in-flight",
+                "A request with this X-Client-Token is in progress; retry later.",
+                headers=[self._retry_after],
+            )  # fmt: skip
+        if record.state == parts.TOMBSTONE:
+            headers = [("Location", record.location)] if record.location else []
+            return self._problem(
+                environ, start_response, 409, "idempotency.replay-unavailable",
+                "The request with this X-Client-Token was run, but its answer was too large or "
+                "streamed and was not stored; see Location for the resource.",
+                headers=headers,
+                extra={"original_status": int(record.status[:3]), "location": record.location},
+            )  # fmt: skip
+        environ[ENVIRON_REPLAYED] = True
+        headers = [*record.headers, ("Content-Length", str(len(record.body))), self._replayed]
+        start_response(record.status, headers)
+        if environ.get("REQUEST_METHOD") == "HEAD":
+            return []
+        return [record.body]
+
+    # -- used by _Exchange ----------------------------------------------------------------------
+
+    def _should_release(self, status: str) -> bool:
+        code = int(status[:3]) if status[:3].isdigit() else 500
+        return code in self._release or (code >= 500 and not self._store_5xx)
+
+    def _fenced(self, what: str, key: str, call: Callable[[], bool]) -> None:
+        try:
+            if not call():
+                LOG.warning(
+                    "idempotency: %s of key %s... refused: the claim expired and another request took "
+                    "it over (raise the lease above the request time)", what, key[-64:][:12],
+                )  # fmt: skip
+        except StoreError as exc:
+            LOG.warning("idempotency: %s of key %s... failed: %s", what, key[-64:][:12], exc)
+
+
+class _Exchange:
+    """One claimed request: capture the app's answer, store it, then send it.
+
+    Implements PEP 3333 towards the app (``start_response`` with ``exc_info``, the
+    ``write()`` callable, lazy ``start_response``) and calls the app iterable's
+    ``close()`` exactly once on every path.
+    """
+
+    def __init__(
+        self,
+        mw: IdempotencyMiddleware,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        key: str,
+        prefix: bytes,
+        owner: bytes,
+        fp: str,
+        scope: str,
+    ) -> None:
+        self.mw = mw
+        self.environ = environ
+        self.real_start_response = start_response
+        self.key = key
+        self.prefix = prefix
+        self.owner = owner
+        self.fp = fp
+        self.scope = scope
+        self.status: str | None = None
+        self.headers: list[tuple[str, str]] = []
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.streaming = False
+        self.real_write: Callable[[bytes], object] | None = None
+        self.settled = False  # the claim was completed, tombstoned or released
+
+    # the start_response and write() the app sees
+    def start_response(
+        self, status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
+    ) -> Callable[[bytes], object]:
+        if exc_info is not None and exc_info[0] is not None:
+            try:
+                if self.streaming:  # our headers went to the server: it decides (and re-raises if sent)
+                    return self.real_start_response(status, headers, exc_info)
+            finally:
+                exc_info = None  # no traceback cycle
+        elif self.status is not None:
+            raise RuntimeError("start_response called a second time without exc_info (PEP 3333)")
+        self.status, self.headers = status, list(headers)
+        if not self.streaming:
+            declared = next((v for k, v in headers if k.lower() == "content-length"), "")
+            if declared.isdigit() and int(declared) > self.mw._max_response:
+                self.go_streaming()
+        return self.write
+
+    def write(self, data: bytes) -> None:
+        if self.streaming:
+            assert self.real_write is not None  # noqa: S101
+            self.real_write(data)
+            return
+        self.add(data)
+        if self.size > self.mw._max_response:
+            self.go_streaming()
+            assert self.real_write is not None  # noqa: S101
+            for chunk in self.take():
+                self.real_write(chunk)
+
+    def add(self, data: bytes) -> None:
+        if data:
+            self.chunks.append(data)
+            self.size += len(data)
+
+    def take(self) -> list[bytes]:
+        chunks, self.chunks = self.chunks, []
+        return chunks
+
+    def release(self) -> None:
+        if not self.settled:
+            self.settled = True
+            self.mw._fenced("release", self.key, lambda: self.mw.store.release(self.key, self.prefix))
+
+    def go_streaming(self) -> None:
+        """Too large (or a file) to store: leave a tombstone so a retry never runs it again."""
+        if self.status is None:
+            raise RuntimeError("the application sent a body before calling start_response (PEP 3333)")
+        self.streaming = True
+        if self.mw._should_release(self.status):
+            self.release()
+        elif not self.settled:
+            self.settled = True
+            record = parts.encode_tombstone(
+                self.owner, self.fp, self.scope, self.status, parts.location_of(self.headers)
+            )
+            store = self.mw.store
+            self.mw._fenced(
+                "tombstone", self.key,
+                lambda: store.complete(self.key, self.prefix, record, self.mw._retention),
+            )  # fmt: skip
+        self.real_write = self.real_start_response(self.status, self.headers)
+
+    def run(self) -> Iterable[bytes]:
+        try:
+            try:
+                result = self.mw._app(self.environ, self.start_response)
+            except HTTPProblem as problem:
+                if self.streaming:
+                    raise
+                # a deliberate error answer from the app: render it here so it is stored like any 4xx
+                self.status = None
+                result = respond_with_problem(
+                    self.environ, self.start_response, problem, profile=self.mw._profile
+                )
+        except BaseException:
+            if not self.streaming:
+                self.release()
+            raise
+        wrapper = self.environ.get("wsgi.file_wrapper")
+        try:
+            if isinstance(wrapper, type) and isinstance(result, wrapper) and self.status is not None:
+                if not self.streaming:
+                    self.go_streaming()
+                return result  # the server may send the file itself
+            iterator = iter(result)
+            if not self.streaming:
+                for chunk in iterator:
+                    self.add(chunk)
+                    if self.size > self.mw._max_response:
+                        self.go_streaming()
+                        break
+            if self.streaming:
+                return _Streamed(self.take(), iterator, result)
+        except BaseException:
+            if not self.streaming:
+                self.release()
+            _close(result)
+            raise
+        try:
+            _close(result)
+        except BaseException:
+            self.release()
+            raise
+        return self.finish()
+
+    def finish(self) -> list[bytes]:
+        status = self.status
+        if status is None:
+            self.release()
+            raise RuntimeError("the application returned without calling start_response (PEP 3333)")
+        body = b"".join(self.take())
+        if self.mw._should_release(status):
+            self.release()
+        else:
+            headers = parts.stored_headers(self.headers, self.mw._drop)
+            record = parts.encode_complete(self.owner, self.fp, self.scope, status, headers, body)
+            if len(record) > self.mw._max_response:
+                record = parts.encode_tombstone(
+                    self.owner, self.fp, self.scope, status, parts.location_of(self.headers)
+                )
+            store = self.mw.store
+            self.settled = True
+            # Stored before the first byte is sent: a client that times out and retries gets the replay.
+            key, prefix, retention = self.key, self.prefix, self.mw._retention
+            self.mw._fenced("complete", key, lambda: store.complete(key, prefix, record, retention))
+        self.real_start_response(status, self.headers)
+        return [body] if body else []
+
+
+def _close(result: Iterable[bytes]) -> None:
+    close = getattr(result, "close", None)
+    if close is not None:
+        close()
+
+
+class _Streamed:
+    """The rest of an answer too large to store: buffered head, then the app's iterator."""
+
+    def __init__(self, head: list[bytes], rest: Iterator[bytes], result: Iterable[bytes]) -> None:
+        self._head = head
+        self._rest = rest
+        self._result = result
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        head, self._head = self._head, []
+        yield from head
+        yield from self._rest
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            _close(self._result)
+
+
+# -- configuration --------------------------------------------------------------------------
+
+filter_factory = make_filter_factory(IdempotencyMiddleware, OPTIONS, GROUP)
+
+
+def list_opts() -> list[tuple[str, list[Any]]]:
+    """oslo-config-generator hook: ``[(group, opts)]``."""
+    return [(GROUP, oslo_opts(OPTIONS))]
+
+
+def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
+    """Wrap ``flask_app.wsgi_app``; settings from ``app.config["APIMW_IDEMPOTENCY"]``, then *overrides*."""
+    return flask_wrap(flask_app, IdempotencyMiddleware, OPTIONS, FLASK_CONFIG_KEY, overrides)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OPTS":  # oslo.config Opt objects, built on first use (oslo.config is optional)
+        return oslo_opts(OPTIONS)
+    raise AttributeError(name)
