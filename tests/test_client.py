@@ -427,6 +427,22 @@ def test_unsafe_request_on_cold_endpoint_probes_first(serve, client):
     ]
 
 
+def test_negotiate_learns_the_range_before_a_body_is_built(serve, client):
+    server = serve(new_server_app("1.1", "1.10", discovery=True))
+    session = client(server, max_version="1.15")
+
+    assert session.negotiate() == V("1.10")
+    session.post("/v1/nodes", json={})
+
+    assert [(m, p, legacy, status) for m, p, legacy, _, status in server.seen] == [
+        ("GET", "/v1", None, 200),
+        ("POST", "/v1/nodes", "1.10", 200),
+    ]
+    pinned = client(server, max_version="1.15", version="1.12")
+    with pytest.raises(UnsupportedVersion, match="minimum 1.1, maximum 1.10"):
+        pinned.negotiate()
+
+
 @pytest.mark.parametrize(
     ("options", "legacy_sent", "standard_sent"),
     [
