@@ -1,0 +1,1085 @@
+"""Etag optimistic concurrency: keyed SHA-512 etags, If-Match -> 412, fail-closed writes.
+
+Three parts, usable separately:
+
+* **Generation** (:class:`EtagGenerator`, :func:`canonical_json`, :func:`format_etag`):
+  apps call it when they *save* a resource and store the result; the read path never
+  hashes.  Canonical JSON (keys sorted at every depth, compact, UTF-8, datetimes in UTC,
+  integral floats as integers, sets sorted, NaN/Infinity refused), hashed with
+  HMAC-SHA-512 under a deployment secret (or plain SHA-512), sent as ``W/"<128 hex>"``.
+* **Parsing** (:func:`parse_if_match`, :func:`parse_if_none_match`): sans-IO functions of
+  the raw header value(s), strict RFC 9110 grammar, optionally tolerant of the Ironic
+  spec's unquoted ``W/<hex>``.  A malformed header raises :class:`HTTPProblem` 400; it is
+  never treated as absent.
+* **Middleware** (:class:`ETagMiddleware`): hands the parsed If-Match to the app in
+  ``environ["apimw.etag.if_match"]``, optionally pre-checks it against a cheap lookup
+  (412), refuses If-Match below the etag microversion (406), enforces a
+  ``require_if_match`` policy (428), answers If-None-Match with 304 (opt-in), adds the
+  ``ETag`` response header, and fails closed: a write that carried If-Match does not get a
+  2xx unless the app acknowledged that its data layer enforced the condition.
+
+The app-facing contract (environ keys, helpers) is documented in ``docs/etag.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import hmac
+import importlib
+import json
+import logging
+import math
+import re
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Final
+
+from apimw._options import (
+    Option,
+    as_bool,
+    as_list,
+    as_optional_str,
+    as_str,
+    flask_wrap,
+    make_filter_factory,
+    oslo_opts,
+)
+from apimw._version import Version
+from apimw.errors import (
+    ApimwError,
+    ConfigError,
+    HTTPProblem,
+    check_profile,
+    respond_with_problem,
+)
+from apimw.microversion import VersionGate
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+__all__ = [
+    "DEFAULT_IGNORED_FIELDS",
+    "ENVIRON_ENABLED",
+    "ENVIRON_ENFORCED",
+    "ENVIRON_GENERATOR",
+    "ENVIRON_IF_MATCH",
+    "ENVIRON_IF_NONE_MATCH",
+    "ENVIRON_RESPONSE_ETAG",
+    "OPTIONS",
+    "CanonicalizationError",
+    "ETagMiddleware",
+    "EtagGenerator",
+    "IfMatch",
+    "IfNoneMatch",
+    "canonical_json",
+    "etags_enabled",
+    "filter_factory",
+    "format_etag",
+    "generator_from_environ",
+    "list_opts",
+    "mark_enforced",
+    "parse_if_match",
+    "parse_if_none_match",
+    "precondition_failed",
+    "set_response_etag",
+    "split_etag",
+    "wrap_flask",
+]
+
+LOG = logging.getLogger(__name__)
+
+# -- environ keys (the app-facing contract) -------------------------------------------------
+
+#: ``IfMatch | None``: the parsed If-Match of a write (PUT/PATCH/DELETE), ``None`` if absent.
+ENVIRON_IF_MATCH: Final = "apimw.etag.if_match"
+#: ``IfNoneMatch | None``: only on writes, and only with ``if_none_match_on_writes``.
+ENVIRON_IF_NONE_MATCH: Final = "apimw.etag.if_none_match"
+#: The app sets this to ``True`` once its data layer enforced the If-Match condition.
+ENVIRON_ENFORCED: Final = "apimw.etag.enforced"
+#: The app sets the wire-form etag (``W/"..."``) of the resource in the response body.
+ENVIRON_RESPONSE_ETAG: Final = "apimw.etag.response"
+#: ``bool``: etags are served at this request's microversion (include the body field).
+ENVIRON_ENABLED: Final = "apimw.etag.enabled"
+#: The configured :class:`EtagGenerator` (only when the middleware has a key or plain SHA-512).
+ENVIRON_GENERATOR: Final = "apimw.etag.generator"
+
+ETAG_HEADER: Final = "ETag"
+IF_MATCH: Final = "HTTP_IF_MATCH"
+IF_NONE_MATCH: Final = "HTTP_IF_NONE_MATCH"
+
+#: The Ironic spec's ignored fields per resource type.
+DEFAULT_IGNORED_FIELDS: Final[Mapping[str, frozenset[str]]] = {
+    "node": frozenset({"driver_internal_info", "etag", "updated_at"}),
+    "port": frozenset({"etag", "updated_at"}),
+    "portgroup": frozenset({"etag", "updated_at"}),
+    "chassis": frozenset({"etag", "updated_at"}),
+}
+_FALLBACK_IGNORED: Final = frozenset({"etag", "updated_at"})
+ALGORITHMS: Final = ("hmac-sha512", "sha512")
+MIN_KEY_BYTES: Final = 16
+
+
+# == generation ==============================================================================
+
+
+class CanonicalizationError(ApimwError):
+    """A resource document cannot be hashed deterministically (NaN, an unknown type...)."""
+
+
+_UTC = _dt.UTC
+_TIMESPECS: Final = ("seconds", "milliseconds", "microseconds")
+
+
+def _datetime(value: _dt.datetime, timespec: str) -> str:
+    # Naive datetimes are taken as UTC (what SQLAlchemy's DateTime gives back from SQLite
+    # for a value saved as aware UTC), so the tag is the same before save and after reload.
+    if value.tzinfo is not None:
+        value = value.astimezone(_UTC).replace(tzinfo=None)
+    return value.isoformat(timespec=timespec) + "Z"
+
+
+def _normalise(value: Any, timespec: str) -> Any:
+    """Return *value* with every non-JSON-native leaf made canonical (unchanged if none)."""
+    kind = type(value)
+    if kind is dict:
+        out: dict[str, Any] | None = None
+        for key, item in value.items():
+            if type(key) is not str:
+                if out is None:
+                    out = dict(value)
+                del out[key]
+                new_key = _key(key)
+                if new_key in out or (new_key != key and new_key in value):
+                    raise CanonicalizationError(f"duplicate key {new_key!r} after converting keys to strings")
+                key = new_key
+                out[key] = item
+            ikind = type(item)
+            if ikind is str or ikind is int or ikind is bool or item is None:
+                continue
+            new = _normalise(item, timespec)
+            if new is not item:
+                if out is None:
+                    out = dict(value)
+                out[key] = new
+        return value if out is None else out
+    if kind is list or kind is tuple:
+        items: list[Any] | None = None if kind is list else list(value)
+        for index, item in enumerate(value):
+            ikind = type(item)
+            if ikind is str or ikind is int or ikind is bool or item is None:
+                continue
+            new = _normalise(item, timespec)
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else items
+    if kind is float:
+        if not math.isfinite(value):
+            raise CanonicalizationError(
+                f"cannot compute an etag over {value!r}: NaN and Infinity are not JSON numbers"
+            )
+        # 100.0 and 100 are the same JSON number (a jsonb round trip turns one into the other).
+        if value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        return value
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if isinstance(value, _dt.datetime):
+        return _datetime(value, timespec)
+    if isinstance(value, _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, set | frozenset):
+        members = [_normalise(item, timespec) for item in value]
+        try:
+            return sorted(members, key=_sort_key)
+        except TypeError:
+            raise CanonicalizationError("cannot sort a set of mixed types for an etag") from None
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise CanonicalizationError(f"cannot compute an etag over {value!r}")
+        return _normalise(int(value) if value == value.to_integral_value() else float(value), timespec)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return _normalise(float(value), timespec)
+    if isinstance(value, Mapping):
+        return _normalise(dict(value), timespec)
+    if isinstance(value, list | tuple):
+        return _normalise(list(value), timespec)
+    raise CanonicalizationError(f"cannot compute an etag over a value of type {kind.__name__}")
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, str):
+        return str.__str__(key)
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(int(key))
+    raise CanonicalizationError(f"mapping keys must be strings, got {type(key).__name__}")
+
+
+def _sort_key(item: Any) -> str:
+    return json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+_ENCODER: Final = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
+def canonical_json(doc: Any, *, timespec: str = "microseconds") -> bytes:
+    """The canonical UTF-8 JSON of *doc*: the bytes an etag is computed over.
+
+    Keys sorted at every depth, no whitespace, UTF-8 (not ``\\u`` escapes), datetimes as
+    UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (naive ones taken as UTC), integral floats as
+    integers, tuples as lists, sets as sorted lists, UUIDs and Decimals as their JSON
+    values.  NaN, Infinity and unknown types raise :class:`CanonicalizationError`.
+    """
+    try:
+        return _ENCODER.encode(_normalise(doc, timespec)).encode("utf-8")
+    except RecursionError:
+        raise CanonicalizationError("document nested too deeply for an etag") from None
+
+
+def format_etag(opaque: str, *, weak: bool = True) -> str:
+    """``"ab12"`` -> ``'W/"ab12"'`` (the header and body form)."""
+    return f'W/"{opaque}"' if weak else f'"{opaque}"'
+
+
+def split_etag(value: str) -> tuple[bool, str]:
+    """``'W/"ab"'`` -> ``(True, "ab")``, ``'"ab"'`` -> ``(False, "ab")``; a bare stored
+    digest ``"ab"`` -> ``(False, "ab")`` (its weakness is the app's formatting choice)."""
+    if value.startswith('W/"') and value.endswith('"') and len(value) >= 4:
+        return True, value[3:-1]
+    if value.startswith('"') and value.endswith('"') and len(value) >= 2:
+        return False, value[1:-1]
+    return False, value
+
+
+class EtagGenerator:
+    """Computes a resource's etag when the app saves it.
+
+    :param key: the deployment secret for HMAC-SHA-512 (at least 16 bytes).  Keyed by
+        default so that no reader can guess a masked secret (a BMC password in
+        ``driver_info``) offline from the public etag; required unless
+        ``algorithm="sha512"``.
+    :param algorithm: ``"hmac-sha512"`` (default) or ``"sha512"`` (the spec's plain hash).
+    :param ignored_fields: resource type -> top-level fields left out of the hash
+        (defaults to the Ironic spec's table); types not listed ignore ``etag`` and
+        ``updated_at``.
+    :param weak: emit ``W/"..."`` (default, the spec) or strong ``"..."`` tags (only with
+        the middleware's ``strict_rfc9110``).
+    :param timespec: datetime precision hashed; use your datastore's (``"seconds"`` for
+        MySQL ``DATETIME`` without fractional seconds).
+    """
+
+    __slots__ = ("_key", "_plain", "_ignored", "weak", "timespec", "algorithm")
+
+    def __init__(
+        self,
+        *,
+        key: bytes | str | None = None,
+        algorithm: str = "hmac-sha512",
+        ignored_fields: Mapping[str, Iterable[str]] = DEFAULT_IGNORED_FIELDS,
+        weak: bool = True,
+        timespec: str = "microseconds",
+    ) -> None:
+        if algorithm not in ALGORITHMS:
+            raise ConfigError(f"etag algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
+        if timespec not in _TIMESPECS:
+            raise ConfigError(f"etag timespec must be one of {', '.join(_TIMESPECS)}; got {timespec!r}")
+        raw_key = key.encode("utf-8") if isinstance(key, str) else key
+        if algorithm == "hmac-sha512" and (not raw_key or len(raw_key) < MIN_KEY_BYTES):
+            raise ConfigError(
+                f"etag algorithm hmac-sha512 needs a secret key of at least {MIN_KEY_BYTES} bytes "
+                "(set hmac_key, or choose algorithm sha512 knowingly)"
+            )
+        self.algorithm = algorithm
+        self._plain = algorithm == "sha512"
+        self._key = raw_key or b""
+        self._ignored = {name: frozenset(fields) for name, fields in ignored_fields.items()}
+        self.weak = weak
+        self.timespec = timespec
+
+    def __repr__(self) -> str:  # never show the key
+        return f"EtagGenerator(algorithm={self.algorithm!r}, weak={self.weak})"
+
+    def ignored(self, resource_type: str | None) -> frozenset[str]:
+        if resource_type is None:
+            return _FALLBACK_IGNORED
+        return self._ignored.get(resource_type, _FALLBACK_IGNORED)
+
+    def digest(self, doc: Mapping[str, Any], resource_type: str | None = None) -> str:
+        """The 128 hex digits for *doc* (store these, or the wire form from :meth:`etag`)."""
+        skip = self.ignored(resource_type)
+        fields = {k: v for k, v in doc.items() if k not in skip}
+        data = canonical_json(fields, timespec=self.timespec)
+        if self._plain:
+            return hashlib.sha512(data).hexdigest()
+        return hmac.digest(self._key, data, "sha512").hex()
+
+    def etag(self, doc: Mapping[str, Any], resource_type: str | None = None) -> str:
+        """The wire form ``W/"<128 hex>"``: the ETag header and the body ``etag`` field."""
+        return format_etag(self.digest(doc, resource_type), weak=self.weak)
+
+
+# == parsing (sans-IO) ========================================================================
+
+# RFC 9110 §8.8.3: entity-tag = [ weak ] opaque-tag; weak = %s"W/";
+# opaque-tag = DQUOTE *etagc DQUOTE; etagc = %x21 / %x23-7E / obs-text.
+_TAG_RE: Final = re.compile(r'[ \t]*(W/)?"([\x21\x23-\x7e\x80-\xff]*)"[ \t]*')
+# The Ironic spec's own (invalid) examples: W/<hex> and a bare <hex>; only when tolerated.
+_LEGACY_RE: Final = re.compile(r"[ \t]*(W/)?([0-9A-Fa-f]+)[ \t]*")
+_EMPTY_RE: Final = re.compile(r"[ \t]*,")
+MAX_HEADER_LENGTH: Final = 8192
+
+
+class _Malformed(Exception):
+    pass
+
+
+def _scan(value: str, legacy: bool) -> list[tuple[bool, str]]:
+    """Entity-tags of a ``#entity-tag`` list; empty elements skipped (RFC 9110 §5.6.1)."""
+    tags: list[tuple[bool, str]] = []
+    pos, end = 0, len(value)
+    while pos < end:
+        empty = _EMPTY_RE.match(value, pos)
+        if empty:
+            pos = empty.end()
+            continue
+        if not value[pos:].strip(" \t"):
+            break
+        match = _TAG_RE.match(value, pos)
+        if match is None and legacy:
+            match = _LEGACY_RE.match(value, pos)
+        if match is None:
+            raise _Malformed
+        pos = match.end()
+        if pos < end:
+            if value[pos] != ",":
+                raise _Malformed
+            pos += 1
+        tags.append((match.group(1) is not None, match.group(2)))
+    return tags
+
+
+class _Parsed:
+    """One parsed header value: ``*`` or a set of tags (immutable, cached by raw value)."""
+
+    __slots__ = ("any", "weak", "strong")
+
+    def __init__(self, any_: bool, weak: frozenset[str], strong: frozenset[str]) -> None:
+        self.any = any_
+        self.weak = weak  # every opaque-tag (weak comparison ignores W/)
+        self.strong = strong  # opaque-tags sent without W/ (strong comparison)
+
+
+def _parse(value: str, legacy: bool, suffixes: tuple[str, ...]) -> _Parsed:
+    if len(value) > MAX_HEADER_LENGTH:
+        raise _Malformed
+    if value.strip(" \t") == "*":
+        return _Parsed(True, frozenset(), frozenset())
+    tags = _scan(value, legacy)
+    weak: set[str] = set()
+    strong: set[str] = set()
+    for is_weak, opaque in tags:
+        variants = [opaque]
+        variants += [opaque[: -len(s)] for s in suffixes if opaque.endswith(s) and len(opaque) > len(s)]
+        weak.update(variants)
+        if not is_weak:
+            strong.update(variants)
+    return _Parsed(False, frozenset(weak), frozenset(strong))
+
+
+_CACHE_MAX: Final = 512
+_CACHE_KEY_MAX: Final = 1024
+
+
+class _ParseCache:
+    """A small bounded cache keyed by the raw header value: values repeat on the hot path."""
+
+    __slots__ = ("legacy", "suffixes", "_hits")
+
+    def __init__(self, legacy: bool, suffixes: tuple[str, ...]) -> None:
+        self.legacy = legacy
+        self.suffixes = suffixes
+        self._hits: dict[str, _Parsed | None] = {}
+
+    def get(self, value: str) -> _Parsed:
+        parsed = self._hits.get(value, _MISSING)
+        if parsed is _MISSING:
+            try:
+                parsed = _parse(value, self.legacy, self.suffixes)
+            except _Malformed:
+                parsed = None
+            if len(value) <= _CACHE_KEY_MAX:
+                if len(self._hits) >= _CACHE_MAX:
+                    self._hits.clear()
+                self._hits[value] = parsed
+        if parsed is None:
+            raise _Malformed
+        return parsed  # type: ignore[no-any-return]
+
+
+_MISSING: Final[Any] = object()
+
+
+def _join(value: str | Sequence[str]) -> str:
+    # RFC 9110 §5.3: several field lines of a list-based field are one comma-joined value.
+    return value if isinstance(value, str) else ",".join(value)
+
+
+class IfMatch:
+    """A parsed If-Match for one request; the app's data layer enforces it and says so.
+
+    ``any`` is ``If-Match: *``; ``tags`` are the opaque-tags sent.  :meth:`matches` is the
+    comparison the middleware uses (weak by default, strong in ``strict_rfc9110`` mode);
+    call :meth:`mark_enforced` (or :func:`mark_enforced` on the environ) once your write
+    was conditional on it.  ``raw`` is the header value, to hand over an RPC boundary and
+    re-parse there with :func:`parse_if_match`.
+    """
+
+    __slots__ = ("_parsed", "strong", "raw", "enforced")
+
+    def __init__(self, parsed: _Parsed, *, strong: bool, raw: str) -> None:
+        self._parsed = parsed
+        self.strong = strong
+        self.raw = raw
+        self.enforced = False
+
+    @property
+    def any(self) -> bool:
+        return self._parsed.any
+
+    @property
+    def tags(self) -> frozenset[str]:
+        return self._parsed.weak
+
+    def matches(self, current: str | None) -> bool:
+        """Whether the condition holds for the resource's *current* etag (``None``: no resource).
+
+        *current* may be the wire form (``W/"..."``) or the bare stored digest.
+        """
+        if current is None:
+            return False  # "*" is true iff a current representation exists (§13.1.1)
+        if self._parsed.any:
+            return True
+        weak, opaque = split_etag(current)
+        if self.strong:
+            # RFC 9110 §13.1.1: "... using the strong comparison function".
+            return not weak and opaque in self._parsed.strong
+        # Deliberate deviation from §13.1.1 (weak comparison, W/ ignored on both sides): our
+        # etags are weak validators of the resource *state* (they do not change with the
+        # microversion's rendering), no Range requests are served, and proxies weaken strong
+        # tags (nginx gzip), so a strong comparison would answer 412 to every conditional
+        # write.  strict_rfc9110=True restores the RFC's strong comparison.
+        return opaque in self._parsed.weak
+
+    def mark_enforced(self) -> None:
+        """Record that the write was made conditional on this If-Match (fail-closed check)."""
+        self.enforced = True
+
+    def __repr__(self) -> str:
+        return f"IfMatch({self.raw!r})"
+
+
+class IfNoneMatch:
+    """A parsed If-None-Match; always compared weakly (RFC 9110 §13.1.2)."""
+
+    __slots__ = ("_parsed", "raw")
+
+    def __init__(self, parsed: _Parsed, *, raw: str) -> None:
+        self._parsed = parsed
+        self.raw = raw
+
+    @property
+    def any(self) -> bool:
+        return self._parsed.any
+
+    @property
+    def tags(self) -> frozenset[str]:
+        return self._parsed.weak
+
+    def matches(self, current: str | None) -> bool:
+        """True if *current* is one of the tags (so the condition "none match" is false)."""
+        if current is None:
+            return False
+        if self._parsed.any:
+            return True
+        return split_etag(current)[1] in self._parsed.weak
+
+    def __repr__(self) -> str:
+        return f"IfNoneMatch({self.raw!r})"
+
+
+def _malformed(header: str) -> HTTPProblem:
+    code = "etag.if-match-malformed" if header == "If-Match" else "etag.if-none-match-malformed"
+    return HTTPProblem(
+        400,
+        code,
+        f"The {header} header is malformed: expected * or a comma-separated list of "
+        'entity-tags such as W/"<etag>" (RFC 9110 section 13.1).',
+    )
+
+
+_DEFAULT_CACHE = _ParseCache(False, ())
+_LEGACY_CACHE = _ParseCache(True, ())
+
+
+def _cache_for(legacy: bool, suffixes: Sequence[str]) -> _ParseCache:
+    if not suffixes:
+        return _LEGACY_CACHE if legacy else _DEFAULT_CACHE
+    return _ParseCache(legacy, tuple(suffixes))
+
+
+def parse_if_match(
+    value: str | Sequence[str] | None,
+    *,
+    strong: bool = False,
+    accept_unquoted: bool = False,
+    ignore_suffixes: Sequence[str] = (),
+) -> IfMatch | None:
+    """Parse If-Match field value(s); ``None`` when absent.
+
+    Several field lines may be passed as a sequence (they are comma-joined).  ``*`` only
+    alone; ``*`` mixed with tags, unquoted tags (unless *accept_unquoted*) and any other
+    syntax error raise :class:`HTTPProblem` 400 (``etag.if-match-malformed``).  An empty
+    value is an empty list: it matches nothing (412), it is not "absent".
+    """
+    if value is None:
+        return None
+    raw = _join(value)
+    try:
+        parsed = _cache_for(accept_unquoted, ignore_suffixes).get(raw)
+    except _Malformed:
+        raise _malformed("If-Match") from None
+    return IfMatch(parsed, strong=strong, raw=raw)
+
+
+def parse_if_none_match(
+    value: str | Sequence[str] | None, *, accept_unquoted: bool = False
+) -> IfNoneMatch | None:
+    """Parse If-None-Match field value(s) like :func:`parse_if_match`."""
+    if value is None:
+        return None
+    raw = _join(value)
+    try:
+        parsed = _cache_for(accept_unquoted, ()).get(raw)
+    except _Malformed:
+        raise _malformed("If-None-Match") from None
+    return IfNoneMatch(parsed, raw=raw)
+
+
+def precondition_failed(detail: str | None = None) -> HTTPProblem:
+    """The 412 answer (``etag.precondition-failed``) for a stale If-Match."""
+    return HTTPProblem(
+        412,
+        "etag.precondition-failed",
+        detail
+        or "The resource was modified since you read it: the If-Match etag does not match its "
+        "current etag. Fetch the resource again, then retry with the new etag.",
+    )
+
+
+# == app-facing helpers =========================================================================
+
+
+def mark_enforced(environ: WSGIEnvironment) -> None:
+    """Acknowledge that the request's If-Match was enforced by the write (fail-closed check)."""
+    environ[ENVIRON_ENFORCED] = True
+    cond = environ.get(ENVIRON_IF_MATCH)
+    if cond is not None:
+        cond.enforced = True
+
+
+def set_response_etag(environ: WSGIEnvironment, etag: str | None) -> None:
+    """Tell the middleware the wire-form etag of the resource this response represents."""
+    environ[ENVIRON_RESPONSE_ETAG] = etag
+
+
+def etags_enabled(environ: WSGIEnvironment) -> bool:
+    """Whether this request's microversion serves etags (so include the body ``etag`` field)."""
+    return bool(environ.get(ENVIRON_ENABLED, True))
+
+
+def generator_from_environ(environ: WSGIEnvironment) -> EtagGenerator:
+    """The middleware's configured :class:`EtagGenerator`; :class:`ConfigError` if none."""
+    gen = environ.get(ENVIRON_GENERATOR)
+    if gen is None:
+        raise ConfigError("the etag middleware has no hmac_key (and algorithm is not sha512)")
+    return gen  # type: ignore[no-any-return]
+
+
+# == middleware ================================================================================
+
+_WRITE_METHODS: Final = frozenset({"PUT", "PATCH", "DELETE", "POST"})
+_ETAG_RESPONSE_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PATCH", "PUT"})
+
+
+def _as_callable(value: str | Callable[..., Any] | None) -> Callable[..., Any] | None:
+    if value is None or callable(value):
+        return value
+    text = str(value).strip()
+    if not text:
+        return None
+    module_name, _, attr = text.partition(":")
+    if not attr:
+        raise ConfigError(f"expected 'package.module:function', got {text!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot import {text!r}: {exc}") from None
+    if not callable(obj):
+        raise ConfigError(f"{text!r} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def _as_ignored(value: str | Iterable[str] | Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
+    if isinstance(value, Mapping):
+        return {str(k): frozenset(v) for k, v in value.items()}
+    table: dict[str, set[str]] = {}
+    for entry in as_list(value):
+        rtype, sep, field = entry.partition(":")
+        if not sep or not rtype.strip() or not field.strip():
+            raise ConfigError(f"ignored_fields entries are 'type:field', got {entry!r}")
+        table.setdefault(rtype.strip(), set()).add(field.strip())
+    return {k: frozenset(v) for k, v in table.items()}
+
+
+_DEFAULT_IGNORED_LIST: Final = [
+    f"{rtype}:{field}" for rtype, fields in DEFAULT_IGNORED_FIELDS.items() for field in sorted(fields)
+]
+
+OPTIONS: Final = (
+    Option("min_version", as_optional_str, None,
+           "Microversion from which etags are served (ETag header, If-Match); If-Match below it "
+           "-> 406. Unset: always on."),
+    Option("methods", as_list, ["PUT", "PATCH", "DELETE"],
+           "Write methods whose If-Match is parsed and enforced (add POST for conditional actions)."),
+    Option("require_if_match", as_list, [],
+           "428 policy: entries 'METHOD' or 'METHOD /path/prefix' ('*' for every write method) "
+           "that must carry If-Match."),
+    Option("strict_rfc9110", as_bool, False,
+           "Strong If-Match comparison as RFC 9110 13.1.1 says (then emit strong etags)."),
+    Option("accept_unquoted", as_bool, False,
+           "Tolerate the Ironic spec's unquoted W/<hex> and bare <hex> in If-Match."),
+    Option("ignore_suffixes", as_list, [],
+           "Suffixes proxies append to etags (e.g. -gzip) that If-Match may carry."),
+    Option("not_modified", as_bool, False,
+           "Answer If-None-Match on GET/HEAD with 304 on a weak match (opt-in)."),
+    Option("if_none_match_on_writes", as_bool, False,
+           "Hand If-None-Match on writes to the app (environ) instead of answering 400."),
+    Option("etag_on_put", as_bool, True,
+           "Send ETag on 2xx PUT responses (RFC 9110 9.3.4 deviation, see docs)."),
+    Option("etag_from_body", as_bool, True,
+           "Take the ETag header from the top-level 'etag' field of a JSON response body when "
+           "the app did not set apimw.etag.response (costs a JSON parse)."),
+    Option("current_etag", _as_callable, None,
+           "'module:function' called as f(environ) -> current etag or None, for the 412 pre-check."),
+    Option("hmac_key", as_optional_str, None,
+           "Deployment secret for HMAC-SHA-512 etags (>= 16 bytes); offered to the app as "
+           "apimw.etag.generator."),
+    Option("algorithm", as_str, "hmac-sha512", "Etag digest: hmac-sha512 or sha512."),
+    Option("ignored_fields", _as_ignored, _DEFAULT_IGNORED_LIST,
+           "Fields left out of the etag, as 'type:field' entries."),
+    Option("error_profile", as_optional_str, None,
+           "Error body profile (ironic or api-sig); default: the outer middleware's, else api-sig."),
+)  # fmt: skip
+
+
+def _parse_policy(entries: Iterable[str], methods: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    rules = []
+    for entry in entries:
+        method, _, prefix = entry.strip().partition(" ")
+        method = method.upper()
+        prefix = prefix.strip()
+        if method != "*" and method not in methods:
+            raise ConfigError(
+                f"require_if_match: {method!r} is not one of the etag methods ({', '.join(sorted(methods))})"
+            )
+        if prefix and not prefix.startswith("/"):
+            raise ConfigError(f"require_if_match: path prefix must start with '/', got {prefix!r}")
+        rules.append((method, prefix))
+    return tuple(rules)
+
+
+class _Capture:
+    """start_response interceptor: holds the app's status and headers until we decide."""
+
+    __slots__ = ("status", "headers", "exc_info", "chunks")
+
+    def __init__(self) -> None:
+        self.status: str | None = None
+        self.headers: list[tuple[str, str]] = []
+        self.exc_info: Any = None
+        self.chunks: list[bytes] = []
+
+    def __call__(
+        self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], object]:
+        # Nothing has been sent yet, so a second call (with exc_info, PEP 3333) just replaces.
+        self.status = status
+        self.headers = headers
+        self.exc_info = exc_info
+        return self.chunks.append
+
+
+class _Body:
+    """Iterable handed to the server: buffered chunks then the rest; ``close()`` exactly once."""
+
+    __slots__ = ("_head", "_rest", "_source")
+
+    def __init__(
+        self, head: list[bytes], rest: Iterator[bytes] | None, source: Iterable[bytes] | None
+    ) -> None:
+        self._head = head
+        self._rest = rest
+        self._source = source
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._head
+        if self._rest is not None:
+            yield from self._rest
+
+    def close(self) -> None:
+        source, self._source = self._source, None
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+
+
+def _close(iterable: Iterable[bytes] | None) -> None:
+    close = getattr(iterable, "close", None)
+    if close is not None:
+        close()
+
+
+def _is_2xx(status: str) -> bool:
+    return status[:1] == "2"
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    lowered = name.lower()
+    for key, value in headers:
+        if key.lower() == lowered:
+            return value
+    return None
+
+
+_VALID_WIRE_ETAG: Final = re.compile(r'(W/)?"[\x21\x23-\x7e\x80-\xff]*"')
+
+
+class ETagMiddleware:
+    """If-Match / If-None-Match handling and ETag response headers for a resource API.
+
+    Place it inside the microversion middleware (it reads the served version) and
+    outside (or instead of) the app's own precondition handling.  See ``docs/etag.md``.
+    """
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        *,
+        min_version: str | Version | None = None,
+        methods: Iterable[str] = ("PUT", "PATCH", "DELETE"),
+        require_if_match: Iterable[str] = (),
+        strict_rfc9110: bool = False,
+        accept_unquoted: bool = False,
+        ignore_suffixes: Iterable[str] = (),
+        not_modified: bool = False,
+        if_none_match_on_writes: bool = False,
+        etag_on_put: bool = True,
+        etag_from_body: bool = True,
+        current_etag: Callable[[WSGIEnvironment], str | None] | str | None = None,
+        hmac_key: str | bytes | None = None,
+        algorithm: str = "hmac-sha512",
+        ignored_fields: Mapping[str, Iterable[str]] | Iterable[str] = _DEFAULT_IGNORED_LIST,
+        error_profile: str | None = None,
+    ) -> None:
+        self.app = app
+        self._gate = VersionGate(min_version, what="etags (If-Match, If-None-Match, ETag)")
+        self.min_version = self._gate.lo
+        self.methods = frozenset(m.strip().upper() for m in methods)
+        if not self.methods or not self.methods <= _WRITE_METHODS:
+            raise ConfigError(f"etag methods must be among {', '.join(sorted(_WRITE_METHODS))}")
+        self.require_rules = _parse_policy(require_if_match, self.methods)
+        self.strict = bool(strict_rfc9110)
+        self.suffixes = tuple(s for s in ignore_suffixes if s)
+        self.accept_unquoted = bool(accept_unquoted)
+        self._cache = _cache_for(self.accept_unquoted, self.suffixes)
+        self.not_modified = bool(not_modified)
+        self.if_none_match_on_writes = bool(if_none_match_on_writes)
+        self.etag_on_put = bool(etag_on_put)
+        self.etag_from_body = bool(etag_from_body)
+        self.current_etag = _as_callable(current_etag)
+        self.error_profile = None if error_profile is None else check_profile(error_profile)
+        ignored = _as_ignored(ignored_fields) if not isinstance(ignored_fields, Mapping) else {
+            k: frozenset(v) for k, v in ignored_fields.items()
+        }
+        self.generator: EtagGenerator | None = None
+        if hmac_key is not None or algorithm == "sha512":
+            self.generator = EtagGenerator(
+                key=hmac_key, algorithm=algorithm, ignored_fields=ignored, weak=not self.strict
+            )
+        elif algorithm not in ALGORITHMS:
+            raise ConfigError(f"etag algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
+        self._response_methods = (
+            _ETAG_RESPONSE_METHODS if self.etag_on_put else _ETAG_RESPONSE_METHODS - {"PUT"}
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _enabled(self, environ: WSGIEnvironment) -> bool:
+        # With min_version set and no microversion middleware in front, etags are off
+        # (the served version is unknown), as for every apimw version gate.
+        return self.min_version is None or self._gate.allows(environ)
+
+    def _problem(
+        self, environ: WSGIEnvironment, start_response: StartResponse, problem: HTTPProblem
+    ) -> Iterable[bytes]:
+        return respond_with_problem(environ, start_response, problem, profile=self.error_profile)
+
+    def _too_old(self, environ: WSGIEnvironment, header: str) -> HTTPProblem:
+        try:
+            VersionGate(self.min_version, what=f"The {header} header").check(environ)
+        except HTTPProblem as problem:
+            return problem
+        raise AssertionError("unreachable: _too_old called at an allowed version")  # pragma: no cover
+
+    def _required(self, method: str, path: str) -> bool:
+        for rule_method, prefix in self.require_rules:
+            if (rule_method == "*" or rule_method == method) and (
+                not prefix or path == prefix or path.startswith(prefix.rstrip("/") + "/")
+            ):
+                return True
+        return False
+
+    # -- WSGI ------------------------------------------------------------------------------
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if self.generator is not None:
+            environ[ENVIRON_GENERATOR] = self.generator
+        method = environ.get("REQUEST_METHOD", "GET")
+        enabled = self._enabled(environ)
+        environ[ENVIRON_ENABLED] = enabled
+        try:
+            if method in self.methods:
+                return self._write(environ, start_response, method, enabled)
+            if method == "GET" or method == "HEAD":
+                inm_raw = environ.get(IF_NONE_MATCH)
+                if inm_raw is not None and self.not_modified and enabled:
+                    return self._conditional_get(environ, start_response, inm_raw)
+            if enabled and method in self._response_methods:
+                return self._call(environ, start_response, None, None)
+            return self.app(environ, start_response)
+        except HTTPProblem as problem:
+            return self._problem(environ, start_response, problem)
+
+    def _write(
+        self, environ: WSGIEnvironment, start_response: StartResponse, method: str, enabled: bool
+    ) -> Iterable[bytes]:
+        im_raw = environ.get(IF_MATCH)
+        inm_raw = environ.get(IF_NONE_MATCH)
+        environ[ENVIRON_IF_MATCH] = None
+        if im_raw is None and inm_raw is None:
+            if enabled and self.require_rules and self._required(method, environ.get("PATH_INFO", "")):
+                problem = HTTPProblem(
+                    428,
+                    "etag.if-match-required",
+                    f"{method} on this resource must be conditional: GET it, then resend the "
+                    "request with its etag in an If-Match header.",
+                    headers=[("Cache-Control", "no-store")],
+                )
+                return self._problem(environ, start_response, problem)
+            if enabled and method in self._response_methods:
+                return self._call(environ, start_response, None, None)
+            return self.app(environ, start_response)
+        if not enabled:
+            # Nothing is written: the client asked for a precondition this version lacks.
+            return self._problem(
+                environ, start_response, self._too_old(environ, "If-Match" if im_raw else "If-None-Match")
+            )
+        if inm_raw is not None:
+            if not self.if_none_match_on_writes:
+                return self._problem(
+                    environ,
+                    start_response,
+                    HTTPProblem(
+                        400,
+                        "etag.if-none-match-unsupported",
+                        f"If-None-Match is not supported on {method}; use If-Match.",
+                    ),
+                )
+            environ[ENVIRON_IF_NONE_MATCH] = parse_if_none_match(
+                inm_raw, accept_unquoted=self.accept_unquoted
+            )
+        cond: IfMatch | None = None
+        if im_raw is not None:
+            try:
+                parsed = self._cache.get(im_raw)
+            except _Malformed:
+                # Never treat a malformed If-Match as absent: that would make the write unconditional.
+                return self._problem(environ, start_response, _malformed("If-Match"))
+            cond = IfMatch(parsed, strong=self.strict, raw=im_raw)
+            environ[ENVIRON_IF_MATCH] = cond
+            if self.current_etag is not None:
+                # The lookup returns None for "missing / not visible to this caller": the app
+                # then answers 401/403/404, which win over 412 (RFC 9110 §13.2.1).
+                current = self.current_etag(environ)
+                if current is not None and not cond.matches(current):
+                    return self._problem(environ, start_response, precondition_failed())
+        return self._call(environ, start_response, cond, None)
+
+    def _conditional_get(
+        self, environ: WSGIEnvironment, start_response: StartResponse, inm_raw: str
+    ) -> Iterable[bytes]:
+        try:
+            parsed = self._cache.get(inm_raw)
+        except _Malformed:
+            return self._problem(environ, start_response, _malformed("If-None-Match"))
+        inm = IfNoneMatch(parsed, raw=inm_raw)
+        if self.current_etag is not None:
+            current = self.current_etag(environ)
+            if current is not None and inm.matches(current):
+                return self._not_modified(start_response, current)
+        return self._call(environ, start_response, None, inm)
+
+    def _not_modified(self, start_response: StartResponse, etag: str) -> Iterable[bytes]:
+        # RFC 9110 §15.4.5: a 304 carries the ETag it would have sent with a 200, and no body.
+        start_response("304 Not Modified", [(ETAG_HEADER, etag)])
+        return []
+
+    def _call(
+        self,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        cond: IfMatch | None,
+        inm: IfNoneMatch | None,
+    ) -> Iterable[bytes]:
+        capture = _Capture()
+        app_iter = self.app(environ, capture)
+        rest: Iterator[bytes] | None = None
+        try:
+            if capture.status is None:
+                # The app calls start_response lazily (from its iterator): run it up to there.
+                rest = iter(app_iter)
+                for chunk in rest:
+                    capture.chunks.append(chunk)
+                    if capture.status is not None:
+                        break
+                if capture.status is None:
+                    raise RuntimeError("WSGI app returned without calling start_response")
+            status = capture.status
+            headers = capture.headers
+            if _is_2xx(status):
+                if cond is not None and not (cond.enforced or environ.get(ENVIRON_ENFORCED)):
+                    return self._unenforced(environ, start_response, app_iter)
+                wants_etag = environ.get("REQUEST_METHOD") in self._response_methods
+                etag = environ.get(ENVIRON_RESPONSE_ETAG)
+                if etag is None:
+                    etag = _header(headers, ETAG_HEADER)
+                    if etag is None and wants_etag and self.etag_from_body:
+                        etag, app_iter, rest = self._etag_from_body(capture, app_iter, rest)
+                if etag is not None and inm is not None and inm.matches(etag):
+                    _close(app_iter)
+                    return self._not_modified(start_response, etag)
+                if wants_etag and etag is not None and _header(headers, ETAG_HEADER) != etag:
+                    if not _VALID_WIRE_ETAG.fullmatch(etag):
+                        raise ApimwError(f"the app supplied an invalid etag {etag!r}; use format_etag()")
+                    headers = [(k, v) for k, v in headers if k.lower() != "etag"]
+                    headers.append((ETAG_HEADER, etag))
+            write = start_response(status, headers, capture.exc_info)
+        except BaseException:
+            _close(app_iter)
+            raise
+        if capture.chunks and rest is None:
+            # The app used write(): send that first (PEP 3333), then its iterable.
+            for chunk in capture.chunks:
+                write(chunk)
+            capture.chunks = []
+        if not capture.chunks and rest is None:
+            return app_iter
+        return _Body(capture.chunks, rest if rest is not None else iter(app_iter), app_iter)
+
+    def _etag_from_body(
+        self, capture: _Capture, app_iter: Iterable[bytes], rest: Iterator[bytes] | None
+    ) -> tuple[str | None, Iterable[bytes], Iterator[bytes] | None]:
+        ctype = _header(capture.headers, "Content-Type") or ""
+        if "json" not in ctype.lower():
+            return None, app_iter, rest
+        body_parts = list(capture.chunks)
+        try:
+            body_parts.extend(rest if rest is not None else app_iter)
+        finally:
+            _close(app_iter)
+        capture.chunks = []
+        body = b"".join(body_parts)
+        etag: str | None = None
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            value = doc.get("etag")
+            if isinstance(value, str) and _VALID_WIRE_ETAG.fullmatch(value):
+                etag = value
+        return etag, [body], None
+
+    def _unenforced(
+        self, environ: WSGIEnvironment, start_response: StartResponse, app_iter: Iterable[bytes]
+    ) -> Iterable[bytes]:
+        _close(app_iter)
+        LOG.error(
+            "%s %s carried If-Match but the app did not acknowledge enforcing it "
+            "(set environ[%r] = True after the conditional write); refusing the 2xx",
+            environ.get("REQUEST_METHOD"),
+            environ.get("PATH_INFO"),
+            ENVIRON_ENFORCED,
+        )
+        problem = HTTPProblem(
+            500,
+            "etag.precondition-not-enforced",
+            "The server could not confirm that your If-Match condition was enforced; "
+            "the resource may or may not have changed. GET it before retrying.",
+        )
+        return respond_with_problem(
+            environ, start_response, problem, profile=self.error_profile, extra_headers=()
+        )
+
+
+# == configuration: paste.deploy, oslo.config, Flask ==============================================
+
+GROUP: Final = "apimw_etag"
+
+
+def _factory(app: WSGIApplication, **kwargs: Any) -> WSGIApplication:
+    return ETagMiddleware(app, **kwargs)
+
+
+filter_factory = make_filter_factory(_factory, OPTIONS, GROUP)
+
+
+def list_opts() -> list[tuple[str, list[Any]]]:
+    """oslo-config-generator hook: ``[("apimw_etag", [...Opt])]`` (``hmac_key`` is secret)."""
+    opts = oslo_opts([opt for opt in OPTIONS if opt.name != "current_etag"])
+    for opt in opts:
+        if opt.name == "hmac_key":
+            opt.secret = True
+    return [(GROUP, opts)]
+
+
+def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
+    """Wrap ``flask_app.wsgi_app`` in :class:`ETagMiddleware`; settings from
+    ``flask_app.config["APIMW_ETAG"]`` (a dict of option names), then *overrides*."""
+    return flask_wrap(flask_app, _factory, OPTIONS, "APIMW_ETAG", overrides)
+

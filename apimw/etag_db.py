@@ -1,0 +1,266 @@
+"""Conditional writes for etag'd rows with SQLAlchemy 2 (Core): the atomic half of If-Match.
+
+The middleware's pre-check is only an optimisation: between it and the write another
+client may commit.  These helpers make the write itself conditional::
+
+    UPDATE nodes SET ..., etag = :new WHERE uuid = :uuid AND etag = :read
+
+where ``:read`` is the etag of the row they just read and checked against If-Match, and
+``:new`` is the etag of the merged row, so the stored etag is always the etag of the
+stored state.  ``rowcount == 0`` is then told apart by a second look: no row -> 404
+(:class:`ResourceGone`), a row with the new etag -> already applied (a no-op update, or
+MySQL without ``CLIENT_FOUND_ROWS``), any other row -> 412 (:class:`StaleEtag`) when the
+client sent If-Match, otherwise the read-modify-write is retried.
+
+Serialization failures and deadlocks (PostgreSQL 40001/40P01 under REPEATABLE READ or
+SERIALIZABLE, MySQL 1213/1205, SQLite "database is locked") are retried a bounded number
+of times with jittered backoff, then answered with 412 (409 without If-Match) -- never a
+500.  When a helper evaluated the request's :class:`~apimw.etag.IfMatch` it calls
+``if_match.mark_enforced()``, which is the acknowledgement the middleware waits for.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from sqlalchemy import and_, delete, select, update
+from sqlalchemy.exc import DBAPIError
+
+from apimw.errors import ApimwError, HTTPProblem
+from apimw.etag import IfMatch, precondition_failed
+
+if TYPE_CHECKING:
+    from sqlalchemy import ColumnElement, Connection, Engine, Table
+
+__all__ = [
+    "ConcurrentUpdate",
+    "ResourceGone",
+    "StaleEtag",
+    "cas_update",
+    "delete_if_match",
+    "is_retryable",
+    "update_if_match",
+]
+
+DEFAULT_RETRIES: Final = 5
+DEFAULT_BACKOFF: Final = 0.005
+_PG_RETRYABLE: Final = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
+_MYSQL_RETRYABLE: Final = frozenset({1213, 1205})  # ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
+_SQLITE_RETRYABLE: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
+
+
+class StaleEtag(HTTPProblem):
+    """412: the row's etag is no longer one the client's If-Match names."""
+
+    def __init__(self, detail: str | None = None) -> None:
+        base = precondition_failed(detail)
+        super().__init__(base.status, base.code, base.detail)
+
+
+class ResourceGone(HTTPProblem):
+    """404: no row for the key (it never existed, or was deleted meanwhile)."""
+
+    def __init__(self, detail: str = "The resource does not exist (or was deleted meanwhile).") -> None:
+        super().__init__(404, "etag.not-found", detail)
+
+
+class ConcurrentUpdate(HTTPProblem):
+    """409: an unconditional write lost every retry to concurrent writers."""
+
+    def __init__(self, attempts: int) -> None:
+        super().__init__(
+            409,
+            "etag.concurrent-update",
+            f"The resource kept changing under concurrent updates ({attempts} attempts); retry later.",
+        )
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """A serialization failure, deadlock or lock timeout that a fresh transaction may pass."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    orig = exc.orig
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if sqlstate in _PG_RETRYABLE:
+        return True
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int) and (code & 0xFF) in _SQLITE_RETRYABLE:
+        return True
+    args: tuple[Any, ...] = tuple(getattr(orig, "args", ()))
+    return bool(args) and isinstance(args[0], int) and args[0] in _MYSQL_RETRYABLE
+
+
+def _where(table: Table, key: Mapping[str, Any]) -> ColumnElement[bool]:
+    if not key:
+        raise ApimwError("a conditional write needs a non-empty key")
+    return and_(*(table.c[name] == value for name, value in key.items()))
+
+
+def _read(conn: Connection, table: Table, key: Mapping[str, Any]) -> dict[str, Any] | None:
+    row = conn.execute(select(table).where(_where(table, key))).mappings().first()
+    return None if row is None else dict(row)
+
+
+def _current_etag(conn: Connection, table: Table, key: Mapping[str, Any], etag_column: str) -> Any:
+    return conn.execute(select(table.c[etag_column]).where(_where(table, key))).first()
+
+
+def cas_update(
+    conn: Connection,
+    table: Table,
+    key: Mapping[str, Any],
+    values: Mapping[str, Any],
+    *,
+    expected: Collection[str],
+    etag_column: str = "etag",
+) -> Literal["updated", "gone", "stale"]:
+    """One compare-and-swap in the caller's transaction, no retry.
+
+    ``UPDATE table SET values WHERE key AND etag IN expected``.  *values* should set the
+    new etag.  Returns ``"updated"``; else looks again and returns ``"gone"`` (no row) or
+    ``"stale"``.  A no-op update that MySQL reports as 0 changed rows is ``"updated"``
+    when the row already holds *values*' etag.
+    """
+    if not expected:
+        return "gone" if _current_etag(conn, table, key, etag_column) is None else "stale"
+    stmt = (
+        update(table)
+        .where(_where(table, key), table.c[etag_column].in_(list(expected)))
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    result = conn.execute(stmt)
+    if result.rowcount == 1:
+        return "updated"
+    if result.rowcount > 1:
+        raise ApimwError(f"conditional update matched {result.rowcount} rows: the key is not unique")
+    row = _current_etag(conn, table, key, etag_column)
+    if row is None:
+        return "gone"
+    new = values.get(etag_column)
+    return "updated" if new is not None and row[0] == new else "stale"
+
+
+def _backoff(attempt: int, base: float) -> None:
+    if base > 0:
+        time.sleep(base * (2**attempt) * (0.5 + random.random()))  # noqa: S311 - jitter only
+
+
+def update_if_match(
+    engine: Engine,
+    table: Table,
+    key: Mapping[str, Any],
+    changes: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
+    *,
+    if_match: IfMatch | None,
+    etag_of: Callable[[Mapping[str, Any]], str],
+    etag_column: str = "etag",
+    retries: int = DEFAULT_RETRIES,
+    backoff: float = DEFAULT_BACKOFF,
+) -> dict[str, Any]:
+    """Read the row, check *if_match*, apply *changes*, and write it back atomically.
+
+    :param key: column -> value naming one row (``{"uuid": ...}``).
+    :param changes: the column values to set, or a function of the current row (a copy)
+        returning them -- e.g. applying a JSON patch.  It may run more than once (on
+        retries) so it must not have side effects; an :class:`HTTPProblem` it raises (400
+        for a bad patch) propagates.
+    :param if_match: the request's parsed If-Match (``environ["apimw.etag.if_match"]``);
+        ``None`` for an unconditional write (still atomic: no lost update of the etag).
+    :param etag_of: the etag to store for the merged row, e.g.
+        ``lambda row: generator.etag(row, "node")``.
+    :returns: the merged row as written, with its new etag.
+    :raises ResourceGone: 404.  :raises StaleEtag: 412.  :raises ConcurrentUpdate: 409
+        (only without If-Match).
+    """
+    attempts = max(1, retries + 1)
+    for attempt in range(attempts):
+        try:
+            with engine.begin() as conn:
+                row = _read(conn, table, key)
+                if row is None:
+                    raise ResourceGone()
+                current = row[etag_column]
+                if if_match is not None:
+                    if_match.mark_enforced()
+                    if not if_match.matches(current):
+                        raise StaleEtag()
+                new_values = dict(changes(dict(row)) if callable(changes) else changes)
+                new_values.pop(etag_column, None)
+                merged = {**row, **new_values}
+                new_etag = etag_of(merged)
+                merged[etag_column] = new_etag
+                new_values[etag_column] = new_etag
+                outcome = cas_update(
+                    conn, table, key, new_values, expected=(current,), etag_column=etag_column
+                )
+                if outcome == "updated":
+                    return merged
+                if outcome == "gone":
+                    raise ResourceGone()
+                if if_match is not None:
+                    # Someone committed between our read and our write: the client's tag is stale now.
+                    raise StaleEtag()
+        except DBAPIError as exc:
+            if not is_retryable(exc):
+                raise
+        if attempt + 1 < attempts:
+            _backoff(attempt, backoff)
+    if if_match is not None:
+        raise StaleEtag(
+            f"The resource kept changing under concurrent updates ({attempts} attempts): your "
+            "If-Match etag cannot be confirmed. Fetch the resource again, then retry."
+        )
+    raise ConcurrentUpdate(attempts)
+
+
+def delete_if_match(
+    engine: Engine,
+    table: Table,
+    key: Mapping[str, Any],
+    *,
+    if_match: IfMatch | None,
+    etag_column: str = "etag",
+    retries: int = DEFAULT_RETRIES,
+    backoff: float = DEFAULT_BACKOFF,
+) -> dict[str, Any]:
+    """Delete the row if *if_match* holds (``DELETE ... WHERE key AND etag = :read``).
+
+    :returns: the deleted row.  :raises ResourceGone: 404.  :raises StaleEtag: 412.
+    """
+    attempts = max(1, retries + 1)
+    for attempt in range(attempts):
+        try:
+            with engine.begin() as conn:
+                row = _read(conn, table, key)
+                if row is None:
+                    raise ResourceGone()
+                current = row[etag_column]
+                if if_match is not None:
+                    if_match.mark_enforced()
+                    if not if_match.matches(current):
+                        raise StaleEtag()
+                result = conn.execute(
+                    delete(table).where(_where(table, key), table.c[etag_column] == current)
+                )
+                if result.rowcount == 1:
+                    return row
+                if result.rowcount > 1:
+                    raise ApimwError(
+                        f"conditional delete matched {result.rowcount} rows: the key is not unique"
+                    )
+                if _current_etag(conn, table, key, etag_column) is None:
+                    raise ResourceGone()
+                if if_match is not None:
+                    raise StaleEtag()
+        except DBAPIError as exc:
+            if not is_retryable(exc):
+                raise
+        if attempt + 1 < attempts:
+            _backoff(attempt, backoff)
+    if if_match is not None:
+        raise StaleEtag()
+    raise ConcurrentUpdate(attempts)
