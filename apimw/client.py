@@ -421,6 +421,9 @@ class VersionedSession:
         self._own_session = session is None
         self.http = session if session is not None else requests.Session()
 
+        if not versioned and version is not None:
+            raise ConfigError("version= needs versioned=True (a versioned=False session sends no version)")
+        self._warned_latest: Version | None = None
         # UC4: validate the user's version before any request.  UC9: "latest", any case.
         self.latest = False
         self.pinned: Version | None = None
@@ -458,7 +461,7 @@ class VersionedSession:
             with self.cache.lock(self._cache_key):
                 known = self.cache.get(self._cache_key)
                 if known is None and (self._latest_needs_range() or (
-                        self.probe_unsafe and method not in _SAFE_METHODS)):
+                        self.versioned and self.probe_unsafe and method not in _SAFE_METHODS)):
                     known = self._discover()
                 if known is None:
                     return self._send(method, url, kwargs, None)
@@ -550,7 +553,8 @@ class VersionedSession:
             if not known.versioned:
                 return _Plan(None, None)  # an old server's latest is 1.0: nothing to send
             # UC9: resolved to the server's maximum and sent as X.Y, so the echo can be checked.
-            if known.max_version > self.client_max:
+            if known.max_version > self.client_max and self._warned_latest != known.max_version:
+                self._warned_latest = known.max_version  # once per server maximum, not per request
                 LOG.warning("%s serves 'latest' = %s, newer than this client knows (%s); "
                             "unknown fields are ignored", self.endpoint, known.max_version, self.client_max)
             return _Plan(str(known.max_version), known.max_version)

@@ -17,6 +17,8 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from apimw import Version, VersionParseError
 from apimw.client import (
@@ -30,6 +32,7 @@ from apimw.client import (
     choose_version,
     endpoint_key,
     range_from_document,
+    read_range,
     read_served,
 )
 from apimw.errors import ApimwError, ConfigError
@@ -51,6 +54,7 @@ class _QuietHandler(WSGIRequestHandler):
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    request_queue_size = 64  # the default backlog (5) drops concurrent connects: 1 s SYN retries
 
 
 class LiveServer:
@@ -320,6 +324,28 @@ def test_uc7a_406_without_range_headers_falls_back_to_get_v1(serve, client, disc
         ("GET", "/v1", None, 200),
         ("GET", "/v1/nodes", "1.10", 200),
     ]
+
+
+def test_uc7a_406_range_read_from_the_api_sig_body(serve, client):
+    """A server that puts the range only in its API-SIG 406 body: no discovery needed."""
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        requested = Version.parse(environ.get(LEGACY_ENVIRON) or "1.1")
+        if requested > Version(1, 10):
+            body = {"errors": [{"status": 406, "code": "microversion.unsupported", "title": "Not Acceptable",
+                                "detail": "no", "min_version": "1.1", "max_version": "1.10"}]}
+            start_response("406 Not Acceptable", [("Content-Type", "application/json")])
+            return [json.dumps(body).encode()]
+        start_response("200 OK", [("Content-Type", "application/json"), (LEGACY, str(requested))])
+        return [b"{}"]
+
+    server = serve(app)
+    session = client(server, max_version="1.15")
+
+    response = session.get("/v1/nodes")
+
+    assert session.served_version(response) == V("1.10")
+    assert server.sent_versions() == [("1.15", 406), ("1.10", 200)]
 
 
 def test_uc7b_pinned_too_new_reports_and_stops(serve, client):
@@ -596,6 +622,30 @@ def test_read_served(headers, expected):
     assert read_served(headers, "baremetal", LEGACY) == expected
 
 
+@given(st.dictionaries(st.sampled_from([MIN_HEADER, MAX_HEADER, LEGACY, "OpenStack-API-Version"]),
+                       st.text(max_size=40)))
+def test_header_readers_never_raise_on_junk(headers):
+    found = read_range(headers, MIN_HEADER, MAX_HEADER)
+    assert found is None or found.min_version <= found.max_version
+    served = read_served(headers, "baremetal", LEGACY)
+    assert served is None or isinstance(served, str)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["id", "version", "versions", "values", "min_version", "max_version", "x"]),
+        inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_json)
+def test_range_from_document_never_raises_on_junk(doc):
+    found = range_from_document(doc, 1)
+    assert found is None or found.min_version <= found.max_version
+
+
 def test_choose_version_never_goes_above_the_client():
     assert choose_version(V("1.1"), V("1.15"), ServerRange(V("1.1"), V("1.10"))) == V("1.10")
     assert choose_version(V("1.1"), V("1.6"), ServerRange(V("1.1"), V("1.10"))) == V("1.6")
@@ -619,6 +669,7 @@ def test_endpoint_key_normalises_scheme_host_port_and_prefix():
                      id="no-header-to-send"),
         pytest.param({"max_version": "1.5", "service_type": "bare metal"}, id="service-type"),
         pytest.param({"max_version": "1.5", "cache_ttl": 0}, id="ttl"),
+        pytest.param({"max_version": "1.5", "versioned": False, "version": "1.2"}, id="pin-unversioned"),
     ],
 )
 def test_bad_configuration_fails_at_construction(options):
