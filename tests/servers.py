@@ -72,15 +72,16 @@ class Server:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
-        log = open(self.workdir / f"{self.name}.log", "ab")  # noqa: SIM115 - kept for the process
-        self.proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own binaries
-            self.command(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=self.workdir,
-            preexec_fn=self.preexec(),  # noqa: PLW1509
-            start_new_session=True,
-        )
+        # the child keeps its own copy of the log descriptor; ours is closed at once
+        with open(self.workdir / f"{self.name}.log", "ab") as log:
+            self.proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own binaries
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                preexec_fn=self.preexec(),  # noqa: PLW1509
+                start_new_session=True,
+            )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
