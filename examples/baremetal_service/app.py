@@ -38,6 +38,13 @@ MICROVERSION_OPTIONS: Final[dict[str, Any]] = {
     "error_profile": "ironic",
 }
 
+#: The idempotency middleware's settings: tokens are scoped per project; requests without
+#: X-Project-Id (noauth, single tenant) share one scope instead of being refused.
+IDEMPOTENCY_OPTIONS: Final[dict[str, Any]] = {
+    "scope": "project",
+    "missing_scope": "shared",
+}
+
 
 class ServiceApp:
     """The WSGI callable plus the domain service and conductor behind it."""
@@ -83,9 +90,11 @@ def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://") -> WSGIAp
     """The middleware stack around the Flask app's WSGI callable."""
     from oslo_middleware.request_id import RequestId
 
+    from apimw.idempotency import IdempotencyMiddleware
     from apimw.microversion import MicroversionMiddleware
 
     app: WSGIApplication = flask_wsgi
+    app = IdempotencyMiddleware(app, store=store_url, **IDEMPOTENCY_OPTIONS)
     app = MicroversionMiddleware(app, **MICROVERSION_OPTIONS)
     app = NoAuthMiddleware(app)
     app = RequestId(app)
