@@ -665,25 +665,26 @@ OPTIONS: Final = (
            "Microversion from which etags are served (ETag header, If-Match); If-Match below it "
            "-> 406. Unset: always on."),
     Option("methods", as_list, ["PUT", "PATCH", "DELETE"],
-           "Write methods whose If-Match is parsed and enforced (add POST for conditional actions)."),
+           "Write methods whose If-Match is parsed and enforced (add POST for conditional actions).",
+           "list"),
     Option("require_if_match", as_list, [],
            "428 policy: entries 'METHOD' or 'METHOD /path/prefix' ('*' for every write method) "
-           "that must carry If-Match."),
+           "that must carry If-Match.", "list"),
     Option("strict_rfc9110", as_bool, False,
-           "Strong If-Match comparison as RFC 9110 13.1.1 says (then emit strong etags)."),
+           "Strong If-Match comparison as RFC 9110 13.1.1 says (then emit strong etags).", "bool"),
     Option("accept_unquoted", as_bool, False,
-           "Tolerate the Ironic spec's unquoted W/<hex> and bare <hex> in If-Match."),
+           "Tolerate the Ironic spec's unquoted W/<hex> and bare <hex> in If-Match.", "bool"),
     Option("ignore_suffixes", as_list, [],
-           "Suffixes proxies append to etags (e.g. -gzip) that If-Match may carry."),
+           "Suffixes proxies append to etags (e.g. -gzip) that If-Match may carry.", "list"),
     Option("not_modified", as_bool, False,
-           "Answer If-None-Match on GET/HEAD with 304 on a weak match (opt-in)."),
+           "Answer If-None-Match on GET/HEAD with 304 on a weak match (opt-in).", "bool"),
     Option("if_none_match_on_writes", as_bool, False,
-           "Hand If-None-Match on writes to the app (environ) instead of answering 400."),
+           "Hand If-None-Match on writes to the app (environ) instead of answering 400.", "bool"),
     Option("etag_on_put", as_bool, True,
-           "Send ETag on 2xx PUT responses (RFC 9110 9.3.4 deviation, see docs)."),
+           "Send ETag on 2xx PUT responses (RFC 9110 9.3.4 deviation, see docs).", "bool"),
     Option("etag_from_body", as_bool, True,
            "Take the ETag header from the top-level 'etag' field of a JSON response body when "
-           "the app did not set apimw.etag.response (costs a JSON parse)."),
+           "the app did not set apimw.etag.response (costs a JSON parse).", "bool"),
     Option("current_etag", _as_callable, None,
            "'module:function' called as f(environ) -> current etag or None, for the 412 pre-check."),
     Option("hmac_key", as_optional_str, None,
@@ -691,7 +692,7 @@ OPTIONS: Final = (
            "apimw.etag.generator."),
     Option("algorithm", as_str, "hmac-sha512", "Etag digest: hmac-sha512 or sha512."),
     Option("ignored_fields", _as_ignored, _DEFAULT_IGNORED_LIST,
-           "Fields left out of the etag, as 'type:field' entries."),
+           "Fields left out of the etag, as 'type:field' entries.", "list"),
     Option("error_profile", as_optional_str, None,
            "Error body profile (ironic or api-sig); default: the outer middleware's, else api-sig."),
 )  # fmt: skip
@@ -1059,14 +1060,14 @@ class ETagMiddleware:
 
 # == configuration: paste.deploy, oslo.config, Flask ==============================================
 
-GROUP: Final = "apimw_etag"
+OSLO_GROUP: Final = "apimw_etag"
 
 
 def _factory(app: WSGIApplication, **kwargs: Any) -> WSGIApplication:
     return ETagMiddleware(app, **kwargs)
 
 
-filter_factory = make_filter_factory(_factory, OPTIONS, GROUP)
+filter_factory = make_filter_factory(_factory, OPTIONS, OSLO_GROUP)
 
 
 def list_opts() -> list[tuple[str, list[Any]]]:
@@ -1075,7 +1076,7 @@ def list_opts() -> list[tuple[str, list[Any]]]:
     for opt in opts:
         if opt.name == "hmac_key":
             opt.secret = True
-    return [(GROUP, opts)]
+    return [(OSLO_GROUP, opts)]
 
 
 def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
@@ -1083,3 +1084,10 @@ def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
     ``flask_app.config["APIMW_ETAG"]`` (a dict of option names), then *overrides*."""
     return flask_wrap(flask_app, _factory, OPTIONS, "APIMW_ETAG", overrides)
 
+
+
+def __getattr__(name: str) -> Any:
+    # ``OPTS``: the oslo.config options, built on first use so oslo.config stays optional.
+    if name == "OPTS":
+        return list_opts()[0][1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
