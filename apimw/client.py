@@ -19,8 +19,8 @@ with the server, following the use cases of the Ironic microversion spec
 * the server's range is learned from the Minimum/Maximum headers of *any*
   response and kept in a :class:`VersionCache` per endpoint with a TTL; an entry
   is replaced as soon as a response shows a different range.
-* the echoed (served) version is checked against the requested one
-  (:class:`VersionMismatch`).
+* a version both sides accept is used as is (UC8), and the echoed (served)
+  version is checked against the requested one (:class:`VersionMismatch`).
 
 Thread safety: the cache has its own lock, and a per-endpoint lock serialises
 negotiation, so N threads starting on a cold cache cost one 406, not N.
@@ -638,6 +638,7 @@ class VersionedSession:
             return  # UC1 / UC3A: proceed at 1.0
         if plan.expected is None:
             return
+        # UC8: a compatible request is answered at exactly the requested version.
         if _parse_or_none(served) != plan.expected:
             known = self.cache.get(self._cache_key)
             raise VersionMismatch(
