@@ -285,6 +285,10 @@ class IdempotencyMiddleware:
         self._key_prefix = key_prefix
         self._profile = check_profile(error_profile) if error_profile else None
 
+    def close(self) -> None:
+        """Close the store's connections (call at shutdown; the middleware reconnects if used again)."""
+        self.store.close()
+
     # -- the hot path ------------------------------------------------------------------------
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
