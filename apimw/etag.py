@@ -2,7 +2,7 @@
 
 Three parts, usable separately:
 
-* **Generation** (:class:`EtagGenerator`, :func:`canonical_json`, :func:`format_etag`):
+* **Generation** (:class:`ETagGenerator`, :func:`canonical_json`, :func:`format_etag`):
   apps call it when they *save* a resource and store the result; the read path never
   hashes.  Canonical JSON (keys sorted at every depth, compact, UTF-8, datetimes in UTC,
   integral floats as integers, sets sorted, NaN/Infinity refused), hashed with
@@ -69,8 +69,8 @@ __all__ = [
     "ENVIRON_RESPONSE_ETAG",
     "OPTIONS",
     "CanonicalizationError",
+    "ETagGenerator",
     "ETagMiddleware",
-    "EtagGenerator",
     "IfMatch",
     "IfNoneMatch",
     "canonical_json",
@@ -102,7 +102,7 @@ ENVIRON_ENFORCED: Final = "apimw.etag.enforced"
 ENVIRON_RESPONSE_ETAG: Final = "apimw.etag.response"
 #: ``bool``: etags are served at this request's microversion (include the body field).
 ENVIRON_ENABLED: Final = "apimw.etag.enabled"
-#: The configured :class:`EtagGenerator` (only when the middleware has a key or plain SHA-512).
+#: The configured :class:`ETagGenerator` (only when the middleware has a key or plain SHA-512).
 ENVIRON_GENERATOR: Final = "apimw.etag.generator"
 
 ETAG_HEADER: Final = "ETag"
@@ -264,7 +264,7 @@ def split_etag(value: str) -> tuple[bool, str]:
     return False, value
 
 
-class EtagGenerator:
+class ETagGenerator:
     """Computes a resource's etag when the app saves it.
 
     :param key: the deployment secret for HMAC-SHA-512 (at least 16 bytes).  Keyed by
@@ -310,7 +310,7 @@ class EtagGenerator:
         self.timespec = timespec
 
     def __repr__(self) -> str:  # never show the key
-        return f"EtagGenerator(algorithm={self.algorithm!r}, weak={self.weak})"
+        return f"ETagGenerator(algorithm={self.algorithm!r}, weak={self.weak})"
 
     def ignored(self, resource_type: str | None) -> frozenset[str]:
         if resource_type is None:
@@ -610,8 +610,8 @@ def etags_enabled(environ: WSGIEnvironment) -> bool:
     return bool(environ.get(ENVIRON_ENABLED, True))
 
 
-def generator_from_environ(environ: WSGIEnvironment) -> EtagGenerator:
-    """The middleware's configured :class:`EtagGenerator`; :class:`ConfigError` if none."""
+def generator_from_environ(environ: WSGIEnvironment) -> ETagGenerator:
+    """The middleware's configured :class:`ETagGenerator`; :class:`ConfigError` if none."""
     gen = environ.get(ENVIRON_GENERATOR)
     if gen is None:
         raise ConfigError("the etag middleware has no hmac_key (and algorithm is not sha512)")
@@ -827,9 +827,9 @@ class ETagMiddleware:
         ignored = _as_ignored(ignored_fields) if not isinstance(ignored_fields, Mapping) else {
             k: frozenset(v) for k, v in ignored_fields.items()
         }
-        self.generator: EtagGenerator | None = None
+        self.generator: ETagGenerator | None = None
         if hmac_key is not None or algorithm == "sha512":
-            self.generator = EtagGenerator(
+            self.generator = ETagGenerator(
                 key=hmac_key, algorithm=algorithm, ignored_fields=ignored, weak=not self.strict
             )
         elif algorithm not in ALGORITHMS:

@@ -20,10 +20,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from apimw.errors import ConfigError
-from apimw.etag import CanonicalizationError, EtagGenerator, canonical_json
+from apimw.etag import CanonicalizationError, ETagGenerator, canonical_json
 
 KEY = "a-deployment-secret-of-32-bytes!"
-GEN = EtagGenerator(key=KEY)
+GEN = ETagGenerator(key=KEY)
 WIRE = re.compile(r'W/"[0-9a-f]{128}"')
 
 json_leaf = st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.text(max_size=12) | st.floats(
@@ -78,7 +78,7 @@ def test_ignored_fields_are_per_resource_type() -> None:
     other = {"uuid": "u", "driver_internal_info": {"a": 2}}
     assert GEN.etag(doc, "node") == GEN.etag(other, "node")
     assert GEN.etag(doc, "port") != GEN.etag(other, "port")
-    custom = EtagGenerator(key=KEY, ignored_fields={"port": ["uuid", "etag"]})
+    custom = ETagGenerator(key=KEY, ignored_fields={"port": ["uuid", "etag"]})
     assert custom.etag({"uuid": "x", "a": 1}, "port") == custom.etag({"uuid": "y", "a": 1}, "port")
 
 
@@ -90,17 +90,17 @@ def test_wire_form_and_digest() -> None:
     # HMAC-SHA-512 of the canonical JSON, nothing else
     expected = hmac.new(KEY.encode(), canonical_json(doc), hashlib.sha512).hexdigest()
     assert GEN.digest(doc, "node") == expected
-    plain = EtagGenerator(algorithm="sha512")
+    plain = ETagGenerator(algorithm="sha512")
     assert plain.digest(doc, "node") == hashlib.sha512(canonical_json(doc)).hexdigest()
-    assert EtagGenerator(algorithm="sha512", weak=False).etag(doc, "node").startswith('"')
+    assert ETagGenerator(algorithm="sha512", weak=False).etag(doc, "node").startswith('"')
 
 
 def test_a_different_hmac_key_gives_a_different_tag() -> None:
     doc = {"driver_info": {"ipmi_password": "hunter2"}, "name": "n1"}
-    other = EtagGenerator(key="another-secret-32-bytes-long!!!!")
+    other = ETagGenerator(key="another-secret-32-bytes-long!!!!")
     assert GEN.etag(doc, "node") != other.etag(doc, "node")
     # and the keyed tag is not the public SHA-512 a reader could recompute
-    assert GEN.digest(doc, "node") != EtagGenerator(algorithm="sha512").digest(doc, "node")
+    assert GEN.digest(doc, "node") != ETagGenerator(algorithm="sha512").digest(doc, "node")
 
 
 def test_changing_a_masked_secret_changes_the_tag() -> None:
@@ -144,7 +144,7 @@ def test_equivalent_values_hash_alike(left: dict[Any, Any], right: dict[Any, Any
 def test_datetime_rendering_and_precision() -> None:
     value = dt.datetime(2026, 5, 1, 12, 0, 0, 123456, tzinfo=dt.UTC)
     assert canonical_json({"t": value}) == b'{"t":"2026-05-01T12:00:00.123456Z"}'
-    seconds = EtagGenerator(key=KEY, timespec="seconds")
+    seconds = ETagGenerator(key=KEY, timespec="seconds")
     assert seconds.etag({"t": value}) == seconds.etag({"t": value.replace(microsecond=0)})
     assert GEN.etag({"t": value}) != GEN.etag({"t": value.replace(microsecond=0)})
 
@@ -180,8 +180,8 @@ def test_json_round_trip_keeps_the_etag(doc: dict[str, Any]) -> None:
 
 def test_same_etag_across_processes_and_hash_seeds() -> None:
     code = (
-        "from apimw.etag import EtagGenerator;"
-        f"print(EtagGenerator(key={KEY!r})"
+        "from apimw.etag import ETagGenerator;"
+        f"print(ETagGenerator(key={KEY!r})"
         ".etag({'traits': {'A', 'B', 'C', 'D'}, 'x': {'b': 1, 'a': 2}}))"
     )
     tags = set()
@@ -206,7 +206,7 @@ def test_same_etag_across_processes_and_hash_seeds() -> None:
 )
 def test_bad_generator_config(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
-        EtagGenerator(**kwargs)
+        ETagGenerator(**kwargs)
 
 
 def test_repr_never_shows_the_key() -> None:
