@@ -38,6 +38,13 @@ MICROVERSION_OPTIONS: Final[dict[str, Any]] = {
     "error_profile": "ironic",
 }
 
+#: The etag middleware's settings: etags (and If-Match) exist from 1.116; the etag values
+#: are computed and stored by the service (baremetal_service.db.etags) and compared
+#: again atomically in the database write.
+ETAG_OPTIONS: Final[dict[str, Any]] = {
+    "min_version": str(versions.ETAG_VERSION),
+}
+
 #: The idempotency middleware's settings: tokens are scoped per project; requests without
 #: X-Project-Id (noauth, single tenant) share one scope instead of being refused.
 IDEMPOTENCY_OPTIONS: Final[dict[str, Any]] = {
@@ -90,10 +97,12 @@ def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://") -> WSGIAp
     """The middleware stack around the Flask app's WSGI callable."""
     from oslo_middleware.request_id import RequestId
 
+    from apimw.etag import ETagMiddleware
     from apimw.idempotency import IdempotencyMiddleware
     from apimw.microversion import MicroversionMiddleware
 
     app: WSGIApplication = flask_wsgi
+    app = ETagMiddleware(app, **ETAG_OPTIONS)
     app = IdempotencyMiddleware(app, store=store_url, **IDEMPOTENCY_OPTIONS)
     app = MicroversionMiddleware(app, **MICROVERSION_OPTIONS)
     app = NoAuthMiddleware(app)

@@ -6,7 +6,7 @@ computed once per version and cached.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, Final
@@ -37,8 +37,8 @@ NODE_FIELDS: Final = (
 
 #: Fields a node list shows without ?fields= (Ironic's default list fields).
 NODE_LIST_FIELDS: Final = ("instance_uuid", "maintenance", "power_state", "provision_state", "uuid", "name")
-#: Fields that are links to sub-resources rather than data.
-NODE_LINK_FIELDS: Final = frozenset({"links", "ports", "states", "portgroups", "volume"})
+#: Node fields that are links to sub-resources rather than data.
+NODE_SUBLINKS: Final = frozenset({"ports", "states", "portgroups", "volume"})
 NODE_STATE_FIELDS: Final = (
     "console_enabled", "last_error", "power_state", "provision_state", "target_power_state",
     "target_provision_state", "provision_updated_at", "raid_config", "target_raid_config",
@@ -102,14 +102,16 @@ def default_for(name: str) -> Any:
     return list(default) if isinstance(default, list) else default
 
 
+def _iso(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
 def get(obj: Any, name: str) -> Any:
     """Read *name* from a mapping or an object; the Ironic default when absent or None."""
     value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
     if value is None:
         return default_for(name)
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return value
+    return _iso(value)
 
 
 def mask_secrets(info: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,59 +134,68 @@ def links(base: str, resource: str, ident: str, sub: str | None = None) -> list[
     ]
 
 
-def node_doc(
-    node: Any,
-    version: Version,
-    base: str,
-    fields: tuple[str, ...] | list[str] | None = None,
-) -> dict[str, Any]:
-    """A node at *version*; *fields* (already version-checked) narrows it, links always kept."""
-    names = visible("node", version)
-    if fields is not None:
-        wanted = set(fields)
-        wanted.add("links")
-        names = tuple(n for n in names if n in wanted)
-    uuid = str(get(node, "uuid"))
-    doc: dict[str, Any] = {}
-    for name in names:
-        if name in NODE_LINK_FIELDS:
-            if name == "links":
-                doc[name] = links(base, "nodes", uuid)
-            elif fields is None:
-                doc[name] = links(base, "nodes", uuid, name)
-            continue
-        value = get(node, name)
-        if name == "driver_info" and value:
-            value = mask_secrets(value)
-        elif name == "provision_state" and value == "available" and version < versions.AVAILABLE_STATE:
-            value = None  # before 1.2 AVAILABLE was called NOSTATE (null)
-        doc[name] = value
-    return doc
+# A plan is, per (kind, version, fields), the list of (name, action) to produce a document:
+# action 0 = plain value, 1 = "links", 2 = sub-resource links, 3 = driver_info (masked),
+# 4 = provision_state before 1.2.  Plans are cached; a document is then one loop.
+_PLAIN, _LINKS, _SUBLINKS, _MASKED, _OLD_STATE = range(5)
 
 
-def simple_doc(
-    kind: str,
-    resource: str,
-    obj: Any,
-    version: Version,
-    base: str,
-    fields: tuple[str, ...] | list[str] | None = None,
-    sublinks: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """A port, portgroup or chassis at *version*."""
+@lru_cache(maxsize=1024)
+def _plan(kind: str, version: Version, fields: tuple[str, ...] | None, sublinks: frozenset[str],
+          ) -> tuple[tuple[str, int, Any], ...]:
     names = visible(kind, version)
     if fields is not None:
         wanted = set(fields)
         wanted.add("links")
         names = tuple(n for n in names if n in wanted)
-    uuid = str(get(obj, "uuid"))
-    doc: dict[str, Any] = {}
+    plan = []
     for name in names:
         if name == "links":
-            doc[name] = links(base, resource, uuid)
+            plan.append((name, _LINKS, None))
         elif name in sublinks:
             if fields is None:
-                doc[name] = links(base, resource, uuid, name)
+                plan.append((name, _SUBLINKS, None))
+        elif name == "driver_info":
+            plan.append((name, _MASKED, None))
+        elif name == "provision_state" and version < versions.AVAILABLE_STATE:
+            plan.append((name, _OLD_STATE, None))
         else:
-            doc[name] = get(obj, name)
+            plan.append((name, _PLAIN, default_for(name)))
+    return tuple(plan)
+
+
+def _render(plan: tuple[tuple[str, int, Any], ...], obj: Any, base: str, resource: str) -> dict[str, Any]:
+    source = obj if isinstance(obj, dict) else {n: getattr(obj, n, None) for n, _a, _d in plan}
+    uuid = str(source.get("uuid"))
+    doc: dict[str, Any] = {}
+    for name, action, default in plan:
+        if action == _PLAIN:
+            value = source.get(name)
+            if value is None:
+                doc[name] = default.copy() if isinstance(default, dict | list) else default
+            else:
+                doc[name] = value.isoformat() if isinstance(value, datetime) else value
+        elif action == _LINKS:
+            doc[name] = links(base, resource, uuid)
+        elif action == _SUBLINKS:
+            doc[name] = links(base, resource, uuid, name)
+        elif action == _MASKED:
+            value = source.get(name)
+            doc[name] = mask_secrets(value) if value else {}
+        else:  # before 1.2 AVAILABLE was called NOSTATE (null)
+            value = source.get(name)
+            doc[name] = None if value == "available" else value
     return doc
+
+
+def node_doc(node: Any, version: Version, base: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
+    """A node at *version*; *fields* (already version-checked) narrows it, links always kept."""
+    plan = _plan("node", version, None if fields is None else tuple(fields), NODE_SUBLINKS)
+    return _render(plan, node, base, "nodes")
+
+
+def simple_doc(kind: str, resource: str, obj: Any, version: Version, base: str,
+               fields: Sequence[str] | None = None, sublinks: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A port, portgroup or chassis at *version*."""
+    plan = _plan(kind, version, None if fields is None else tuple(fields), frozenset(sublinks))
+    return _render(plan, obj, base, resource)
