@@ -170,6 +170,56 @@ class DurableRedisServer(RedisServer):
         return [*cmd, "--appendfsync", "always"]
 
 
+class ClusterRedisServer(RedisServer):
+    """A one-node Redis Cluster that owns all 16384 slots."""
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://{HOST}:{self.port}"
+
+    def command(self) -> list[str]:
+        from tests.servers import free_port
+
+        # the bus port defaults to port + 10000, which may not exist: pick one
+        return [*super().command(), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-port", str(free_port())]  # fmt: skip
+
+    def start(self) -> None:
+        super().start()
+        import redis
+
+        with redis.Redis(host=HOST, port=self.port) as client:
+            client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+            deadline = time.monotonic() + 20
+            while b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("one-node cluster did not become ready")
+                time.sleep(0.1)
+
+
+class SentinelServer(RedisServer):
+    """A Sentinel watching *master* as service ``apimw``."""
+
+    def __init__(self, workdir: Any, master: RedisServer) -> None:
+        super().__init__(workdir)
+        self.name = "sentinel"
+        self.master = master
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://{HOST}:{self.port}/apimw/0"
+
+    def command(self) -> list[str]:
+        conf = self.workdir / "sentinel.conf"
+        conf.write_text(
+            f"bind {HOST}\nport {self.port}\nprotected-mode no\ndir {self.workdir}\n"
+            f"sentinel monitor apimw {HOST} {self.master.port} 1\n"
+        )
+        from tests.servers import _require
+
+        return [_require("redis-server"), str(conf), "--sentinel"]
+
+
 def private_server(kind: str, workdir: Any) -> RedisServer | MemcachedServer:
     return DurableRedisServer(workdir) if kind == "redis" else MemcachedServer(workdir)
 
