@@ -1,0 +1,8 @@
+"""The conductor role: the provision state machine and the workers that carry out actions."""
+
+from __future__ import annotations
+
+from . import states
+from .worker import PENDING_POWER, PENDING_PROVISION, Conductor, LeaseLost, drain
+
+__all__ = ["PENDING_POWER", "PENDING_PROVISION", "Conductor", "LeaseLost", "drain", "states"]

@@ -1,0 +1,753 @@
+"""The data API: every read and write of the service's tables.
+
+Resources are plain dicts ("documents") keyed by Ironic field names, with the
+resolved references (``chassis_uuid``, ``node_uuid``, ``portgroup_uuid``) and
+datetimes as ISO 8601 strings in UTC (``2026-11-22T10:37:50.208515+00:00``).
+Documents read here also carry the internal keys in :data:`INTERNAL_KEYS`
+(``id``, ``node_id``, ``pending_action``...); :func:`public` drops them.
+
+Writes are compare-and-swap on the stored etag, in one function per shape
+(:meth:`Database.insert`, :meth:`Database.update`, :meth:`Database.delete`):
+
+1. read the current document (one indexed SELECT);
+2. evaluate the caller's If-Match against it (412 when stale) and let the caller
+   compute its changes from it (state checks run here);
+3. ``UPDATE ... SET ..., etag=:new WHERE id=:id AND etag=:read`` in a transaction
+   that also inserts the event record; 0 rows means somebody else wrote in
+   between: go back to 1 (where a stale If-Match now fails with 412).
+
+So a conditional write is atomic with the check on every backend (one UPDATE
+statement decides), and the etag is recomputed for every create and modify in
+exactly one place (:func:`_new_etag`, from :mod:`baremetal_service.db.etags`).
+
+Reads are single statements with joins (a 100-node page is one query).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid as uuidlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from apimw.etag import CanonicalizationError, ETagGenerator, IfMatch, parse_if_match
+from apimw.etag_db import is_retryable
+
+from .. import exceptions as exc
+from . import migrate
+from .engine import create_engine
+from .etags import make_generator
+from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass
+
+__all__ = [
+    "INTERNAL_KEYS",
+    "Database",
+    "IfMatchArg",
+    "is_uuid_like",
+    "public",
+    "utcnow",
+]
+
+#: ``None`` (no precondition), the etag middleware's parsed :class:`apimw.etag.IfMatch`
+#: (``environ["apimw.etag.if_match"]``), ``"*"`` / a raw header value, or a list of etags.
+IfMatchArg = IfMatch | str | Sequence[str] | None
+
+NODES: Final = Node.__table__
+PORTS: Final = Port.__table__
+PORTGROUPS: Final = Portgroup.__table__
+CHASSIS: Final = Chassis.__table__
+RESOURCE_CLASSES: Final = ResourceClass.__table__
+EVENTS: Final = NodeEvent.__table__
+
+INTERNAL_KEYS: Final = frozenset(
+    {"id", "chassis_id", "node_id", "portgroup_id", "reserved_at", "pending_action",
+     "_owner", "_lessee"}
+)  # fmt: skip
+#: Keys never copied into event payloads (secrets may live there).
+_PAYLOAD_EXCLUDED: Final = INTERNAL_KEYS | {"driver_info", "driver_internal_info", "instance_info"}
+MAX_WRITE_ATTEMPTS: Final = 20
+MAX_LIMIT: Final = 1000
+
+
+def utcnow() -> dt.datetime:
+    """Naive UTC with microseconds: what both backends store and give back unchanged."""
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def iso(value: dt.datetime | None) -> str | None:
+    return None if value is None else value.isoformat() + "+00:00"
+
+
+def is_uuid_like(value: str) -> bool:
+    try:
+        return str(uuidlib.UUID(value)) == value.lower()
+    except (ValueError, AttributeError, TypeError):
+        return False
+
+
+def public(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """*doc* without the internal keys."""
+    return {k: v for k, v in doc.items() if k not in INTERNAL_KEYS}
+
+
+class _Kind:
+    """How one resource kind is read: the SELECT, its joins, datetime columns, errors."""
+
+    def __init__(
+        self,
+        name: str,
+        table: sa.Table,
+        select: sa.Select[Any],
+        not_found: Callable[..., exc.BaremetalError],
+        *,
+        has_name: bool,
+        owner_cols: tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]] | None,
+    ) -> None:
+        self.name = name
+        self.table = table
+        self.select = select
+        self.not_found = not_found
+        self.has_name = has_name
+        self.owner_cols = owner_cols
+        self.datetimes = tuple(c.name for c in table.c if isinstance(c.type, sa.DateTime))
+        self.json_cols = frozenset(c.name for c in table.c if isinstance(c.type, sa.JSON))
+        self.columns = frozenset(c.name for c in table.c)
+        self.sortable = frozenset(
+            c.name for c in table.c
+            if c.name not in self.json_cols and c.name not in INTERNAL_KEYS - {"id"}
+        )  # fmt: skip
+
+    def to_doc(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        doc = dict(row)
+        for key in self.datetimes:
+            value = doc[key]
+            if value is not None:
+                doc[key] = value.isoformat() + "+00:00"
+        return doc
+
+
+_NODE_SELECT = sa.select(NODES, CHASSIS.c.uuid.label("chassis_uuid")).select_from(
+    NODES.outerjoin(CHASSIS, NODES.c.chassis_id == CHASSIS.c.id)
+)
+_PORT_SELECT = sa.select(
+    PORTS,
+    NODES.c.uuid.label("node_uuid"),
+    PORTGROUPS.c.uuid.label("portgroup_uuid"),
+    NODES.c.owner.label("_owner"),
+    NODES.c.lessee.label("_lessee"),
+).select_from(
+    PORTS.join(NODES, PORTS.c.node_id == NODES.c.id).outerjoin(
+        PORTGROUPS, PORTS.c.portgroup_id == PORTGROUPS.c.id
+    )
+)
+_PORTGROUP_SELECT = sa.select(
+    PORTGROUPS,
+    NODES.c.uuid.label("node_uuid"),
+    NODES.c.owner.label("_owner"),
+    NODES.c.lessee.label("_lessee"),
+).select_from(PORTGROUPS.join(NODES, PORTGROUPS.c.node_id == NODES.c.id))
+_CHASSIS_SELECT = sa.select(CHASSIS)
+
+KINDS: Final[dict[str, _Kind]] = {
+    "node": _Kind("node", NODES, _NODE_SELECT, exc.NodeNotFound, has_name=True,
+                  owner_cols=(NODES.c.owner, NODES.c.lessee)),
+    "port": _Kind("port", PORTS, _PORT_SELECT, exc.PortNotFound, has_name=True,
+                  owner_cols=(NODES.c.owner, NODES.c.lessee)),
+    "portgroup": _Kind("portgroup", PORTGROUPS, _PORTGROUP_SELECT, exc.PortgroupNotFound,
+                       has_name=True, owner_cols=(NODES.c.owner, NODES.c.lessee)),
+    "chassis": _Kind("chassis", CHASSIS, _CHASSIS_SELECT, exc.ChassisNotFound, has_name=False,
+                     owner_cols=None),
+}  # fmt: skip
+
+#: Reference fields in documents -> (db column, referenced kind).
+_REFS: Final[dict[str, dict[str, tuple[str, str]]]] = {
+    "node": {"chassis_uuid": ("chassis_id", "chassis")},
+    "port": {"node_uuid": ("node_id", "node"), "portgroup_uuid": ("portgroup_id", "portgroup")},
+    "portgroup": {"node_uuid": ("node_id", "node")},
+    "chassis": {},
+}
+
+#: Which unique constraint -> which 409.
+_DUPLICATES: Final[dict[tuple[str, str], Callable[[Any], exc.BaremetalError]]] = {
+    ("nodes", "uuid"): exc.NodeUuidExists,
+    ("nodes", "name"): exc.NodeNameExists,
+    ("nodes", "instance_uuid"): lambda v: exc.InstanceAssociated(v, "(new)"),
+    ("ports", "uuid"): exc.PortUuidExists,
+    ("ports", "address"): exc.MACAlreadyExists,
+    ("ports", "name"): exc.PortNameExists,
+    ("portgroups", "uuid"): exc.PortgroupUuidExists,
+    ("portgroups", "name"): exc.PortgroupNameExists,
+    ("portgroups", "address"): exc.PortgroupMACExists,
+    ("chassis", "uuid"): exc.ChassisUuidExists,
+    ("resource_classes", "name"): exc.ResourceClassExists,
+}
+
+
+def _unique_violation(error: sa.exc.IntegrityError) -> tuple[str, str] | None:
+    """``(table, column)`` of the unique constraint *error* is about, on either backend."""
+    text = str(error.orig)
+    for table, column in _DUPLICATES:
+        if f"uniq_{table}0{column}" in text or f"{table}.{column}" in text:
+            return table, column
+    return None
+
+
+def _matches(if_match: IfMatchArg, current: str | None) -> bool:
+    """Evaluate If-Match against the *current* etag (weak comparison, as apimw.etag does).
+
+    A parsed :class:`apimw.etag.IfMatch` is marked enforced: the write that follows is
+    conditional on it (the CAS on the etag column), which the middleware waits for.
+    """
+    if if_match is None:
+        return True
+    if isinstance(if_match, str):
+        if_match = parse_if_match(if_match, accept_unquoted=True)
+        if if_match is None:
+            return True
+    if isinstance(if_match, IfMatch):
+        if_match.mark_enforced()
+        return if_match.matches(current)
+    if current is None:
+        return False
+    opaque = current.removeprefix("W/")
+    return any(c == "*" or c.removeprefix("W/") == opaque for c in if_match)
+
+
+def _event_payload(doc: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in _PAYLOAD_EXCLUDED}
+
+
+class Database:
+    """The service's database: engine, migrations and the data API."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        etag_generator: ETagGenerator | None = None,
+        pool_size: int = 10,
+        echo: bool = False,
+    ) -> None:
+        self.url = url
+        self.engine: Engine = create_engine(url, pool_size=pool_size, echo=echo)
+        self.etag_generator = etag_generator or make_generator()
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def upgrade(self) -> None:
+        migrate.upgrade(self.engine)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # -- reads --------------------------------------------------------------------
+
+    def _where_ident(self, kind: _Kind, ident: str) -> sa.ColumnElement[bool] | None:
+        if is_uuid_like(ident):
+            return kind.table.c.uuid == ident.lower()
+        if kind.has_name:
+            return kind.table.c.name == ident
+        return None
+
+    @staticmethod
+    def _scope(kind: _Kind, project_id: str | None) -> sa.ColumnElement[bool] | None:
+        if project_id is None or kind.owner_cols is None:
+            return None
+        owner, lessee = kind.owner_cols
+        return sa.or_(owner == project_id, lessee == project_id)
+
+    def _fetch(
+        self,
+        conn: Connection,
+        kind_name: str,
+        ident: str,
+        project_id: str | None = None,
+        *,
+        status: int | None = None,
+    ) -> dict[str, Any]:
+        kind = KINDS[kind_name]
+        where = self._where_ident(kind, ident) if isinstance(ident, str) else None
+        if where is None:
+            raise kind.not_found(ident, status=status)
+        stmt = kind.select.where(where)
+        scope = self._scope(kind, project_id)
+        if scope is not None:
+            stmt = stmt.where(scope)
+        row = conn.execute(stmt).mappings().first()
+        if row is None:
+            raise kind.not_found(ident, status=status)
+        return kind.to_doc(row)
+
+    def get(self, kind: str, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
+        """One resource by UUID (or name, for nodes, ports, portgroups); NotFound otherwise."""
+        with self.engine.connect() as conn:
+            return self._fetch(conn, kind, ident, project_id)
+
+    def get_by_id(self, kind_name: str, row_id: int) -> dict[str, Any] | None:
+        kind = KINDS[kind_name]
+        with self.engine.connect() as conn:
+            row = conn.execute(kind.select.where(kind.table.c.id == row_id)).mappings().first()
+        return None if row is None else kind.to_doc(row)
+
+    def list(
+        self,
+        kind_name: str,
+        *,
+        where: Sequence[sa.ColumnElement[bool]] = (),
+        project_id: str | None = None,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+    ) -> list[dict[str, Any]]:
+        """A page of resources in one query, ordered by (*sort_key*, id)."""
+        kind = KINDS[kind_name]
+        if sort_dir not in ("asc", "desc"):
+            raise exc.InvalidParameterValue(
+                f"Invalid sort direction: {sort_dir}. Acceptable values are 'asc' or 'desc'"
+            )
+        if sort_key not in kind.sortable:
+            raise exc.InvalidParameterValue(f"The sort_key value {sort_key} is an invalid field for sorting")
+        if limit is not None and limit < 0:
+            raise exc.InvalidParameterValue(f"Limit must be positive, got {limit}")
+        limit = MAX_LIMIT if not limit else min(limit, MAX_LIMIT)
+        table = kind.table
+        col = table.c[sort_key]
+        stmt = kind.select.where(*where)
+        scope = self._scope(kind, project_id)
+        if scope is not None:
+            stmt = stmt.where(scope)
+        with self.engine.connect() as conn:
+            if marker is not None:
+                mrow = (
+                    conn.execute(
+                        sa.select(col, table.c.id).where(table.c.uuid == str(marker).lower())
+                    ).first()
+                    if is_uuid_like(str(marker))
+                    else None
+                )
+                if mrow is None:
+                    raise kind.not_found(marker)
+                stmt = stmt.where(_after(col, table.c.id, mrow[0], mrow[1], sort_dir))
+            if sort_dir == "asc":
+                order = [col.asc().nulls_first(), table.c.id.asc()]
+            else:
+                order = [col.desc().nulls_last(), table.c.id.desc()]
+            if sort_key == "id":
+                order = order[1:]
+            rows = conn.execute(stmt.order_by(*order).limit(limit)).mappings().all()
+        to_doc = kind.to_doc
+        return [to_doc(r) for r in rows]
+
+    def count(self, kind_name: str, *where: sa.ColumnElement[bool]) -> int:
+        table = KINDS[kind_name].table
+        with self.engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar_one())
+
+    # -- the one write path -----------------------------------------------------------
+
+    def _new_etag(self, kind: str, doc: Mapping[str, Any]) -> str:
+        """THE place where a resource's etag is computed (create and every modify)."""
+        try:
+            return self.etag_generator.etag(public(doc), kind)
+        except CanonicalizationError as error:
+            raise exc.InvalidParameterValue(f"Invalid {kind}: {error}") from None
+
+    def _resolve_refs(
+        self, conn: Connection, kind: str, values: Mapping[str, Any], project_id: str | None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Reference fields (uuids or names) -> ``(column values, canonical document values)``.
+
+        A referenced resource that does not exist (or is not the caller's) is the
+        NotFound error with status 400, as Ironic answers it.
+        """
+        columns: dict[str, Any] = {}
+        docs: dict[str, Any] = {}
+        for key, value in values.items():
+            column, ref_kind = _REFS[kind][key]
+            if value is None:
+                columns[column] = docs[key] = None
+                continue
+            ref = self._fetch(conn, ref_kind, str(value), project_id, status=400)
+            columns[column] = ref["id"]
+            docs[key] = ref["uuid"]
+        return columns, docs
+
+    def _db_values(self, kind: _Kind, values: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in values.items():
+            if key in kind.datetimes and isinstance(value, str):
+                value = dt.datetime.fromisoformat(value).replace(tzinfo=None)
+            if key in kind.columns:
+                out[key] = value
+        return out
+
+    def _doc_values(self, kind: _Kind, values: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            k: (iso(v) if k in kind.datetimes and isinstance(v, dt.datetime) else v)
+            for k, v in values.items()
+        }
+
+    def _raise_integrity(self, kind: str, error: sa.exc.IntegrityError, values: Mapping[str, Any]) -> None:
+        found = _unique_violation(error)
+        if found is not None:
+            table, column = found
+            value = values.get(column)
+            if (table, column) == ("nodes", "instance_uuid"):
+                raise exc.InstanceAssociated(str(value), str(values.get("uuid"))) from None
+            raise _DUPLICATES[found](value) from None
+        if kind == "chassis":
+            raise exc.ChassisNotEmpty(str(values.get("uuid"))) from None
+        if kind == "portgroup":
+            raise exc.PortgroupNotEmpty(str(values.get("uuid"))) from None
+        raise exc.InvalidParameterValue(f"Invalid {kind}: {error.orig}") from None
+
+    def _event(
+        self,
+        conn: Connection,
+        kind: str,
+        doc: Mapping[str, Any],
+        event_type: str,
+        etag: str | None,
+        now: dt.datetime,
+    ) -> None:
+        conn.execute(
+            EVENTS.insert().values(
+                event_type=event_type,
+                resource_type=kind,
+                resource_uuid=doc["uuid"],
+                payload=_event_payload(doc),
+                created_at=now,
+                etag=etag,
+            )
+        )
+
+    def insert(
+        self, kind_name: str, values: Mapping[str, Any], *, project_id: str | None = None
+    ) -> dict[str, Any]:
+        """Create a resource from document-style *values* (all columns defaulted here)."""
+        kind = KINDS[kind_name]
+        now = utcnow()
+        row: dict[str, Any] = {}
+        for column in kind.table.c:
+            if column.name in ("id", "etag"):
+                continue
+            default = column.default
+            if default is not None and default.is_callable:
+                row[column.name] = default.arg(None)  # type: ignore[attr-defined]
+            elif default is not None:
+                row[column.name] = default.arg  # type: ignore[attr-defined]
+            else:
+                row[column.name] = None
+        row.update({k: v for k, v in values.items() if k not in _REFS[kind_name]})
+        row["uuid"] = str(row.get("uuid") or uuidlib.uuid4()).lower()
+        row["created_at"] = now
+        row["updated_at"] = None
+        refs = {k: values.get(k) for k in _REFS[kind_name]}
+        try:
+            with self.engine.begin() as conn:
+                columns, ref_docs = self._resolve_refs(conn, kind_name, refs, project_id)
+                doc = {**self._doc_values(kind, row), **ref_docs}
+                etag = self._new_etag(kind_name, doc)
+                db_row = {**self._db_values(kind, row), **columns, "etag": etag}
+                new_id = conn.execute(kind.table.insert().values(**db_row)).inserted_primary_key[0]
+                doc.update(columns, id=new_id, etag=etag)
+                self._event(conn, kind_name, doc, f"baremetal.{kind_name}.create.end", etag, now)
+        except sa.exc.IntegrityError as error:
+            self._raise_integrity(kind_name, error, row)
+        except sa.exc.DataError as error:
+            raise exc.InvalidParameterValue(f"Invalid {kind_name}: {error.orig}") from None
+        return doc
+
+    def update(
+        self,
+        kind_name: str,
+        ident: str,
+        mutate: Callable[[dict[str, Any]], Mapping[str, Any] | None],
+        *,
+        if_match: IfMatchArg = None,
+        project_id: str | None = None,
+        event_type: str | None = None,
+        where: Sequence[sa.ColumnElement[bool]] = (),
+        on_conflict: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Change one resource: *mutate* gets the current document and returns the changes.
+
+        Returns the new document.  ``mutate`` may raise a domain error (it sees the
+        current state) and is called again if a concurrent write won the race.  An
+        empty change set writes nothing (no etag change, no event).  *where* adds
+        conditions to the UPDATE; when they fail, *on_conflict* (given the current
+        document) may raise a precise error before the next attempt.
+        """
+        kind = KINDS[kind_name]
+        for _attempt in range(MAX_WRITE_ATTEMPTS):
+            with self.engine.connect() as conn:
+                current = self._fetch(conn, kind_name, ident, project_id)
+            if not _matches(if_match, current["etag"]):
+                raise exc.PreconditionFailed(kind_name, ident)
+            changes = mutate(dict(current))
+            if not changes:
+                return current
+            now = utcnow()
+            doc = {**current, **self._doc_values(kind, changes), "updated_at": iso(now)}
+            try:
+                with self.engine.begin() as conn:
+                    refs = {k: v for k, v in changes.items() if k in _REFS[kind_name]}
+                    columns, ref_docs = self._resolve_refs(conn, kind_name, refs, project_id)
+                    doc.update(columns)
+                    doc.update(ref_docs)
+                    etag = self._new_etag(kind_name, doc)
+                    values = {**self._db_values(kind, changes), **columns}
+                    values.update(updated_at=now, etag=etag)
+                    table = kind.table
+                    stmt = (
+                        table.update()
+                        .where(table.c.id == current["id"], _etag_is(table, current["etag"]), *where)
+                        .values(**values)
+                    )
+                    if conn.execute(stmt).rowcount != 1:
+                        raise _LostRace
+                    doc["etag"] = etag
+                    self._event(
+                        conn,
+                        kind_name,
+                        doc,
+                        event_type or f"baremetal.{kind_name}.update.end",
+                        etag,
+                        now,
+                    )
+                    return doc
+            except _LostRace:
+                pass
+            except sa.exc.IntegrityError as error:
+                self._raise_integrity(kind_name, error, {**current, **changes})
+            except sa.exc.DataError as error:
+                raise exc.InvalidParameterValue(f"Invalid {kind_name}: {error.orig}") from None
+            except sa.exc.DBAPIError as error:
+                if not is_retryable(error):
+                    raise
+            if on_conflict is not None:
+                with self.engine.connect() as conn:
+                    on_conflict(self._fetch(conn, kind_name, ident, project_id))
+        raise exc.Conflict(f"The {kind_name} {ident} is being modified concurrently; please retry.")
+
+    def delete(
+        self,
+        kind_name: str,
+        ident: str,
+        *,
+        check: Callable[[dict[str, Any]], None] | None = None,
+        if_match: IfMatchArg = None,
+        project_id: str | None = None,
+        where: Sequence[sa.ColumnElement[bool]] = (),
+        on_conflict: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Delete one resource (and a node's ports and portgroups) with the same CAS rules."""
+        kind = KINDS[kind_name]
+        table = kind.table
+        for _attempt in range(MAX_WRITE_ATTEMPTS):
+            with self.engine.connect() as conn:
+                current = self._fetch(conn, kind_name, ident, project_id)
+            if not _matches(if_match, current["etag"]):
+                raise exc.PreconditionFailed(kind_name, ident)
+            if check is not None:
+                check(current)
+            now = utcnow()
+            try:
+                with self.engine.begin() as conn:
+                    if kind_name == "node":
+                        conn.execute(PORTS.delete().where(PORTS.c.node_id == current["id"]))
+                        conn.execute(PORTGROUPS.delete().where(PORTGROUPS.c.node_id == current["id"]))
+                    stmt = table.delete().where(
+                        table.c.id == current["id"], _etag_is(table, current["etag"]), *where
+                    )
+                    if conn.execute(stmt).rowcount != 1:
+                        raise _LostRace
+                    self._event(
+                        conn,
+                        kind_name,
+                        current,
+                        f"baremetal.{kind_name}.delete.end",
+                        current["etag"],
+                        now,
+                    )
+                    return current
+            except _LostRace:
+                pass
+            except sa.exc.IntegrityError as error:
+                self._raise_integrity(kind_name, error, current)
+            except sa.exc.DBAPIError as error:
+                if not is_retryable(error):
+                    raise
+            if on_conflict is not None:
+                with self.engine.connect() as conn:
+                    on_conflict(self._fetch(conn, kind_name, ident, project_id))
+        raise exc.Conflict(f"The {kind_name} {ident} is being modified concurrently; please retry.")
+
+    # -- resource classes (no etag, no references) -------------------------------------
+
+    def ensure_resource_class(self, name: str, *, must_create: bool) -> bool:
+        """Create *name*; ``True`` if created, ``False`` if it existed (409 if *must_create*)."""
+        stmt = RESOURCE_CLASSES.insert().values(name=name, created_at=utcnow())
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            stmt = pg_insert(RESOURCE_CLASSES).values(name=name, created_at=utcnow())
+            stmt = stmt.on_conflict_do_nothing(index_elements=["name"])
+        else:
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            stmt = sqlite_insert(RESOURCE_CLASSES).values(name=name, created_at=utcnow())
+            stmt = stmt.on_conflict_do_nothing(index_elements=["name"])
+        with self.engine.begin() as conn:
+            created = conn.execute(stmt).rowcount == 1
+        if not created and must_create:
+            raise exc.ResourceClassExists(name)
+        return created
+
+    def get_resource_class(self, name: str) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            row = (
+                conn.execute(sa.select(RESOURCE_CLASSES).where(RESOURCE_CLASSES.c.name == name))
+                .mappings()
+                .first()
+            )
+        if row is None:
+            raise exc.ResourceClassNotFound(name)
+        return {
+            "name": row["name"],
+            "created_at": iso(row["created_at"]),
+            "updated_at": iso(row["updated_at"]),
+        }
+
+    def list_resource_classes(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = (
+                conn.execute(sa.select(RESOURCE_CLASSES).order_by(RESOURCE_CLASSES.c.name)).mappings().all()
+            )
+        return [
+            {"name": r["name"], "created_at": iso(r["created_at"]), "updated_at": iso(r["updated_at"])}
+            for r in rows
+        ]
+
+    def delete_resource_class(self, name: str) -> None:
+        with self.engine.begin() as conn:
+            in_use = conn.execute(
+                sa.select(NODES.c.id).where(NODES.c.resource_class == name).limit(1)
+            ).first()
+            if in_use is not None:
+                raise exc.ResourceClassInUse(name)
+            if conn.execute(RESOURCE_CLASSES.delete().where(RESOURCE_CLASSES.c.name == name)).rowcount != 1:
+                raise exc.ResourceClassNotFound(name)
+
+    # -- events ---------------------------------------------------------------------
+
+    def list_events(self, *, resource_uuid: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        stmt = sa.select(EVENTS).order_by(EVENTS.c.id.desc()).limit(limit)
+        if resource_uuid is not None:
+            stmt = stmt.where(EVENTS.c.resource_uuid == resource_uuid)
+        with self.engine.connect() as conn:
+            rows = conn.execute(stmt).mappings().all()
+        return [
+            {"id": r["id"], "event_type": r["event_type"], "resource_type": r["resource_type"],
+             "resource_uuid": r["resource_uuid"], "payload": r["payload"],
+             "created_at": iso(r["created_at"]), "etag": r["etag"]}
+            for r in reversed(rows)
+        ]  # fmt: skip
+
+    # -- conductor leases ------------------------------------------------------------
+
+    def pending_nodes(self, *, lease_timeout: float, limit: int = 32) -> list[tuple[int, str]]:
+        """``(id, uuid)`` of nodes with queued work and no live lease, oldest first."""
+        stale = utcnow() - dt.timedelta(seconds=lease_timeout)
+        stmt = (
+            sa.select(NODES.c.id, NODES.c.uuid)
+            .where(
+                NODES.c.pending_action.is_not(None),
+                sa.or_(NODES.c.reservation.is_(None), NODES.c.reserved_at < stale),
+            )
+            .order_by(NODES.c.provision_updated_at.asc().nulls_first(), NODES.c.id)
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [(int(r[0]), str(r[1])) for r in conn.execute(stmt)]
+
+    def claim_node(self, node_id: int, worker: str, *, lease_timeout: float) -> bool:
+        """Atomically take the lease of a node with queued work: one UPDATE decides."""
+        now = utcnow()
+        stale = now - dt.timedelta(seconds=lease_timeout)
+        stmt = (
+            NODES.update()
+            .where(
+                NODES.c.id == node_id,
+                NODES.c.pending_action.is_not(None),
+                sa.or_(NODES.c.reservation.is_(None), NODES.c.reserved_at < stale),
+            )
+            .values(reservation=worker, reserved_at=now)
+        )
+        with self.engine.begin() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def renew_lease(self, node_id: int, worker: str) -> bool:
+        stmt = (
+            NODES.update()
+            .where(NODES.c.id == node_id, NODES.c.reservation == worker)
+            .values(reserved_at=utcnow())
+        )
+        with self.engine.begin() as conn:
+            return conn.execute(stmt).rowcount == 1
+
+    def release_lease(self, node_id: int, worker: str) -> None:
+        """Drop a lease without finishing the work (it stays queued for another worker)."""
+        stmt = (
+            NODES.update()
+            .where(NODES.c.id == node_id, NODES.c.reservation == worker)
+            .values(reservation=None, reserved_at=None)
+        )
+        with self.engine.begin() as conn:
+            conn.execute(stmt)
+
+    # -- etag backfill (rows that predate migration 0002) --------------------------------
+
+    def backfill_etags(self) -> int:
+        """Compute the etag of every row that has none; returns how many were set."""
+        done = 0
+        for kind_name, kind in KINDS.items():
+            with self.engine.connect() as conn:
+                rows = conn.execute(kind.select.where(kind.table.c.etag.is_(None))).mappings().all()
+            for row in rows:
+                doc = kind.to_doc(row)
+                etag = self._new_etag(kind_name, doc)
+                with self.engine.begin() as conn:
+                    done += conn.execute(
+                        kind.table.update()
+                        .where(kind.table.c.id == doc["id"], kind.table.c.etag.is_(None))
+                        .values(etag=etag)
+                    ).rowcount
+        return done
+
+
+class _LostRace(Exception):
+    """A concurrent write changed the row between our read and our UPDATE: roll back, retry."""
+
+
+def _etag_is(table: sa.Table, etag: str | None) -> sa.ColumnElement[bool]:
+    return table.c.etag.is_(None) if etag is None else table.c.etag == etag
+
+
+def _after(
+    col: sa.ColumnElement[Any], id_col: sa.ColumnElement[Any], value: Any, row_id: int, sort_dir: str
+) -> sa.ColumnElement[bool]:
+    """Rows strictly after the marker in (col NULLS FIRST, id) asc, or its reverse for desc."""
+    if col is id_col:
+        return id_col > row_id if sort_dir == "asc" else id_col < row_id
+    if sort_dir == "asc":
+        if value is None:
+            return sa.or_(sa.and_(col.is_(None), id_col > row_id), col.is_not(None))
+        return sa.or_(col > value, sa.and_(col == value, id_col > row_id))
+    if value is None:
+        return sa.and_(col.is_(None), id_col < row_id)
+    return sa.or_(col < value, sa.and_(col == value, id_col < row_id), col.is_(None))

@@ -1,0 +1,65 @@
+"""Engine setup: SQLite files (WAL, busy timeout, foreign keys) and PostgreSQL (psycopg 3).
+
+``sqlite:///path/to/file.db`` and ``postgresql+psycopg://user@host:port/db`` are
+supported; anything else is a :class:`apimw.errors.ConfigError` at startup.
+An in-memory SQLite database is refused: the conductor workers and the API use
+several connections, which must see one database.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine, make_url
+
+from apimw.errors import ConfigError
+
+__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "create_engine", "is_postgres", "is_sqlite"]
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
+def is_postgres(engine: Engine) -> bool:
+    return engine.dialect.name == "postgresql"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()
+
+
+def create_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engine:
+    """An engine for *url* with the per-backend settings this service relies on."""
+    try:
+        parsed = make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise ConfigError(f"invalid database URL {url!r}: {exc}") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if parsed.database in (None, "", ":memory:") or (parsed.database or "").startswith("file::memory"):
+            raise ConfigError("the SQLite database must be a file (sqlite:///path/to/file.db)")
+        engine = sa.create_engine(
+            parsed,
+            echo=echo,
+            pool_size=pool_size,
+            max_overflow=pool_size * 2,
+            connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        )
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    if backend == "postgresql":
+        if parsed.get_driver_name() != "psycopg":
+            raise ConfigError(f"use postgresql+psycopg:// (psycopg 3); got {url!r}")
+        return sa.create_engine(parsed, echo=echo, pool_size=pool_size, max_overflow=pool_size * 2)
+    raise ConfigError(f"unsupported database URL {url!r}: use sqlite:///file or postgresql+psycopg://")

@@ -1,0 +1,214 @@
+"""The driver interface: what a hardware type must provide to the conductor.
+
+A *hardware type* (Ironic's name for a driver) bundles four interfaces:
+
+==============  =====================================================================
+``power``       read and change the power state (``power on``, ``power off``, reboot)
+``management``  boot device (where the protocol allows it)
+``deploy``      deploy / tear down an instance and clean the node
+``inspect``     discover hardware properties (cpus, memory_mb, ...)
+==============  =====================================================================
+
+Every interface method receives a :class:`Task`: a snapshot of the node
+(``task.node``, a read-only mapping with Ironic field names, ``driver_info``
+unmasked), a mutable ``task.driver_internal_info`` the conductor persists after
+the step, and ``task.deadline`` (a ``time.monotonic()`` value) that a driver
+talking to a real BMC must respect (issue 6: a Redfish driver waits for the BMC
+to apply a power change, up to a configurable timeout, never past the deadline).
+
+Methods are blocking and called from conductor worker threads, one node at a
+time (the node's database lease guarantees no other worker acts on it).  They
+report failure by raising :class:`DriverError` (the message lands in the node's
+``last_error`` and the node goes to the failed state of its transition);
+``validate`` raises :class:`DriverValidationError` with the reason.  Any other
+exception is treated as a driver failure too, with its text.
+
+A hardware type declares:
+
+* ``name`` (``fake-hardware``, ``redfish``...), ``description``;
+* ``driver_info_properties``: ``{field: description}``; a description starting
+  with ``"Required."`` marks the field required by ``validate``;
+* ``secret_fields``: ``driver_info`` keys whose values the API masks
+  (``redfish_password``) and that are never logged;
+* ``interface_names``: the name of each interface it implements (shown as the
+  node's ``power_interface`` etc. and ``GET /v1/drivers/{name}``).
+
+Register extra hardware types with :class:`baremetal_service.drivers.DriverRegistry`
+(or the ``baremetal_service.hardware_types`` entry point group).
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final
+
+__all__ = [
+    "BOOT_DEVICES",
+    "POWER_OFF",
+    "POWER_ON",
+    "REBOOT",
+    "SOFT_POWER_OFF",
+    "SOFT_REBOOT",
+    "DeployInterface",
+    "DriverError",
+    "DriverValidationError",
+    "HardwareType",
+    "InspectInterface",
+    "ManagementInterface",
+    "PowerInterface",
+    "Task",
+]
+
+POWER_ON: Final = "power on"
+POWER_OFF: Final = "power off"
+REBOOT: Final = "rebooting"
+SOFT_POWER_OFF: Final = "soft power off"
+SOFT_REBOOT: Final = "soft rebooting"
+#: Power state transitions a node can be asked for (``PUT .../states/power``).
+POWER_TARGETS: Final = (POWER_ON, POWER_OFF, REBOOT, SOFT_POWER_OFF, SOFT_REBOOT)
+BOOT_DEVICES: Final = ("pxe", "disk", "cdrom", "bios", "safe")
+
+
+class DriverError(Exception):
+    """A driver operation failed; ``str(error)`` becomes the node's ``last_error``."""
+
+
+class DriverValidationError(DriverError):
+    """The node's configuration cannot work with this interface (missing driver_info...)."""
+
+
+@dataclass
+class Task:
+    """What an interface method works on: one node, leased by the calling worker."""
+
+    node: Mapping[str, Any]
+    driver_internal_info: dict[str, Any] = field(default_factory=dict)
+    deadline: float = field(default_factory=lambda: time.monotonic() + 60.0)
+
+    @property
+    def uuid(self) -> str:
+        return str(self.node["uuid"])
+
+    @property
+    def driver_info(self) -> Mapping[str, Any]:
+        return self.node.get("driver_info") or {}
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (never negative)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+
+class PowerInterface(abc.ABC):
+    name: ClassVar[str] = "fake"
+
+    def validate(self, task: Task) -> None:  # noqa: B027 - optional hook
+        """Raise DriverValidationError if the node cannot be power-managed."""
+
+    @abc.abstractmethod
+    def get_power_state(self, task: Task) -> str:
+        """The node's actual power state: ``power on`` or ``power off``."""
+
+    @abc.abstractmethod
+    def set_power_state(self, task: Task, state: str, timeout: float | None = None) -> None:
+        """Switch to ``power on`` / ``power off`` (or the soft variant) and wait for it."""
+
+    def reboot(self, task: Task, timeout: float | None = None) -> None:
+        """Power cycle; the default is off then on."""
+        self.set_power_state(task, POWER_OFF, timeout)
+        self.set_power_state(task, POWER_ON, timeout)
+
+
+class ManagementInterface(abc.ABC):
+    name: ClassVar[str] = "fake"
+
+    def validate(self, task: Task) -> None:  # noqa: B027 - optional hook
+        """Raise DriverValidationError if the node cannot be managed."""
+
+    def get_supported_boot_devices(self, task: Task) -> list[str]:
+        return list(BOOT_DEVICES)
+
+    @abc.abstractmethod
+    def set_boot_device(self, task: Task, device: str, persistent: bool = False) -> None:
+        """Boot from *device* next time (or always, if *persistent*)."""
+
+    @abc.abstractmethod
+    def get_boot_device(self, task: Task) -> dict[str, Any]:
+        """``{"boot_device": "pxe" | ... | None, "persistent": bool | None}``."""
+
+
+class DeployInterface(abc.ABC):
+    name: ClassVar[str] = "fake"
+
+    def validate(self, task: Task) -> None:  # noqa: B027 - optional hook
+        """Raise DriverValidationError if the node cannot be deployed (instance_info...)."""
+
+    @abc.abstractmethod
+    def deploy(self, task: Task) -> None:
+        """Write the instance image and make the node boot it (ends powered on)."""
+
+    @abc.abstractmethod
+    def tear_down(self, task: Task) -> None:
+        """Stop the instance (ends powered off)."""
+
+    @abc.abstractmethod
+    def clean(self, task: Task, clean_steps: list[dict[str, Any]] | None = None) -> None:
+        """Automated cleaning (``clean_steps is None``) or the given manual steps."""
+
+
+class InspectInterface(abc.ABC):
+    name: ClassVar[str] = "fake"
+
+    def validate(self, task: Task) -> None:  # noqa: B027 - optional hook
+        """Raise DriverValidationError if the node cannot be inspected."""
+
+    @abc.abstractmethod
+    def inspect(self, task: Task) -> dict[str, Any]:
+        """Discover hardware; returns properties to merge into the node's ``properties``."""
+
+
+class HardwareType(abc.ABC):
+    """A driver: four interfaces plus the metadata the API shows."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    #: driver_info fields and their descriptions ("Required. ..." marks mandatory ones).
+    driver_info_properties: ClassVar[Mapping[str, str]] = {}
+    #: driver_info keys whose values never leave the service (masked by the API).
+    secret_fields: ClassVar[frozenset[str]] = frozenset()
+
+    power: PowerInterface
+    management: ManagementInterface
+    deploy: DeployInterface
+    inspect: InspectInterface
+
+    @property
+    def interface_names(self) -> dict[str, str]:
+        """``{"power_interface": "fake", ...}`` for the node fields and the driver doc."""
+        return {
+            "power_interface": self.power.name,
+            "management_interface": self.management.name,
+            "deploy_interface": self.deploy.name,
+            "inspect_interface": self.inspect.name,
+            "boot_interface": self.deploy.name,
+            "bios_interface": "no-bios",
+            "console_interface": "no-console",
+            "firmware_interface": "no-firmware",
+            "network_interface": "noop",
+            "raid_interface": "no-raid",
+            "rescue_interface": "no-rescue",
+            "storage_interface": "noop",
+            "vendor_interface": "no-vendor",
+        }
+
+    def required_driver_info(self) -> list[str]:
+        return sorted(k for k, v in self.driver_info_properties.items() if v.startswith("Required."))
+
+    def validate_driver_info(self, task: Task) -> None:
+        missing = [k for k in self.required_driver_info() if task.driver_info.get(k) in (None, "")]
+        if missing:
+            raise DriverValidationError(
+                f"Missing the following {self.name} properties in node's driver_info: " + ", ".join(missing)
+            )

@@ -1,0 +1,372 @@
+"""Domain errors of the bare-metal service.
+
+Every error is an :class:`apimw.errors.HTTPProblem`: it carries the HTTP status,
+a stable machine-readable ``code`` (``baremetal.<what>``) and Ironic's own
+message text as ``detail`` (so ``faultstring`` reads exactly as Ironic's).
+The API layer can let them propagate to an apimw middleware, or render them with
+:func:`apimw.errors.respond_with_problem`.  ``extra`` carries structured details
+(``allowed_targets`` for an invalid transition, ``field`` for a duplicate...).
+
+Hierarchy::
+
+    BaremetalError(HTTPProblem)
+    ├── NotFound (404)              NodeNotFound, PortNotFound, PortgroupNotFound,
+    │                               ChassisNotFound, ResourceClassNotFound, DriverNotFound
+    ├── Conflict (409)              NodeNameExists, NodeUuidExists, InstanceAssociated,
+    │                               MACAlreadyExists, PortNameExists, PortgroupNameExists,
+    │                               PortgroupMACExists, ChassisUuidExists, PortUuidExists,
+    │                               PortgroupUuidExists, ResourceClassExists, ResourceClassInUse,
+    │                               NodeLocked, NodeDeleteForbidden, NodeAssociated
+    ├── Invalid (400)               InvalidParameterValue, InvalidStateRequested, NoValidHost,
+    │                               ChassisNotEmpty, PortgroupNotEmpty, NodeInMaintenance,
+    │                               InvalidResourceClassName, InterfaceNotFound
+    └── PreconditionFailed (412)    a stale If-Match on a write
+
+A referenced resource that does not exist inside a request body (``node_uuid`` of
+a new port, ``chassis_uuid`` of a node) is the *NotFound* error with status 400, as
+Ironic answers it (``NodeNotFound(uuid, status=400)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from apimw.errors import HTTPProblem
+
+__all__ = [
+    "BaremetalError",
+    "ChassisNotEmpty",
+    "ChassisNotFound",
+    "ChassisUuidExists",
+    "Conflict",
+    "DriverNotFound",
+    "InstanceAssociated",
+    "InterfaceNotFound",
+    "Invalid",
+    "InvalidParameterValue",
+    "InvalidResourceClassName",
+    "InvalidStateRequested",
+    "MACAlreadyExists",
+    "NoValidHost",
+    "NodeAssociated",
+    "NodeDeleteForbidden",
+    "NodeInMaintenance",
+    "NodeLocked",
+    "NodeNameExists",
+    "NodeNotFound",
+    "NodeUuidExists",
+    "NotFound",
+    "PortNameExists",
+    "PortNotFound",
+    "PortUuidExists",
+    "PortgroupMACExists",
+    "PortgroupNameExists",
+    "PortgroupNotEmpty",
+    "PortgroupNotFound",
+    "PortgroupUuidExists",
+    "PreconditionFailed",
+    "ResourceClassExists",
+    "ResourceClassInUse",
+    "ResourceClassNotFound",
+]
+
+
+class BaremetalError(HTTPProblem):
+    """Base of every domain error: ``status``, ``code``, ``detail`` (Ironic's text)."""
+
+    status_code: int = 500
+    error_code: str = "baremetal.error"
+
+    def __init__(self, detail: str, *, status: int | None = None, **extra: Any) -> None:
+        super().__init__(status or self.status_code, self.error_code, detail, extra=extra)
+
+
+class NotFound(BaremetalError):
+    status_code = 404
+    error_code = "baremetal.not-found"
+
+
+class Conflict(BaremetalError):
+    status_code = 409
+    error_code = "baremetal.conflict"
+
+
+class Invalid(BaremetalError):
+    status_code = 400
+    error_code = "baremetal.invalid"
+
+
+class PreconditionFailed(BaremetalError):
+    """The If-Match etag(s) do not match the resource's current etag (checked atomically).
+
+    Same code as the etag middleware's own 412 (``etag.precondition-failed``), so a
+    client sees one code whichever layer caught the stale etag.
+    """
+
+    status_code = 412
+    error_code = "etag.precondition-failed"
+
+    def __init__(self, kind: str, ident: str) -> None:
+        super().__init__(
+            f"The {kind} {ident} was modified since you read it: the If-Match etag does not "
+            "match its current etag. Fetch it again, then retry with the new etag.",
+            resource=kind,
+        )
+
+
+# -- 404 ---------------------------------------------------------------------
+
+
+class NodeNotFound(NotFound):
+    error_code = "baremetal.node-not-found"
+
+    def __init__(self, ident: str, *, status: int | None = None) -> None:
+        super().__init__(f"Node {ident} could not be found.", status=status)
+
+
+class PortNotFound(NotFound):
+    error_code = "baremetal.port-not-found"
+
+    def __init__(self, ident: str, *, status: int | None = None) -> None:
+        super().__init__(f"Port {ident} could not be found.", status=status)
+
+
+class PortgroupNotFound(NotFound):
+    error_code = "baremetal.portgroup-not-found"
+
+    def __init__(self, ident: str, *, status: int | None = None) -> None:
+        super().__init__(f"Portgroup {ident} could not be found.", status=status)
+
+
+class ChassisNotFound(NotFound):
+    error_code = "baremetal.chassis-not-found"
+
+    def __init__(self, ident: str, *, status: int | None = None) -> None:
+        super().__init__(f"Chassis {ident} could not be found.", status=status)
+
+
+class ResourceClassNotFound(NotFound):
+    error_code = "baremetal.resource-class-not-found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"No such resource class {name}.")
+
+
+class DriverNotFound(NotFound):
+    error_code = "baremetal.driver-not-found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Could not find the following driver(s) or hardware type(s): {name}.")
+
+
+# -- 409 ---------------------------------------------------------------------
+
+
+class NodeNameExists(Conflict):
+    error_code = "baremetal.node-duplicate-name"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"A node with name {name} already exists.", field="name")
+
+
+class NodeUuidExists(Conflict):
+    error_code = "baremetal.node-duplicate-uuid"
+
+    def __init__(self, uuid: str) -> None:
+        super().__init__(f"A node with UUID {uuid} already exists.", field="uuid")
+
+
+class InstanceAssociated(Conflict):
+    error_code = "baremetal.instance-associated"
+
+    def __init__(self, instance_uuid: str, node: str) -> None:
+        super().__init__(
+            f"Instance {instance_uuid} is already associated with a node, "
+            f"it cannot be associated with this other node {node}",
+            field="instance_uuid",
+        )
+
+
+class NodeAssociated(Conflict):
+    error_code = "baremetal.node-associated"
+
+    def __init__(self, node: str, instance: str) -> None:
+        super().__init__(f"Node {node} is associated with instance {instance}.")
+
+
+class MACAlreadyExists(Conflict):
+    error_code = "baremetal.port-duplicate-mac"
+
+    def __init__(self, mac: str) -> None:
+        super().__init__(f"A port with MAC address {mac} already exists.", field="address")
+
+
+class PortUuidExists(Conflict):
+    error_code = "baremetal.port-duplicate-uuid"
+
+    def __init__(self, uuid: str) -> None:
+        super().__init__(f"A port with UUID {uuid} already exists.", field="uuid")
+
+
+class PortNameExists(Conflict):
+    error_code = "baremetal.port-duplicate-name"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"A port with name {name} already exists.", field="name")
+
+
+class PortgroupNameExists(Conflict):
+    error_code = "baremetal.portgroup-duplicate-name"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"A portgroup with name {name} already exists.", field="name")
+
+
+class PortgroupMACExists(Conflict):
+    error_code = "baremetal.portgroup-duplicate-mac"
+
+    def __init__(self, mac: str) -> None:
+        super().__init__(f"A portgroup with MAC address {mac} already exists.", field="address")
+
+
+class PortgroupUuidExists(Conflict):
+    error_code = "baremetal.portgroup-duplicate-uuid"
+
+    def __init__(self, uuid: str) -> None:
+        super().__init__(f"A portgroup with UUID {uuid} already exists.", field="uuid")
+
+
+class ChassisUuidExists(Conflict):
+    error_code = "baremetal.chassis-duplicate-uuid"
+
+    def __init__(self, uuid: str) -> None:
+        super().__init__(f"A chassis with UUID {uuid} already exists.", field="uuid")
+
+
+class ResourceClassExists(Conflict):
+    error_code = "baremetal.resource-class-exists"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Resource class {name} already exists.")
+
+
+class ResourceClassInUse(Conflict):
+    error_code = "baremetal.resource-class-in-use"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"Resource class {name} is in use by one or more nodes and cannot be deleted.")
+
+
+class NodeLocked(Conflict):
+    error_code = "baremetal.node-locked"
+
+    def __init__(self, node: str, host: str) -> None:
+        super().__init__(
+            f"Node {node} is locked by host {host}, please retry after the current operation is completed."
+        )
+
+
+#: Ironic's list, printed as a Python tuple in its message.
+DELETE_ALLOWED_STATES = ("manageable", "enroll", "adopt failed", "available")
+
+
+class NodeDeleteForbidden(Conflict):
+    error_code = "baremetal.node-delete-forbidden"
+
+    def __init__(self, node: str, state: str) -> None:
+        super().__init__(
+            f'Can not delete node "{node}" while it is in provision state "{state}". '
+            f'Valid provision states to perform deletion are: "{DELETE_ALLOWED_STATES}", '
+            "or set the node into maintenance mode",
+            provision_state=state,
+            allowed_states=list(DELETE_ALLOWED_STATES),
+        )
+
+
+# -- 400 ---------------------------------------------------------------------
+
+
+class InvalidParameterValue(Invalid):
+    error_code = "baremetal.invalid-parameter"
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+
+
+class InvalidStateRequested(Invalid):
+    """A provision action not allowed from the node's state; names the allowed ones."""
+
+    error_code = "baremetal.invalid-state-transition"
+
+    def __init__(self, action: str, node: str, state: str, allowed: Iterable[str]) -> None:
+        allowed = sorted(allowed)
+        names = ", ".join(allowed) if allowed else "none"
+        super().__init__(
+            f'The requested action "{action}" can not be performed on node "{node}" '
+            f'while it is in state "{state}". Allowed actions from this state: {names}.',
+            action=action,
+            provision_state=state,
+            allowed_targets=allowed,
+        )
+
+
+class NoValidHost(Invalid):
+    """Unknown or not-enabled driver on create/update (Ironic's wording)."""
+
+    error_code = "baremetal.unknown-driver"
+
+    def __init__(self, driver: str) -> None:
+        super().__init__(
+            "No valid host was found. Reason: No conductor service registered which "
+            f'supports driver {driver} for conductor group "". Ensure the driver is '
+            "valid and enabled.",
+            driver=driver,
+        )
+
+
+class InterfaceNotFound(Invalid):
+    error_code = "baremetal.unknown-interface"
+
+    def __init__(self, kind: str, value: str, valid: Iterable[str]) -> None:
+        super().__init__(
+            f"Could not find the following interface in the "
+            f"'ironic.hardware.interfaces.{kind}' entrypoint: {value}. "
+            f"Valid interfaces are {sorted(valid)}.",
+            interface=kind,
+        )
+
+
+class ChassisNotEmpty(Invalid):
+    error_code = "baremetal.chassis-not-empty"
+
+    def __init__(self, chassis: str) -> None:
+        super().__init__(f"Cannot complete the requested action because chassis {chassis} contains nodes.")
+
+
+class PortgroupNotEmpty(Invalid):
+    error_code = "baremetal.portgroup-not-empty"
+
+    def __init__(self, portgroup: str) -> None:
+        super().__init__(
+            f"Cannot complete the requested action because portgroup {portgroup} contains ports."
+        )
+
+
+class NodeInMaintenance(Invalid):
+    error_code = "baremetal.node-in-maintenance"
+
+    def __init__(self, op: str, node: str) -> None:
+        super().__init__(
+            f"The {op} operation can't be performed on node {node} because it's in maintenance mode."
+        )
+
+
+class InvalidResourceClassName(Invalid):
+    error_code = "baremetal.invalid-resource-class"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"Invalid resource class name {name!r}: custom resource classes must match "
+            "CUSTOM_[A-Z0-9_]+ and be at most 255 characters long."
+        )

@@ -1,0 +1,816 @@
+"""The bare-metal service facade: the one object the HTTP API calls.
+
+Plain dicts in and out, keyed by Ironic's field names; errors are the domain
+errors of :mod:`baremetal_service.exceptions` (``HTTPProblem`` subclasses with
+Ironic's message text and a stable ``code``).  Documents returned here are
+**unmasked** (``driver_info`` secrets included, so a JSON Patch works on the real
+values); the API masks ``driver_info`` on output with :meth:`secret_fields`.
+Datetimes are ISO 8601 strings in UTC (``...+00:00``).  Every document of a node,
+port, portgroup or chassis carries its ``etag`` (``W/"<128 hex>"``).
+
+Construction::
+
+    svc = BaremetalService("sqlite:///baremetal.db")      # or postgresql+psycopg://...
+    svc = BaremetalService(url, etag_key=KEY,            # same key as the etag middleware
+                           enabled_hardware_types=("fake-hardware",),
+                           extra_hardware_types=(),      # HardwareType instances
+                           conductor_workers=1,          # 0: no background workers
+                           poll_interval=0.2, lease_timeout=120.0)
+    svc.close()                                          # stops workers, disposes the pool
+
+It runs the alembic migrations at startup (under a lock: several processes may
+start at once), backfills etags of older rows, and starts the conductor workers.
+
+Common keyword arguments:
+
+``project_id``
+    The caller's project, or ``None`` for an unscoped (admin / noauth) caller.  A
+    scoped caller sees only the nodes it owns or leases (``owner``/``lessee``) and
+    their ports and portgroups; anything else is "not found".  A node created by a
+    scoped caller without ``owner`` gets ``owner = project_id``.  Chassis, drivers
+    and resource classes are global.
+``if_match``
+    ``environ["apimw.etag.if_match"]`` as is (an :class:`apimw.etag.IfMatch`, marked
+    enforced here), a raw header string, a list of etags, or ``None``.  Checked
+    atomically with the write (``UPDATE ... WHERE etag = :read`` in the write's
+    transaction): a stale etag is :class:`~.exceptions.PreconditionFailed` (412).
+
+API (``ident`` is a UUID or, where the resource has one, a name):
+
+Nodes
+    ``create_node(values, *, project_id=None) -> node``  (``values["_initial_state"]``
+    may be ``"available"`` for pre-1.11 clients; default ``"enroll"``)
+    ``get_node(ident, *, project_id=None) -> node``
+    ``list_nodes(*, project_id=None, filters=None, limit=None, marker=None,
+    sort_key="id", sort_dir="asc") -> [node]``; filters: ``provision_state``,
+    ``driver``, ``resource_class``, ``maintenance`` (bool), ``associated`` (bool),
+    ``retired`` (bool), ``chassis_uuid``, ``instance_uuid``, ``conductor_group``,
+    ``owner``, ``lessee``, ``shard``, ``fault``, ``description_contains``
+    ``update_node(ident, changes, *, project_id=None, if_match=None) -> node``
+    (``changes``: ``{field: new value}``, or a function ``current node -> changes``)
+    ``delete_node(ident, *, project_id=None, if_match=None) -> None``
+    ``set_provision_state(ident, target, *, project_id=None, clean_steps=None,
+    if_match=None) -> node``  (targets: manage, provide, inspect, active, rebuild,
+    deleted, clean; asynchronous: the node is returned in its transitional state)
+    ``set_power_state(ident, target, *, project_id=None, timeout=None,
+    if_match=None) -> node``  (power on, power off, rebooting, soft power off,
+    soft rebooting; asynchronous)
+    ``set_maintenance(ident, on, reason=None, *, project_id=None, if_match=None) -> node``
+    ``validate_node(ident, *, project_id=None) -> {interface: {"result", "reason"}}``
+    ``secret_fields(driver) -> frozenset[str]``  (driver_info keys to mask)
+Ports
+    ``create_port(values, *, project_id=None)``, ``get_port(ident, ...)``,
+    ``list_ports(*, project_id=None, node=None, portgroup=None, address=None,
+    limit=None, marker=None, sort_key="id", sort_dir="asc")``,
+    ``update_port(ident, changes, *, project_id=None, if_match=None)``,
+    ``delete_port(ident, *, project_id=None, if_match=None)``
+Portgroups
+    ``create_portgroup``, ``get_portgroup``, ``list_portgroups(*, node=None, address=None, ...)``,
+    ``update_portgroup``, ``delete_portgroup`` (same shapes as ports)
+Chassis
+    ``create_chassis(values)``, ``get_chassis(uuid)``, ``list_chassis(*, limit, marker,
+    sort_key, sort_dir)``, ``update_chassis(uuid, changes, *, if_match=None)``,
+    ``delete_chassis(uuid, *, if_match=None)``
+Resource classes (placement's idempotent PUT)
+    ``ensure_resource_class(name) -> bool`` (True: created -> 201; False: existed -> 204)
+    ``create_resource_class(name) -> dict`` (409 if it exists), ``get_resource_class(name)``,
+    ``list_resource_classes()``, ``delete_resource_class(name)`` (409 while nodes use it)
+    ``validate_resource_class_name(name)`` (400 unless ``CUSTOM_[A-Z0-9_]+``, <= 255)
+Drivers
+    ``list_drivers() -> [driver doc]``, ``get_driver(name)`` (404), ``driver_properties(name)``
+Events
+    ``list_events(*, resource_uuid=None, limit=100)``: notification records
+    (``event_type``, ``resource_type``, ``resource_uuid``, ``payload``, ``etag``)
+Conductor
+    ``conductor`` (the :class:`~.conductor.Conductor`; ``conductor.run_once()`` runs
+    queued work in the calling thread), ``wait_for_idle(ident, timeout=10)``
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+from apimw.etag import ETagGenerator
+
+from . import exceptions as exc
+from .conductor import PENDING_POWER, PENDING_PROVISION, Conductor, states
+from .db.api import (
+    NODES,
+    PORTGROUPS,
+    PORTS,
+    Database,
+    IfMatchArg,
+    is_uuid_like,
+    public,
+    utcnow,
+)
+from .db.etags import make_generator
+from .drivers import POWER_TARGETS, DriverError, DriverRegistry, HardwareType, Task
+
+__all__ = ["BaremetalService", "NODE_UPDATABLE", "PORT_UPDATABLE", "PORTGROUP_UPDATABLE"]
+
+#: Node fields a create or update may set (Ironic's patchable fields that we store).
+NODE_UPDATABLE: Final = frozenset({
+    "automated_clean", "bios_interface", "boot_interface", "chassis_uuid", "conductor_group",
+    "console_interface", "deploy_interface", "description", "disable_power_off", "driver",
+    "driver_info", "extra", "firmware_interface", "inspect_interface", "instance_info",
+    "instance_name", "instance_uuid", "lessee", "maintenance", "maintenance_reason",
+    "management_interface", "name", "network_data", "network_interface", "owner", "parent_node",
+    "power_interface", "properties", "protected", "protected_reason", "raid_interface",
+    "rescue_interface", "resource_class", "retired", "retired_reason", "shard",
+    "storage_interface", "vendor_interface",
+})  # fmt: skip
+NODE_CREATABLE: Final = NODE_UPDATABLE | {"uuid"}
+PORT_UPDATABLE: Final = frozenset({
+    "address", "node_uuid", "portgroup_uuid", "extra", "local_link_connection", "pxe_enabled",
+    "physical_network", "is_smartnic", "name", "description", "vendor", "category",
+    "available_for_dynamic_portgroup",
+})  # fmt: skip
+PORTGROUP_UPDATABLE: Final = frozenset({
+    "address", "name", "node_uuid", "extra", "mode", "properties", "standalone_ports_supported",
+    "physical_network", "category", "dynamic_portgroup",
+})  # fmt: skip
+CHASSIS_UPDATABLE: Final = frozenset({"description", "extra"})
+
+_NODE_FILTERS: Final = {
+    "provision_state": NODES.c.provision_state,
+    "driver": NODES.c.driver,
+    "resource_class": NODES.c.resource_class,
+    "conductor_group": NODES.c.conductor_group,
+    "owner": NODES.c.owner,
+    "lessee": NODES.c.lessee,
+    "shard": NODES.c.shard,
+    "fault": NODES.c.fault,
+    "instance_uuid": NODES.c.instance_uuid,
+}
+_MAC_RE: Final = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$")
+_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9\-._~]{1,255}$")
+RESOURCE_CLASS_RE: Final = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
+RESOURCE_CLASS_MAX_LENGTH: Final = 255
+_VALIDATE_INTERFACES: Final = (
+    "bios", "boot", "console", "deploy", "firmware", "inspect", "management", "network", "power",
+    "raid", "rescue", "storage",
+)  # fmt: skip
+
+
+def _mac(value: Any) -> str:
+    text = str(value).lower()
+    if not _MAC_RE.match(text):
+        raise exc.InvalidParameterValue(f"Expected a MAC address but received {value}.")
+    return text.replace("-", ":")
+
+
+def _check_uuid(field: str, value: Any) -> str:
+    if not isinstance(value, str) or not is_uuid_like(value):
+        raise exc.InvalidParameterValue(f"Expected a UUID for {field} but received {value}.")
+    return value.lower()
+
+
+def _check_name(kind: str, value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not _NAME_RE.match(value) or is_uuid_like(value):
+        raise exc.InvalidParameterValue(f"Cannot use {value!r} as the name of a {kind}.")
+
+
+def _check_keys(kind: str, values: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    unknown = sorted(set(values) - allowed)
+    if unknown:
+        raise exc.InvalidParameterValue(
+            f"Unknown or read-only {kind} field(s): {', '.join(unknown)}", fields=unknown
+        )
+
+
+class BaremetalService:
+    """The domain facade (see the module docstring for the whole API)."""
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        etag_key: str | bytes | None = None,
+        etag_generator: ETagGenerator | None = None,
+        enabled_hardware_types: Iterable[str] = ("fake-hardware",),
+        extra_hardware_types: Iterable[HardwareType] = (),
+        conductor_workers: int = 1,
+        conductor_name: str | None = None,
+        poll_interval: float = 0.2,
+        lease_timeout: float = 120.0,
+        step_timeout: float = 60.0,
+        migrate: bool = True,
+        pool_size: int = 10,
+    ) -> None:
+        self.db = Database(
+            database_url,
+            etag_generator=etag_generator or make_generator(etag_key),
+            pool_size=pool_size,
+        )
+        try:
+            if migrate:
+                self.db.upgrade()
+                self.db.backfill_etags()
+            self.drivers = DriverRegistry(enabled_hardware_types, extra=extra_hardware_types)
+            self.conductor = Conductor(
+                self.db,
+                self.drivers,
+                name=conductor_name,
+                workers=max(1, conductor_workers),
+                poll_interval=poll_interval,
+                lease_timeout=lease_timeout,
+                step_timeout=step_timeout,
+            )
+            if conductor_workers > 0:
+                self.conductor.start()
+        except BaseException:
+            self.db.dispose()
+            raise
+
+    @property
+    def etag_generator(self) -> ETagGenerator:
+        return self.db.etag_generator
+
+    def close(self) -> None:
+        self.conductor.stop()
+        self.db.dispose()
+
+    def __enter__(self) -> BaremetalService:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _node_out(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        out = public(doc)
+        out["conductor"] = self.drivers.host
+        return out
+
+    def secret_fields(self, driver: str) -> frozenset[str]:
+        """driver_info keys the API must mask for nodes of *driver* (declared by the driver)."""
+        return self.drivers.secret_fields(driver)
+
+    # -- nodes --------------------------------------------------------------------------
+
+    def create_node(self, values: Mapping[str, Any], *, project_id: str | None = None) -> dict[str, Any]:
+        values = dict(values)
+        initial = values.pop("_initial_state", states.ENROLL)
+        if initial not in (states.ENROLL, states.AVAILABLE):
+            raise exc.InvalidParameterValue(f"Invalid initial provision state {initial!r}")
+        _check_keys("node", values, NODE_CREATABLE)
+        if "driver" not in values or not isinstance(values["driver"], str):
+            raise exc.InvalidParameterValue("Missing mandatory parameter: driver")
+        hw = self.drivers.for_node(values["driver"])
+        self.drivers.check_interfaces(values["driver"], values)
+        if "uuid" in values:
+            values["uuid"] = _check_uuid("uuid", values["uuid"])
+        _check_name("node", values.get("name"))
+        if values.get("instance_uuid") is not None:
+            values["instance_uuid"] = _check_uuid("instance_uuid", values["instance_uuid"])
+        row = {**hw.interface_names, **{k: v for k, v in values.items() if v is not None}}
+        for key in ("chassis_uuid", "description", "name", "resource_class", "automated_clean"):
+            if key in values:
+                row[key] = values[key]
+        if project_id is not None and not row.get("owner"):
+            row["owner"] = project_id
+        if not row.get("maintenance"):
+            row.pop("maintenance_reason", None)
+        row["provision_state"] = initial
+        row["conductor_group"] = row.get("conductor_group") or ""
+        doc = self.db.insert("node", row, project_id=None)
+        return self._node_out(doc)
+
+    def get_node(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
+        return self._node_out(self.db.get("node", ident, project_id=project_id))
+
+    def list_nodes(
+        self,
+        *,
+        project_id: str | None = None,
+        filters: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+    ) -> list[dict[str, Any]]:
+        where: list[sa.ColumnElement[bool]] = []
+        for name, value in (filters or {}).items():
+            if value is None:
+                continue
+            if name in _NODE_FILTERS:
+                where.append(_NODE_FILTERS[name] == value)
+            elif name == "maintenance":
+                where.append(NODES.c.maintenance.is_(bool(value)))
+            elif name == "retired":
+                where.append(NODES.c.retired.is_(bool(value)))
+            elif name == "associated":
+                col = NODES.c.instance_uuid
+                where.append(col.is_not(None) if value else col.is_(None))
+            elif name == "chassis_uuid":
+                chassis = self.db.get("chassis", str(value))
+                where.append(NODES.c.chassis_id == chassis["id"])
+            elif name == "description_contains":
+                where.append(NODES.c.description.contains(str(value), autoescape=True))
+            else:
+                raise exc.InvalidParameterValue(f"Unknown node filter {name!r}")
+        docs = self.db.list(
+            "node", where=where, project_id=project_id, limit=limit, marker=marker,
+            sort_key=sort_key, sort_dir=sort_dir,
+        )  # fmt: skip
+        return [self._node_out(d) for d in docs]
+
+    def _node_changes(self, current: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate a node change set against the current node; returns what to write."""
+        _check_keys("node", changes, NODE_UPDATABLE)
+        out = {k: v for k, v in changes.items() if current.get(k) != v}
+        if not out:
+            return {}
+        if current.get("reservation"):
+            raise exc.NodeLocked(current["uuid"], current["reservation"])
+        driver = out.get("driver", current["driver"])
+        if "driver" in out:
+            if not isinstance(driver, str):
+                raise exc.InvalidParameterValue("The driver of a node must be a string")
+            hw = self.drivers.for_node(driver)
+            for key, name in hw.interface_names.items():
+                out.setdefault(key, name)
+        self.drivers.check_interfaces(driver, out)
+        if "name" in out:
+            _check_name("node", out["name"])
+        if out.get("instance_uuid") is not None:
+            out["instance_uuid"] = _check_uuid("instance_uuid", out["instance_uuid"])
+            if current.get("instance_uuid") not in (None, out["instance_uuid"]):
+                raise exc.NodeAssociated(current["uuid"], current["instance_uuid"])
+        if out.get("maintenance") is False:
+            out.setdefault("maintenance_reason", None)
+        for key in ("driver_info", "properties", "extra", "instance_info", "network_data"):
+            if key in out and out[key] is None:
+                out[key] = {}
+        for key in ("maintenance", "protected", "retired", "disable_power_off"):
+            if key in out and out[key] is None:
+                out[key] = False
+        if "conductor_group" in out and out["conductor_group"] is None:
+            out["conductor_group"] = ""
+        return out
+
+    def update_node(
+        self,
+        ident: str,
+        changes: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
+        *,
+        project_id: str | None = None,
+        if_match: IfMatchArg = None,
+    ) -> dict[str, Any]:
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
+            return self._node_changes(current, wanted)
+
+        doc = self.db.update(
+            "node", ident, mutate, if_match=if_match, project_id=project_id,
+            where=[NODES.c.reservation.is_(None)], on_conflict=self._locked,
+        )  # fmt: skip
+        return self._node_out(doc)
+
+    @staticmethod
+    def _locked(current: Mapping[str, Any]) -> None:
+        if current.get("reservation"):
+            raise exc.NodeLocked(current["uuid"], current["reservation"])
+
+    @staticmethod
+    def _busy(current: Mapping[str, Any], host: str) -> None:
+        if current.get("reservation") or current.get("pending_action"):
+            raise exc.NodeLocked(current["uuid"], current.get("reservation") or host)
+
+    def delete_node(self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None) -> None:
+        def check(current: dict[str, Any]) -> None:
+            self._busy(current, self.conductor.name)
+            state = current["provision_state"]
+            if state not in exc.DELETE_ALLOWED_STATES and not current["maintenance"]:
+                raise exc.NodeDeleteForbidden(current["uuid"], state)
+            if current.get("instance_uuid"):
+                raise exc.NodeAssociated(current["uuid"], current["instance_uuid"])
+
+        self.db.delete(
+            "node", ident, check=check, if_match=if_match, project_id=project_id,
+            where=[NODES.c.reservation.is_(None), NODES.c.pending_action.is_(None)],
+            on_conflict=lambda cur: self._busy(cur, self.conductor.name),
+        )  # fmt: skip
+
+    # -- node states --------------------------------------------------------------------
+
+    def set_provision_state(
+        self,
+        ident: str,
+        target: str,
+        *,
+        project_id: str | None = None,
+        clean_steps: list[dict[str, Any]] | None = None,
+        if_match: IfMatchArg = None,
+    ) -> dict[str, Any]:
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            uuid, state = current["uuid"], current["provision_state"]
+            if not states.can_do(state, target):
+                raise exc.InvalidStateRequested(target, uuid, state, states.allowed_actions(state))
+            self._busy(current, self.conductor.name)
+            if current["maintenance"] and target in ("active", "rebuild"):
+                raise exc.NodeInMaintenance("provisioning", uuid)
+            if target == "clean" and not clean_steps:
+                raise exc.InvalidParameterValue(
+                    '"clean_steps" is required when setting target provision state to clean'
+                )
+            new_state = states.next_state(state, states.ACTIONS[target])
+            assert new_state is not None  # noqa: S101 - can_do said so
+            now = utcnow()
+            out: dict[str, Any] = {
+                "provision_state": new_state,
+                "provision_updated_at": now,
+                "last_error": None,
+                "target_provision_state": states.target_of(new_state, target),
+            }
+            if not states.is_stable(new_state):
+                out["pending_action"] = PENDING_PROVISION + target
+            if target == "clean":
+                dii = dict(current.get("driver_internal_info") or {})
+                dii["clean_steps"] = list(clean_steps or [])
+                out["driver_internal_info"] = dii
+            if target == "inspect":
+                out["inspection_started_at"] = now
+                out["inspection_finished_at"] = None
+            return out
+
+        doc = self.db.update(
+            "node", ident, mutate, if_match=if_match, project_id=project_id,
+            event_type="baremetal.node.provision_set.start",
+            where=[NODES.c.reservation.is_(None), NODES.c.pending_action.is_(None)],
+            on_conflict=lambda cur: self._busy(cur, self.conductor.name),
+        )  # fmt: skip
+        self.conductor.wake()
+        return self._node_out(doc)
+
+    def set_power_state(
+        self,
+        ident: str,
+        target: str,
+        *,
+        project_id: str | None = None,
+        timeout: int | None = None,
+        if_match: IfMatchArg = None,
+    ) -> dict[str, Any]:
+        if target not in POWER_TARGETS:
+            raise exc.InvalidParameterValue(
+                f"Invalid power state target {target!r}; valid targets are: {', '.join(POWER_TARGETS)}"
+            )
+        if timeout is not None and (not isinstance(timeout, int) or timeout < 1):
+            raise exc.InvalidParameterValue(f"Invalid power timeout {timeout!r}: a positive integer")
+
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            self._busy(current, self.conductor.name)
+            dii = dict(current.get("driver_internal_info") or {})
+            if timeout is not None:
+                dii["power_timeout"] = timeout
+            return {
+                "target_power_state": target,
+                "pending_action": PENDING_POWER + target,
+                "driver_internal_info": dii,
+                "last_error": None,
+            }
+
+        doc = self.db.update(
+            "node", ident, mutate, if_match=if_match, project_id=project_id,
+            event_type="baremetal.node.power_set.start",
+            where=[NODES.c.reservation.is_(None), NODES.c.pending_action.is_(None)],
+            on_conflict=lambda cur: self._busy(cur, self.conductor.name),
+        )  # fmt: skip
+        self.conductor.wake()
+        return self._node_out(doc)
+
+    def set_maintenance(
+        self,
+        ident: str,
+        on: bool,
+        reason: str | None = None,
+        *,
+        project_id: str | None = None,
+        if_match: IfMatchArg = None,
+    ) -> dict[str, Any]:
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            if on:
+                return {"maintenance": True, "maintenance_reason": reason}
+            return {"maintenance": False, "maintenance_reason": None, "fault": None}
+
+        doc = self.db.update(
+            "node", ident, mutate, if_match=if_match, project_id=project_id,
+            event_type="baremetal.node.maintenance_set.end",
+        )  # fmt: skip
+        return self._node_out(doc)
+
+    def validate_node(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
+        """Ironic's ``GET /v1/nodes/{id}/validate`` document."""
+        node = self.db.get("node", ident, project_id=project_id)
+        hw = self.drivers.for_node(node["driver"])
+        task = Task(node=node, driver_internal_info=dict(node.get("driver_internal_info") or {}))
+        checks: dict[str, Callable[[], None]] = {
+            "power": lambda: (hw.validate_driver_info(task), hw.power.validate(task)),  # type: ignore[dict-item]
+            "management": lambda: (hw.validate_driver_info(task), hw.management.validate(task)),  # type: ignore[dict-item]
+            "deploy": lambda: hw.deploy.validate(task),
+            "boot": lambda: hw.deploy.validate(task),
+            "inspect": lambda: hw.inspect.validate(task),
+        }
+        names = hw.interface_names
+        result: dict[str, Any] = {}
+        for kind in _VALIDATE_INTERFACES:
+            check = checks.get(kind)
+            if check is None:
+                name = names.get(f"{kind}_interface", "")
+                if name.startswith("no-"):
+                    result[kind] = {"result": None, "reason": f"not supported ({name})"}
+                else:
+                    result[kind] = {"result": True}
+                continue
+            try:
+                check()
+                result[kind] = {"result": True}
+            except DriverError as error:
+                result[kind] = {"result": False, "reason": str(error)}
+        return result
+
+    def wait_for_idle(
+        self, ident: str, *, timeout: float = 10.0, project_id: str | None = None
+    ) -> dict[str, Any]:
+        """Poll until the node has no queued work (tests, CLI helpers); returns the node."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            doc = self.db.get("node", ident, project_id=project_id)
+            if doc["pending_action"] is None and doc["reservation"] is None:
+                return self._node_out(doc)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"node {ident} still busy after {timeout}s")
+            time.sleep(0.01)
+
+    # -- ports --------------------------------------------------------------------------
+
+    def _port_values(self, values: Mapping[str, Any], *, creating: bool) -> dict[str, Any]:
+        allowed = PORT_UPDATABLE | ({"uuid"} if creating else set())
+        _check_keys("port", values, frozenset(allowed))
+        out = dict(values)
+        if "uuid" in out:
+            out["uuid"] = _check_uuid("uuid", out["uuid"])
+        if "address" in out:
+            out["address"] = _mac(out["address"])
+        _check_name("port", out.get("name"))
+        for key in ("extra", "local_link_connection"):
+            if key in out and out[key] is None:
+                out[key] = {}
+        return out
+
+    def _check_portgroup_node(self, port: Mapping[str, Any], project_id: str | None) -> None:
+        pg_ident = port.get("portgroup_uuid")
+        if pg_ident is None:
+            return
+        portgroup = self.db.get("portgroup", str(pg_ident), project_id=project_id)
+        node = self.db.get("node", str(port["node_uuid"]), project_id=project_id)
+        if portgroup["node_id"] != node["id"]:
+            raise exc.InvalidParameterValue("Port can not be added to a portgroup on a different node.")
+
+    def create_port(self, values: Mapping[str, Any], *, project_id: str | None = None) -> dict[str, Any]:
+        row = self._port_values(values, creating=True)
+        if "address" not in row or "node_uuid" not in row:
+            raise exc.InvalidParameterValue("A port needs an address and a node_uuid.")
+        try:
+            self._check_portgroup_node(row, project_id)
+        except (exc.NodeNotFound, exc.PortgroupNotFound) as error:
+            error.status = 400
+            raise
+        return public(self.db.insert("port", row, project_id=project_id))
+
+    def get_port(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
+        return public(self.db.get("port", ident, project_id=project_id))
+
+    def list_ports(
+        self,
+        *,
+        project_id: str | None = None,
+        node: str | None = None,
+        portgroup: str | None = None,
+        address: str | None = None,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+    ) -> list[dict[str, Any]]:
+        where: list[sa.ColumnElement[bool]] = []
+        if node is not None:
+            where.append(PORTS.c.node_id == self.db.get("node", node, project_id=project_id)["id"])
+        if portgroup is not None:
+            pg = self.db.get("portgroup", portgroup, project_id=project_id)
+            where.append(PORTS.c.portgroup_id == pg["id"])
+        if address is not None:
+            where.append(PORTS.c.address == str(address).lower())
+        docs = self.db.list(
+            "port", where=where, project_id=project_id, limit=limit, marker=marker,
+            sort_key=sort_key, sort_dir=sort_dir,
+        )  # fmt: skip
+        return [public(d) for d in docs]
+
+    def update_port(
+        self,
+        ident: str,
+        changes: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
+        *,
+        project_id: str | None = None,
+        if_match: IfMatchArg = None,
+    ) -> dict[str, Any]:
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
+            out = self._port_values(wanted, creating=False)
+            out = {k: v for k, v in out.items() if current.get(k) != v}
+            if "portgroup_uuid" in out or "node_uuid" in out:
+                merged = {**current, **out}
+                try:
+                    self._check_portgroup_node(merged, project_id)
+                except (exc.NodeNotFound, exc.PortgroupNotFound) as error:
+                    error.status = 400
+                    raise
+            return out
+
+        return public(self.db.update("port", ident, mutate, if_match=if_match, project_id=project_id))
+
+    def delete_port(self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None) -> None:
+        self.db.delete("port", ident, if_match=if_match, project_id=project_id)
+
+    # -- portgroups ---------------------------------------------------------------------
+
+    def _portgroup_values(self, values: Mapping[str, Any], *, creating: bool) -> dict[str, Any]:
+        allowed = PORTGROUP_UPDATABLE | ({"uuid"} if creating else set())
+        _check_keys("portgroup", values, frozenset(allowed))
+        out = dict(values)
+        if "uuid" in out:
+            out["uuid"] = _check_uuid("uuid", out["uuid"])
+        if out.get("address") is not None:
+            out["address"] = _mac(out["address"])
+        _check_name("portgroup", out.get("name"))
+        for key in ("extra", "properties"):
+            if key in out and out[key] is None:
+                out[key] = {}
+        return out
+
+    def create_portgroup(self, values: Mapping[str, Any], *, project_id: str | None = None) -> dict[str, Any]:
+        row = self._portgroup_values(values, creating=True)
+        if "node_uuid" not in row:
+            raise exc.InvalidParameterValue("A portgroup needs a node_uuid.")
+        return public(self.db.insert("portgroup", row, project_id=project_id))
+
+    def get_portgroup(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
+        return public(self.db.get("portgroup", ident, project_id=project_id))
+
+    def list_portgroups(
+        self,
+        *,
+        project_id: str | None = None,
+        node: str | None = None,
+        address: str | None = None,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+    ) -> list[dict[str, Any]]:
+        where: list[sa.ColumnElement[bool]] = []
+        if node is not None:
+            where.append(PORTGROUPS.c.node_id == self.db.get("node", node, project_id=project_id)["id"])
+        if address is not None:
+            where.append(PORTGROUPS.c.address == str(address).lower())
+        docs = self.db.list(
+            "portgroup", where=where, project_id=project_id, limit=limit, marker=marker,
+            sort_key=sort_key, sort_dir=sort_dir,
+        )  # fmt: skip
+        return [public(d) for d in docs]
+
+    def update_portgroup(
+        self,
+        ident: str,
+        changes: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
+        *,
+        project_id: str | None = None,
+        if_match: IfMatchArg = None,
+    ) -> dict[str, Any]:
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
+            out = self._portgroup_values(wanted, creating=False)
+            out = {k: v for k, v in out.items() if current.get(k) != v}
+            if "node_uuid" in out and self.db.count("port", PORTS.c.portgroup_id == current["id"]):
+                raise exc.PortgroupNotEmpty(current["uuid"])
+            return out
+
+        return public(self.db.update("portgroup", ident, mutate, if_match=if_match, project_id=project_id))
+
+    def delete_portgroup(
+        self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None
+    ) -> None:
+        def check(current: dict[str, Any]) -> None:
+            if self.db.count("port", PORTS.c.portgroup_id == current["id"]):
+                raise exc.PortgroupNotEmpty(current["uuid"])
+
+        self.db.delete("portgroup", ident, check=check, if_match=if_match, project_id=project_id)
+
+    # -- chassis ------------------------------------------------------------------------
+
+    def create_chassis(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        _check_keys("chassis", values, CHASSIS_UPDATABLE | {"uuid"})
+        row = dict(values)
+        if "uuid" in row:
+            row["uuid"] = _check_uuid("uuid", row["uuid"])
+        if row.get("extra") is None:
+            row.pop("extra", None)
+        return public(self.db.insert("chassis", row))
+
+    def get_chassis(self, ident: str) -> dict[str, Any]:
+        return public(self.db.get("chassis", ident))
+
+    def list_chassis(
+        self,
+        *,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+    ) -> list[dict[str, Any]]:
+        docs = self.db.list("chassis", limit=limit, marker=marker, sort_key=sort_key, sort_dir=sort_dir)
+        return [public(d) for d in docs]
+
+    def update_chassis(
+        self,
+        ident: str,
+        changes: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
+        *,
+        if_match: IfMatchArg = None,
+    ) -> dict[str, Any]:
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
+            _check_keys("chassis", wanted, CHASSIS_UPDATABLE)
+            out = {k: v for k, v in wanted.items() if current.get(k) != v}
+            if "extra" in out and out["extra"] is None:
+                out["extra"] = {}
+            return out
+
+        return public(self.db.update("chassis", ident, mutate, if_match=if_match))
+
+    def delete_chassis(self, ident: str, *, if_match: IfMatchArg = None) -> None:
+        def check(current: dict[str, Any]) -> None:
+            if self.db.count("node", NODES.c.chassis_id == current["id"]):
+                raise exc.ChassisNotEmpty(current["uuid"])
+
+        self.db.delete("chassis", ident, check=check, if_match=if_match)
+
+    # -- resource classes ---------------------------------------------------------------
+
+    @staticmethod
+    def validate_resource_class_name(name: str) -> None:
+        if (
+            not isinstance(name, str)
+            or len(name) > RESOURCE_CLASS_MAX_LENGTH
+            or not RESOURCE_CLASS_RE.match(name)
+        ):
+            raise exc.InvalidResourceClassName(str(name)[:300])
+
+    def ensure_resource_class(self, name: str) -> bool:
+        """Idempotent create: ``True`` if created now (201), ``False`` if it existed (204)."""
+        self.validate_resource_class_name(name)
+        return self.db.ensure_resource_class(name, must_create=False)
+
+    def create_resource_class(self, name: str) -> dict[str, Any]:
+        """``POST /resource_classes``: 409 if it exists."""
+        self.validate_resource_class_name(name)
+        self.db.ensure_resource_class(name, must_create=True)
+        return self.db.get_resource_class(name)
+
+    def get_resource_class(self, name: str) -> dict[str, Any]:
+        return self.db.get_resource_class(name)
+
+    def list_resource_classes(self) -> list[dict[str, Any]]:
+        return self.db.list_resource_classes()
+
+    def delete_resource_class(self, name: str) -> None:
+        self.db.delete_resource_class(name)
+
+    # -- drivers ------------------------------------------------------------------------
+
+    def list_drivers(self) -> list[dict[str, Any]]:
+        return [self.drivers.describe(name) for name in self.drivers.names()]
+
+    def get_driver(self, name: str) -> dict[str, Any]:
+        return self.drivers.describe(name)
+
+    def driver_properties(self, name: str) -> dict[str, str]:
+        return self.drivers.properties(name)
+
+    # -- events -------------------------------------------------------------------------
+
+    def list_events(self, *, resource_uuid: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        return self.db.list_events(resource_uuid=resource_uuid, limit=limit)
