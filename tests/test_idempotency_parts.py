@@ -1,0 +1,242 @@
+"""Sans-IO parts (tokens, keys, fingerprints, records) and the three ways to configure the middleware."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from apimw import _idempotency_parts as parts
+from apimw._stores.memcached_store import THIRTY_DAYS, memcached_expire
+from apimw.errors import ConfigError
+from apimw.idempotency import GROUP, OPTIONS, IdempotencyMiddleware, filter_factory, list_opts, wrap_flask
+from tests.idempotency_support import CreateApp, post
+
+VISIBLE = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=255)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def fp(body: bytes, **kw: Any) -> str:
+    args: dict[str, Any] = {"method": "POST", "path": "/v1/nodes", "query": "",
+                            "content_type": "application/json", "versions": [], "body": body}  # fmt: skip
+    args.update(kw)
+    return parts.fingerprint(**args)
+
+
+def shuffled(doc: Any, rng: random.Random) -> Any:
+    if isinstance(doc, dict):
+        items = list(doc.items())
+        rng.shuffle(items)
+        return {k: shuffled(v, rng) for k, v in items}
+    if isinstance(doc, list):
+        return [shuffled(v, rng) for v in doc]
+    return doc
+
+
+@settings(max_examples=150, deadline=None)
+@given(doc=JSON, seed=st.integers(0, 2**16))
+def test_json_key_order_and_whitespace_never_change_the_fingerprint(doc: Any, seed: int) -> None:
+    compact = json.dumps(doc).encode()
+    loose = json.dumps(shuffled(doc, random.Random(seed)), indent=3, ensure_ascii=False).encode()
+    assert fp(compact) == fp(loose)
+
+
+@settings(max_examples=100, deadline=None)
+@given(a=JSON, b=JSON)
+def test_different_json_documents_have_different_fingerprints(a: Any, b: Any) -> None:
+    same = json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert (fp(json.dumps(a).encode()) == fp(json.dumps(b).encode())) == same
+
+
+@pytest.mark.parametrize(
+    "change",
+    [pytest.param({"method": "PUT"}, id="method"), pytest.param({"path": "/v1/ports"}, id="path"),
+     pytest.param({"query": "a=1"}, id="query"), pytest.param({"content_type": "text/plain"}, id="type"),
+     pytest.param({"versions": [("HTTP_OPENSTACK_API_VERSION", "baremetal 1.2")]}, id="version"),
+     pytest.param({"body": b'{"a": 2}'}, id="body")],
+)  # fmt: skip
+def test_each_part_of_the_request_counts(change: dict[str, Any]) -> None:
+    assert fp(b'{"a": 1}') != fp(change.pop("body", b'{"a": 1}'), **change)
+
+
+def test_query_bytes_are_kept_distinct_and_order_does_not_matter() -> None:
+    assert fp(b"", query="a=%FF") != fp(b"", query="a=%FE")
+    assert fp(b"", query="a=1&b=2") == fp(b"", query="b=2&a=1")
+    assert fp(b"", query="a=") != fp(b"", query="")
+
+
+def test_non_json_bodies_are_compared_raw() -> None:
+    assert fp(b"{not json") != fp(b"{not  json")
+    assert fp(b'{"a":1}', content_type="text/plain") != fp(b'{"a": 1}', content_type="text/plain")
+
+
+@given(scope=st.text(max_size=300), token=VISIBLE)
+def test_store_key_is_short_ascii_and_never_holds_the_token(scope: str, token: str) -> None:
+    key = parts.store_key("apimw:", scope, token)
+    assert re.fullmatch(r"apimw:idem:v1:[0-9a-f]{64}", key)
+    assert len(key.encode()) <= 250
+    assert parts.store_key("apimw:", scope + "x", token) != key
+
+
+@given(token=VISIBLE)
+def test_idempotency_key_quoted_or_bare_is_the_same_token(token: str) -> None:
+    quoted = '"' + token.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    assert parts.parse_idempotency_key(quoted) == token
+    if not token.startswith('"'):
+        assert parts.parse_idempotency_key(token) == token
+    assert parts.resolve_token(token, quoted) == token
+
+
+@pytest.mark.parametrize("raw", ['"unterminated', '"bad \\x escape"', '"a";param=1', '""', '"with space"'])
+def test_malformed_idempotency_keys(raw: str) -> None:
+    with pytest.raises(parts.TokenError) as info:
+        parts.parse_idempotency_key(raw)
+    assert info.value.code == "idempotency.token-invalid"
+
+
+def test_record_round_trip_keeps_binary_bodies_and_header_order() -> None:
+    owner = b"0" * 32
+    headers = [("Location", "/v1/nodes/1"), ("X-Multi", "a"), ("X-Multi", "b")]
+    raw = parts.encode_complete(owner, "f" * 64, "scope", "201 Created", headers, b"\x00\n\xff\r\n")
+    rec = parts.decode_record(raw)
+    assert (rec.state, rec.status, rec.headers, rec.body) == (parts.COMPLETE, "201 Created", headers,
+                                                              b"\x00\n\xff\r\n")  # fmt: skip
+    tomb = parts.decode_record(parts.encode_tombstone(owner, "f" * 64, "scope", "201 Created", "/x"))
+    assert (tomb.state, tomb.location) == (parts.TOMBSTONE, "/x")
+    for garbage in (b"", b"x" * 40, owner + b"Q{}\n", owner + b"C{\n", owner + b'C{"v":2}\n'):
+        with pytest.raises(parts.RecordError):
+            parts.decode_record(garbage)
+
+
+@pytest.mark.parametrize(
+    "seconds, expected",
+    [pytest.param(0.3, 2, id="sub-second-becomes-2"), pytest.param(1, 2, id="1-becomes-2"),
+     pytest.param(2.1, 3, id="rounded-up"), pytest.param(THIRTY_DAYS, THIRTY_DAYS, id="30-days-relative"),
+     pytest.param(THIRTY_DAYS + 1, 1_000_000_000 + THIRTY_DAYS + 1, id="over-30-days-absolute")],
+)  # fmt: skip
+def test_memcached_expire(seconds: float, expected: int) -> None:
+    assert memcached_expire(seconds, now=1_000_000_000) == expected
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+def test_paste_deploy_pipeline(tmp_path: Path) -> None:
+    from paste.deploy import loadapp
+
+    ini = tmp_path / "api-paste.ini"
+    ini.write_text(textwrap.dedent("""
+        [pipeline:main]
+        pipeline = idempotency app
+
+        [filter:idempotency]
+        use = call:apimw.idempotency:filter_factory
+        store = memory://
+        methods = POST, PUT
+        lease = 5
+        retention = 60
+        mismatch_status = 422
+        accept_idempotency_key = false
+
+        [app:app]
+        use = call:tests.test_idempotency_parts:app_factory
+    """))
+    app = loadapp(f"config:{ini}")
+    first = post(app, "t1")
+    assert post(app, "t1").body == first.body
+    assert post(app, "t1", body=b"{}").status == 422
+    assert post(app, "t2", method="PUT").status == 201
+    assert post(app, None, headers={"Idempotency-Key": "k"}).status == 201  # header not accepted here
+    assert post(app, None, headers={"Idempotency-Key": "k"}).header("Idempotent-Replayed") is None
+
+
+def app_factory(global_conf: dict[str, str], **local: str) -> CreateApp:
+    return CreateApp()
+
+
+def test_paste_entry_point_is_declared() -> None:
+    text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    assert 'idempotency = "apimw.idempotency:filter_factory"' in text
+
+
+@pytest.mark.parametrize(
+    "conf",
+    [{"lease": "0"}, {"retention": "-1"}, {"methods": ""}, {"mismatch_status": "418"},
+     {"on_store_error": "maybe"}, {"scope": "nobody"}, {"missing_scope": "allow"}, {"key_prefix": "a b"},
+     {"release_statuses": "600"}, {"store": "ftp://x"}, {"error_profile": "xml"}, {"no_such": "1"},
+     {"fingerprint_headers": "Bad Header"}, {"max_response_bytes": "10"}, {"replay_header": "a b"}],
+)  # fmt: skip
+def test_bad_configuration_fails_at_pipeline_load(conf: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        filter_factory({}, **conf)(CreateApp())
+
+
+def test_scope_function_by_import_path() -> None:
+    mw = IdempotencyMiddleware(CreateApp(), scope="tests.test_idempotency_parts:domain_scope")
+    first = post(mw, "t", project=None, headers={"X-Domain-Id": "d1"})
+    assert post(mw, "t", project=None, headers={"X-Domain-Id": "d1"}).body == first.body
+    assert post(mw, "t", project=None, headers={"X-Domain-Id": "d2"}).body != first.body
+
+
+def domain_scope(environ: dict[str, Any]) -> str | None:
+    return environ.get("HTTP_X_DOMAIN_ID")
+
+
+def test_flask_wrapper_reads_app_config_then_overrides() -> None:
+    import flask
+
+    app = flask.Flask("idem")
+    app.config["APIMW_IDEMPOTENCY"] = {"store": "memory://", "lease": "5", "mismatch_status": "422"}
+    calls: list[int] = []
+
+    @app.post("/v1/nodes")
+    def create() -> Any:
+        calls.append(1)
+        return {"serial": len(calls)}, 201
+
+    wrap_flask(app, missing_scope="shared")
+    client = app.test_client()
+    first = client.post("/v1/nodes", json={"a": 1}, headers={"X-Client-Token": "f1"})
+    again = client.post("/v1/nodes", json={"a": 1}, headers={"X-Client-Token": "f1"})
+    other = client.post("/v1/nodes", json={"a": 2}, headers={"X-Client-Token": "f1"})
+    assert first.status_code == 201 and again.data == first.data
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert other.status_code == 422
+    assert calls == [1]
+
+
+def test_oslo_config_options(tmp_path: Path) -> None:
+    from oslo_config import cfg
+
+    from apimw._options import from_oslo
+
+    groups = dict(list_opts())
+    names = {opt.name for opt in groups[GROUP]}
+    assert names == {opt.name for opt in OPTIONS}
+    conf_file = tmp_path / "svc.conf"
+    conf_file.write_text(f"[{GROUP}]\nstore = memory://oslo\nlease = 7.5\nmethods = POST,PATCH\n"
+                         "release_statuses = 429,503\n")  # fmt: skip
+    conf = cfg.ConfigOpts()
+    conf(["--config-file", str(conf_file)], project="svc")
+    kwargs = from_oslo(OPTIONS, conf, GROUP)
+    assert kwargs["lease"] == 7.5 and kwargs["methods"] == ["POST", "PATCH"]
+    mw = IdempotencyMiddleware(CreateApp(status="503 Service Unavailable"), **kwargs, store_5xx=False)
+    assert post(mw, "t", method="PATCH").status == 503  # PATCH is protected, 503 released
+    assert post(mw, "t", method="PATCH").header("Idempotent-Replayed") is None
+
+
+def test_options_table_documents_every_option() -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "idempotency.md").read_text()
+    for opt in OPTIONS:
+        assert f"`{opt.name}`" in doc, opt.name
