@@ -1,0 +1,189 @@
+"""Power state sync: a periodic conductor task that records out-of-band power changes.
+
+Somebody presses the power button, or uses the BMC's web page: the hardware's
+power state no longer matches the node's ``power_state``.  Like Ironic's
+``_sync_power_states`` (with ``force_power_state_during_sync = False``), every
+*interval* seconds :class:`PowerSync` asks each eligible node's driver for the
+actual power state and, when it differs, records it on the node (through the
+data API's one write path: a new etag, and an event
+``baremetal.node.power_state_corrected.success`` carrying the old and new state).
+
+A node is eligible when it is idle: not in maintenance, no conductor lease, no
+queued action, no ``target_power_state``, and in a stable provision state other
+than ``enroll`` (its credentials are not verified yet).  The write is a
+compare-and-swap: ``UPDATE ... WHERE reservation IS NULL AND pending_action IS
+NULL AND power_state = <the state we replaced>`` -- so a power action queued (or a
+worker that claimed the node) between our read of the BMC and our write wins,
+and the sync never overwrites it.
+
+The driver calls are bounded by the driver's own timeouts (the redfish driver:
+connect and read timeouts); a failure to read a node's power state is logged
+(without driver_info) and reported in the result, and the node is left as it is.
+
+Use :func:`sync_power_states` for one pass (tests, cron) or :class:`PowerSync`
+(``start()`` / ``stop()``) next to the :class:`~baremetal_service.conductor.Conductor`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .. import exceptions as exc
+from ..db.api import NODES, Database
+from ..drivers import DriverRegistry, Task
+from . import states
+
+__all__ = ["EVENT_TYPE", "PowerSync", "SyncResult", "sync_power_states"]
+
+LOG = logging.getLogger(__name__)
+EVENT_TYPE: Final = "baremetal.node.power_state_corrected.success"
+#: Bound of one driver call in a sync pass (the driver's own timeouts are shorter).
+STEP_TIMEOUT: Final = 30.0
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What one pass found for one node."""
+
+    uuid: str
+    old: str | None
+    new: str | None
+    error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.error is None and self.old != self.new
+
+
+class _Skip(Exception):
+    """The node stopped being idle between our read and our write: leave it alone."""
+
+
+def _idle(doc: dict[str, Any]) -> bool:
+    state = doc.get("provision_state")
+    return (
+        not doc.get("maintenance")
+        and doc.get("reservation") is None
+        and doc.get("pending_action") is None
+        and doc.get("target_power_state") is None
+        and state != states.ENROLL
+        and states.is_stable(str(state))
+    )
+
+
+def _check_one(db: Database, drivers: DriverRegistry, doc: dict[str, Any]) -> SyncResult | None:
+    uuid = str(doc["uuid"])
+    old = doc.get("power_state")
+    try:
+        hw = drivers.for_node(str(doc["driver"]))
+    except exc.NoValidHost:
+        return None  # a driver this service does not enable: not ours to sync
+    task = Task(node=doc, deadline=time.monotonic() + STEP_TIMEOUT)
+    try:
+        actual = hw.power.get_power_state(task)
+    except Exception as error:  # any driver failure: report it, change nothing
+        text = str(error) or type(error).__name__
+        LOG.warning("power sync: cannot read the power state of node %s: %s", uuid, text)
+        return SyncResult(uuid, old, None, error=text)
+    if actual == old:
+        return SyncResult(uuid, old, actual)
+
+    def mutate(current: dict[str, Any]) -> dict[str, Any]:
+        if not _idle(current) or current.get("power_state") != old:
+            raise _Skip
+        return {"power_state": actual}
+
+    def on_conflict(current: dict[str, Any]) -> None:
+        if not _idle(current) or current.get("power_state") != old:
+            raise _Skip
+
+    try:
+        db.update(
+            "node",
+            uuid,
+            mutate,
+            event_type=EVENT_TYPE,
+            where=[
+                NODES.c.reservation.is_(None),
+                NODES.c.pending_action.is_(None),
+                NODES.c.target_power_state.is_(None),
+                NODES.c.power_state == old if old is not None else NODES.c.power_state.is_(None),
+            ],
+            on_conflict=on_conflict,
+        )
+    except (_Skip, exc.NodeNotFound):
+        return None
+    LOG.info("power sync: node %s power state changed out of band: %r -> %r", uuid, old, actual)
+    return SyncResult(uuid, old, actual)
+
+
+def sync_power_states(
+    db: Database, drivers: DriverRegistry, *, workers: int = 4, limit: int = 1000
+) -> list[SyncResult]:
+    """One pass over the idle nodes; returns a result per node checked (changes and errors)."""
+    nodes = db.list(
+        "node",
+        where=[
+            NODES.c.maintenance.is_(False),
+            NODES.c.reservation.is_(None),
+            NODES.c.pending_action.is_(None),
+            NODES.c.target_power_state.is_(None),
+        ],
+        limit=limit,
+    )
+    eligible = [doc for doc in nodes if _idle(doc)]
+    if not eligible:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(eligible)))) as pool:
+        found = list(pool.map(lambda doc: _check_one(db, drivers, doc), eligible))
+    return [result for result in found if result is not None]
+
+
+class PowerSync:
+    """Run :func:`sync_power_states` every *interval* seconds in a daemon thread."""
+
+    def __init__(
+        self, db: Database, drivers: DriverRegistry, *, interval: float = 60.0, workers: int = 4
+    ) -> None:
+        if not interval > 0:
+            raise ValueError("interval must be a positive number of seconds")
+        self.db = db
+        self.drivers = drivers
+        self.interval = interval
+        self.workers = workers
+        self.passes = 0
+        self.last_results: Sequence[SyncResult] = ()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="power-sync", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def run_once(self) -> list[SyncResult]:
+        results = sync_power_states(self.db, self.drivers, workers=self.workers)
+        self.last_results = results
+        self.passes += 1
+        return results
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.run_once()
+            except Exception:  # a database hiccup must not kill the task
+                LOG.exception("power sync pass failed")

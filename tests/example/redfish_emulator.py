@@ -1,0 +1,132 @@
+"""A real Redfish BMC for the tests: sushy-tools' ``sushy-emulator`` on loopback.
+
+:class:`RedfishEmulator` starts ``sushy-emulator`` (the ``sushy-tools`` package)
+on 127.0.0.1 and a free port with its *fake* system driver
+(``SUSHY_EMULATOR_FAKE_DRIVER = True``): in-memory systems whose power changes
+apply 1-11 s after the reset request, as a real BMC's do.  HTTP basic auth is on
+(a bcrypt htpasswd file, the only digest the emulator accepts), so wrong
+credentials can be tested; the emulator's external notifications are off for
+every system (no traffic beyond loopback); its state lives in the private work
+directory (not the shared ``/tmp/sushy-emulator``).  Start and stop are bounded
+(:class:`tests.servers.Server`).
+
+Each test gets its own system (:meth:`RedfishEmulator.system_id`), so tests never
+see each other's power state.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+import uuid as uuidlib
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import requests
+
+from tests.servers import HOST, Server, free_port
+
+__all__ = ["PASSWORD", "SYSTEMS", "USERNAME", "RedfishEmulator"]
+
+USERNAME = "admin"
+PASSWORD = "s3cret-Redfish-pw"  # noqa: S105 - a test credential for a loopback emulator
+#: How many fake systems the emulator serves (one per test that changes power).
+SYSTEMS = 24
+
+
+def _command() -> list[str]:
+    path = shutil.which("sushy-emulator")
+    if path is None:  # pragma: no cover - the test extra installs sushy-tools
+        raise RuntimeError("sushy-emulator is not installed; pip install -e '.[test]' (sushy-tools)")
+    return [sys.executable, path]
+
+
+class RedfishEmulator(Server):
+    """``sushy-emulator --config <file>`` with fake systems, basic auth, no notifications."""
+
+    def __init__(self, workdir: Path, *, systems: int = SYSTEMS) -> None:
+        super().__init__("sushy-emulator", free_port(), workdir)
+        self.systems = [
+            {
+                "uuid": str(uuidlib.uuid4()),
+                "name": f"fake-{i}",
+                "power_state": "Off",
+                "external_notifier": False,
+                "nics": [{"mac": f"52:54:00:00:{i // 256:02x}:{i % 256:02x}", "ip": f"10.0.0.{i + 1}"}],
+            }
+            for i in range(systems)
+        ]
+        self._next = 0
+        self.config_file = workdir / "emulator.conf"
+        self.auth_file = workdir / "htpasswd"
+        digest = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
+        self.auth_file.write_text(f"{USERNAME}:{digest}\n")
+        config: dict[str, Any] = {
+            "SUSHY_EMULATOR_LISTEN_IP": HOST,
+            "SUSHY_EMULATOR_LISTEN_PORT": self.port,
+            "SUSHY_EMULATOR_FAKE_DRIVER": True,
+            "SUSHY_EMULATOR_FAKE_SYSTEMS": self.systems,
+            "SUSHY_EMULATOR_AUTH_FILE": str(self.auth_file),
+            "SUSHY_EMULATOR_STATE_DIR": str(workdir / "state"),
+            # never used (every system has external_notifier False); points nowhere reachable
+            "EXTERNAL_NOTIFICATION_URL": f"http://{HOST}:9/",
+        }
+        self.config_file.write_text("".join(f"{key} = {value!r}\n" for key, value in config.items()))
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def command(self) -> list[str]:
+        return [*_command(), "--config", str(self.config_file)]
+
+    def ready(self) -> bool:
+        try:
+            with socket.create_connection((HOST, self.port), timeout=0.5):
+                pass
+            return requests.get(f"{self.url}/redfish/v1/", timeout=2).status_code == 200
+        except (OSError, requests.RequestException):
+            return False
+
+    def system_id(self) -> str:
+        """A system no other test has used yet (its UUID, the Redfish system Id)."""
+        if self._next >= len(self.systems):
+            raise RuntimeError(f"all {len(self.systems)} emulated systems are used; raise SYSTEMS")
+        system = self.systems[self._next]
+        self._next += 1
+        return str(system["uuid"])
+
+    def system_path(self, system_id: str) -> str:
+        return f"/redfish/v1/Systems/{system_id}"
+
+    # -- out-of-band access, as an operator at the BMC would ----------------------
+
+    def _session(self) -> requests.Session:
+        session = requests.Session()
+        session.auth = (USERNAME, PASSWORD)
+        return session
+
+    def power_state(self, system_id: str) -> str:
+        """The system's PowerState as the BMC reports it now (``On`` / ``Off``)."""
+        with self._session() as session:
+            response = session.get(self.url + self.system_path(system_id), timeout=5)
+            response.raise_for_status()
+            return str(response.json()["PowerState"])
+
+    def boot_override(self, system_id: str) -> dict[str, Any]:
+        with self._session() as session:
+            response = session.get(self.url + self.system_path(system_id), timeout=5)
+            response.raise_for_status()
+            return dict(response.json()["Boot"])
+
+    def reset(self, system_id: str, reset_type: str) -> None:
+        """Press the button out of band (``On``, ``ForceOff``...)."""
+        with self._session() as session:
+            response = session.post(
+                f"{self.url}{self.system_path(system_id)}/Actions/ComputerSystem.Reset",
+                json={"ResetType": reset_type},
+                timeout=5,
+            )
+            response.raise_for_status()
