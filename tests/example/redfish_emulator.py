@@ -16,19 +16,32 @@ see each other's power state.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import sys
+import time
 import uuid as uuidlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import bcrypt
 import requests
 
-from tests.servers import HOST, Server, free_port
+from tests.servers import HOST, Server, free_port, make_workdir
 
-__all__ = ["PASSWORD", "SYSTEMS", "USERNAME", "RedfishEmulator"]
+__all__ = [
+    "PASSWORD",
+    "SYSTEMS",
+    "USERNAME",
+    "RedfishEmulator",
+    "closed_port_address",
+    "serve",
+    "silent_bmc",
+    "start_of_second",
+    "wait_for_power",
+]
 
 USERNAME = "admin"
 PASSWORD = "s3cret-Redfish-pw"  # noqa: S105 - a test credential for a loopback emulator
@@ -130,3 +143,60 @@ class RedfishEmulator(Server):
                 timeout=5,
             )
             response.raise_for_status()
+
+
+@contextlib.contextmanager
+def silent_bmc() -> Iterator[str]:
+    """A BMC address that accepts TCP connections and never answers (a hung BMC).
+
+    The listening socket never calls ``accept()``: the kernel completes the
+    handshake from the backlog, the request is sent, no byte ever comes back, so
+    only the client's read timeout ends the call.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((HOST, 0))
+        sock.listen(16)
+        yield f"http://{HOST}:{sock.getsockname()[1]}"
+    finally:
+        sock.close()
+
+
+def closed_port_address() -> str:
+    """A loopback address where nothing listens (an unreachable BMC: connection refused)."""
+    return f"http://{HOST}:{free_port()}"
+
+
+def start_of_second(before: float = 0.2, limit: float = 2.0) -> None:
+    """Sleep until the wall clock is within *before* s after a whole second (bounded).
+
+    The emulator's fake systems apply a reset at ``int(time.time()) + randint(1, 11)``,
+    that is never earlier than the next whole second.  A reset sent right after a
+    whole second therefore takes at least ``1 - before`` s more to apply: a power
+    wait shorter than that times out deterministically.
+    """
+    deadline = time.monotonic() + limit
+    while time.time() % 1.0 >= before:
+        if time.monotonic() > deadline:  # pragma: no cover - the loop ends within 1 s
+            raise RuntimeError("clock alignment did not finish")
+        time.sleep(min(0.05, 1.0 - time.time() % 1.0))
+
+
+def wait_for_power(emulator: RedfishEmulator, system_id: str, state: str, timeout: float = 15.0) -> None:
+    """Poll the BMC (out of band) until the system reports *state* (bounded: 15 s > 11 s)."""
+    deadline = time.monotonic() + timeout
+    while (current := emulator.power_state(system_id)) != state:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"system {system_id} still {current!r} after {timeout}s, wanted {state!r}")
+        time.sleep(0.25)
+
+
+def serve(workdir_prefix: str = "redfish") -> Iterator[RedfishEmulator]:
+    """Start an emulator, yield it, always stop it and remove its work directory."""
+    emulator = RedfishEmulator(make_workdir(workdir_prefix))
+    try:
+        emulator.start()
+        yield emulator
+    finally:
+        emulator.stop()
+        shutil.rmtree(emulator.workdir, ignore_errors=True)
