@@ -31,6 +31,7 @@ import json
 import logging
 import math
 import re
+import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
@@ -54,7 +55,7 @@ from apimw.errors import (
     check_profile,
     respond_with_problem,
 )
-from apimw.microversion import VersionGate
+from apimw.microversion import ENVIRON_VERSION, VersionGate
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -601,8 +602,11 @@ def mark_enforced(environ: WSGIEnvironment) -> None:
 
 
 def set_response_etag(environ: WSGIEnvironment, etag: str | None) -> None:
-    """Tell the middleware the wire-form etag of the resource this response represents."""
-    environ[ENVIRON_RESPONSE_ETAG] = etag
+    """Tell the middleware the wire-form etag of the resource this response represents.
+
+    Checked here (``W/"..."`` or ``"..."``), so the middleware's hot path does not re-check it.
+    """
+    environ[ENVIRON_RESPONSE_ETAG] = None if etag is None else _check_wire(etag)
 
 
 def etags_enabled(environ: WSGIEnvironment) -> bool:
@@ -780,6 +784,55 @@ def _header(headers: list[tuple[str, str]], name: str) -> str | None:
 _VALID_WIRE_ETAG: Final = re.compile(r'(W/)?"[\x21\x23-\x7e\x80-\xff]*"')
 
 
+def _check_wire(etag: str) -> str:
+    # Cheap checks on the hot path (no regex): quoted, one pair of quotes, no CR/LF/controls.
+    if (
+        etag[-1:] == '"'
+        and (etag[:3] == 'W/"' or etag[:1] == '"')
+        and etag.count('"') == 2
+        and etag.isprintable()
+        and " " not in etag
+    ):
+        return etag
+    raise ApimwError(f"the app supplied an invalid etag {etag!r}; build it with format_etag()")
+
+
+def _with_etag(headers: list[tuple[str, str]], etag: str) -> list[tuple[str, str]]:
+    """*headers* with ``ETag: etag`` (replacing one the app set)."""
+    if not etag.isprintable():  # never a CR/LF into the response head
+        _check_wire(etag)
+    for name, _ in headers:
+        if len(name) == 4 and name.lower() == "etag":
+            headers = [h for h in headers if len(h[0]) != 4 or h[0].lower() != "etag"]
+            break
+    return [*headers, (ETAG_HEADER, etag)]
+
+
+def _body_etag_wanted(headers: list[tuple[str, str]]) -> bool:
+    """No ETag header yet, and a JSON body that may carry an ``etag`` field."""
+    ctype = ""
+    for key, value in headers:
+        lowered = key.lower()
+        if lowered == "etag":
+            return False
+        if lowered == "content-type":
+            ctype = value
+    return "json" in ctype.lower()
+
+
+def _etag_in_body(body: bytes) -> str | None:
+    """The top-level ``etag`` string of a JSON object body (a list's items are not the resource)."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(doc, dict):
+        value = doc.get("etag")
+        if isinstance(value, str) and _VALID_WIRE_ETAG.fullmatch(value):
+            return value
+    return None
+
+
 class ETagMiddleware:
     """If-Match / If-None-Match handling and ETag response headers for a resource API.
 
@@ -840,14 +893,19 @@ class ETagMiddleware:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _enabled(self, environ: WSGIEnvironment) -> bool:
-        # With min_version set and no microversion middleware in front, etags are off
-        # (the served version is unknown), as for every apimw version gate.
-        return self.min_version is None or self._gate.allows(environ)
-
     def _problem(
-        self, environ: WSGIEnvironment, start_response: StartResponse, problem: HTTPProblem
+        self,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        problem: HTTPProblem,
+        exc_info: Any = None,
     ) -> Iterable[bytes]:
+        if exc_info is not None:
+            # The app may already have called start_response: replace its answer (PEP 3333).
+            def replace(status: str, headers: list[tuple[str, str]], _: Any = None) -> Any:
+                return start_response(status, headers, exc_info)
+
+            return respond_with_problem(environ, replace, problem, profile=self.error_profile)
         return respond_with_problem(environ, start_response, problem, profile=self.error_profile)
 
     def _too_old(self, environ: WSGIEnvironment, header: str) -> HTTPProblem:
@@ -870,21 +928,31 @@ class ETagMiddleware:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if self.generator is not None:
             environ[ENVIRON_GENERATOR] = self.generator
-        method = environ.get("REQUEST_METHOD", "GET")
-        enabled = self._enabled(environ)
+        lowest = self.min_version
+        if lowest is None:
+            enabled = True
+        else:
+            # Inlined VersionGate.allows: with min_version set and no microversion middleware
+            # in front, etags are off (the served version is unknown), as for every apimw gate.
+            served = environ.get(ENVIRON_VERSION)
+            enabled = isinstance(served, Version) and served >= lowest
         environ[ENVIRON_ENABLED] = enabled
+        method = environ["REQUEST_METHOD"]
         try:
             if method in self.methods:
                 return self._write(environ, start_response, method, enabled)
-            if method == "GET" or method == "HEAD":
+            if not enabled:
+                return self.app(environ, start_response)
+            if self.not_modified and (method == "GET" or method == "HEAD"):
                 inm_raw = environ.get(IF_NONE_MATCH)
-                if inm_raw is not None and self.not_modified and enabled:
+                if inm_raw is not None:
                     return self._conditional_get(environ, start_response, inm_raw)
-            if enabled and method in self._response_methods:
-                return self._call(environ, start_response, None, None)
+            if method in self._response_methods:
+                return self._plain(environ, start_response)
             return self.app(environ, start_response)
         except HTTPProblem as problem:
-            return self._problem(environ, start_response, problem)
+            # raised by the app or its data layer (StaleEtag, ResourceGone...) or by the lookup
+            return self._problem(environ, start_response, problem, sys.exc_info())
 
     def _write(
         self, environ: WSGIEnvironment, start_response: StartResponse, method: str, enabled: bool
@@ -903,7 +971,7 @@ class ETagMiddleware:
                 )
                 return self._problem(environ, start_response, problem)
             if enabled and method in self._response_methods:
-                return self._call(environ, start_response, None, None)
+                return self._plain(environ, start_response)
             return self.app(environ, start_response)
         if not enabled:
             # Nothing is written: the client asked for a precondition this version lacks.
@@ -995,10 +1063,7 @@ class ETagMiddleware:
                     _close(app_iter)
                     return self._not_modified(start_response, etag)
                 if wants_etag and etag is not None and _header(headers, ETAG_HEADER) != etag:
-                    if not _VALID_WIRE_ETAG.fullmatch(etag):
-                        raise ApimwError(f"the app supplied an invalid etag {etag!r}; use format_etag()")
-                    headers = [(k, v) for k, v in headers if k.lower() != "etag"]
-                    headers.append((ETAG_HEADER, etag))
+                    headers = _with_etag(headers, etag)
             write = start_response(status, headers, capture.exc_info)
         except BaseException:
             _close(app_iter)
@@ -1025,16 +1090,62 @@ class ETagMiddleware:
             _close(app_iter)
         capture.chunks = []
         body = b"".join(body_parts)
-        etag: str | None = None
+        return _etag_in_body(body), [body], None
+
+    def _plain(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """No precondition to enforce: add the app's etag to a 2xx on the way out.
+
+        The hot path: start_response goes straight through (no buffering) unless the
+        etag must be read from the JSON body.
+        """
+        deferred: list[Any] = []
+        called = False
+        from_body = self.etag_from_body
+
+        def etag_start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], object]:
+            nonlocal called
+            called = True
+            if status[:1] == "2":
+                etag = environ.get(ENVIRON_RESPONSE_ETAG)
+                if etag is not None:
+                    headers = _with_etag(headers, etag)
+                elif from_body and _body_etag_wanted(headers):
+                    deferred[:] = [status, headers, exc_info, []]
+                    return deferred[3].append  # type: ignore[no-any-return]
+            return start_response(status, headers, exc_info)
+
+        app_iter = self.app(environ, etag_start_response)
+        if called and not deferred:
+            return app_iter
+        head: list[bytes] = []
+        rest: Iterator[bytes] | None = None
         try:
-            doc = json.loads(body)
-        except ValueError:
-            doc = None
-        if isinstance(doc, dict):
-            value = doc.get("etag")
-            if isinstance(value, str) and _VALID_WIRE_ETAG.fullmatch(value):
-                etag = value
-        return etag, [body], None
+            if not called:
+                # start_response comes from the app's iterator: run it up to there (PEP 3333).
+                rest = iter(app_iter)
+                for chunk in rest:
+                    head.append(chunk)
+                    if called:
+                        break
+                if not called:
+                    raise RuntimeError("WSGI app returned without calling start_response")
+                if not deferred:
+                    return _Body(head, rest, app_iter)
+            status, headers, exc_info, written = deferred
+            parts = [*written, *head]
+            parts.extend(rest if rest is not None else app_iter)
+        except BaseException:
+            _close(app_iter)
+            raise
+        _close(app_iter)
+        body = b"".join(parts)
+        etag = _etag_in_body(body)
+        if etag is not None:
+            headers = [*headers, (ETAG_HEADER, etag)]
+        start_response(status, headers, exc_info)
+        return [body]
 
     def _unenforced(
         self, environ: WSGIEnvironment, start_response: StartResponse, app_iter: Iterable[bytes]
