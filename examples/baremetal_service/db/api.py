@@ -591,19 +591,18 @@ class Database:
 
     def ensure_resource_class(self, name: str, *, must_create: bool) -> bool:
         """Create *name*; ``True`` if created, ``False`` if it existed (409 if *must_create*)."""
-        stmt = RESOURCE_CLASSES.insert().values(name=name, created_at=utcnow())
         if self.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            stmt = pg_insert(RESOURCE_CLASSES).values(name=name, created_at=utcnow())
-            stmt = stmt.on_conflict_do_nothing(index_elements=["name"])
+            from sqlalchemy.dialects.postgresql import insert
         else:
-            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-            stmt = sqlite_insert(RESOURCE_CLASSES).values(name=name, created_at=utcnow())
-            stmt = stmt.on_conflict_do_nothing(index_elements=["name"])
+            from sqlalchemy.dialects.sqlite import insert
+        stmt = (
+            insert(RESOURCE_CLASSES)
+            .values(name=name, created_at=utcnow())
+            .on_conflict_do_nothing(index_elements=["name"])
+            .returning(RESOURCE_CLASSES.c.id)  # rowcount is -1 here with psycopg 3
+        )
         with self.engine.begin() as conn:
-            created = conn.execute(stmt).rowcount == 1
+            created = conn.execute(stmt).first() is not None
         if not created and must_create:
             raise exc.ResourceClassExists(name)
         return created
