@@ -141,6 +141,9 @@ def _datetime(value: _dt.datetime, timespec: str) -> str:
     return value.isoformat(timespec=timespec) + "Z"
 
 
+_LEAVES: Final = frozenset({str, int, bool, type(None)})
+
+
 def _normalise(value: Any, timespec: str) -> Any:
     """Return *value* with every non-JSON-native leaf made canonical (unchanged if none)."""
     kind = type(value)
@@ -156,8 +159,7 @@ def _normalise(value: Any, timespec: str) -> Any:
                     raise CanonicalizationError(f"duplicate key {new_key!r} after converting keys to strings")
                 key = new_key
                 out[key] = item
-            ikind = type(item)
-            if ikind is str or ikind is int or ikind is bool or item is None:
+            if type(item) in _LEAVES:
                 continue
             new = _normalise(item, timespec)
             if new is not item:
@@ -168,8 +170,7 @@ def _normalise(value: Any, timespec: str) -> Any:
     if kind is list or kind is tuple:
         items: list[Any] | None = None if kind is list else list(value)
         for index, item in enumerate(value):
-            ikind = type(item)
-            if ikind is str or ikind is int or ikind is bool or item is None:
+            if type(item) in _LEAVES:
                 continue
             new = _normalise(item, timespec)
             if new is not item:
@@ -320,8 +321,9 @@ class ETagGenerator:
 
     def digest(self, doc: Mapping[str, Any], resource_type: str | None = None) -> str:
         """The 128 hex digits for *doc* (store these, or the wire form from :meth:`etag`)."""
-        skip = self.ignored(resource_type)
-        fields = {k: v for k, v in doc.items() if k not in skip}
+        fields = dict(doc)
+        for name in self.ignored(resource_type):
+            fields.pop(name, None)
         data = canonical_json(fields, timespec=self.timespec)
         if self._plain:
             return hashlib.sha512(data).hexdigest()
