@@ -977,9 +977,8 @@ class ETagMiddleware:
             return self.app(environ, start_response)
         if not enabled:
             # Nothing is written: the client asked for a precondition this version lacks.
-            return self._problem(
-                environ, start_response, self._too_old(environ, "If-Match" if im_raw else "If-None-Match")
-            )
+            header = "If-Match" if im_raw is not None else "If-None-Match"
+            return self._problem(environ, start_response, self._too_old(environ, header))
         if inm_raw is not None:
             if not self.if_none_match_on_writes:
                 return self._problem(

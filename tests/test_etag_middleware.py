@@ -202,6 +202,15 @@ def test_if_match_below_the_etag_version_is_406_and_nothing_is_written() -> None
     assert node_app.calls == 0 and node_app.nodes["n1"] == before
 
 
+@pytest.mark.parametrize(("header", "value"), [("If_Match", ""), ("If_None_Match", "*")])
+def test_any_precondition_below_the_etag_version_is_406(header: str, value: str) -> None:
+    node_app = NodeApp()
+    resp = run(stack(node_app), req(method="DELETE", version="1.1", **{header: value}))
+    assert resp.status_int == 406
+    assert resp.json["errors"][0]["detail"].startswith(f"The {header.replace('_', '-')} header")
+    assert node_app.calls == 0 and "n1" in node_app.nodes
+
+
 def test_if_match_at_the_etag_version_is_evaluated() -> None:
     node_app = NodeApp()
     tag = node_app.nodes["n1"]["etag"]
