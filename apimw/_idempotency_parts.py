@@ -5,6 +5,7 @@ Nothing here touches WSGI or a store, so each function is property-testable.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -72,19 +73,20 @@ def resolve_token(client_token: str | None, idempotency_key: str | None) -> str 
     return first if first is not None else second
 
 
+@functools.lru_cache(maxsize=1024)
 def store_key(prefix: str, scope: str, token: str) -> str:
     """``prefix + "idem:v1:" + sha256(scope US token)``: <= 250 bytes, no raw token in it."""
     digest = hashlib.sha256(f"{scope}\x1f{token}".encode("utf-8", "surrogatepass")).hexdigest()
     return f"{prefix}{KEY_VERSION}{digest}"
 
 
-def _field(hasher: hashlib._Hash, data: bytes) -> None:
-    hasher.update(len(data).to_bytes(8, "big"))
-    hasher.update(data)
-
-
 def _b(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
+
+
+def _lp(data: bytes) -> bytes:
+    """Length-prefixed field, so that no two field lists hash alike."""
+    return len(data).to_bytes(8, "big") + data
 
 
 def media_type(content_type: str | None) -> str:
@@ -110,6 +112,13 @@ def canonical_body(mtype: str, body: bytes) -> bytes:
     return b"raw:" + body
 
 
+_VERSION_FIELD: Final = _lp(FINGERPRINT_VERSION)
+
+
+#: Requests up to this size have their fingerprint cached (a retry repeats the same bytes).
+CACHE_BODY_LIMIT: Final = 8192
+
+
 def fingerprint(
     *,
     method: str,
@@ -120,24 +129,37 @@ def fingerprint(
     body: bytes,
 ) -> str:
     """sha256 over length-prefixed fields: what makes two requests "the same request"."""
-    hasher = hashlib.sha256()
-    _field(hasher, FINGERPRINT_VERSION)
-    _field(hasher, _b(method))
-    _field(hasher, _b(path))
-    # QUERY_STRING is a latin-1 native string: decoding %XX as latin-1 keeps every byte distinct.
-    pairs = sorted(parse_qsl(query, keep_blank_values=True, encoding="latin-1"))
-    _field(hasher, str(len(pairs)).encode())
-    for name, value in pairs:
-        _field(hasher, _b(name))
-        _field(hasher, _b(value))
+    if len(body) <= CACHE_BODY_LIMIT:
+        return _fingerprint_cached(method, path, query, content_type, tuple(versions), body)
+    return _fingerprint(method, path, query, content_type, versions, body)
+
+
+@functools.lru_cache(maxsize=512)
+def _fingerprint_cached(
+    method: str, path: str, query: str, content_type: str | None, versions: tuple[tuple[str, str], ...],
+    body: bytes,
+) -> str:
+    return _fingerprint(method, path, query, content_type, versions, body)
+
+
+def _fingerprint(
+    method: str, path: str, query: str, content_type: str | None, versions: Sequence[tuple[str, str]],
+    body: bytes,
+) -> str:
+    fields = [_VERSION_FIELD, _lp(_b(method)), _lp(_b(path))]
+    if query:
+        # QUERY_STRING is a latin-1 native string: decoding %XX as latin-1 keeps every byte distinct.
+        pairs = sorted(parse_qsl(query, keep_blank_values=True, encoding="latin-1"))
+        fields.append(_lp(str(len(pairs)).encode()))
+        fields.extend(_lp(_b(name)) + _lp(_b(value)) for name, value in pairs)
+    else:
+        fields.append(_lp(b"0"))
     mtype = media_type(content_type)
-    _field(hasher, _b(mtype))
-    _field(hasher, str(len(versions)).encode())
-    for name, value in sorted(versions):
-        _field(hasher, _b(name))
-        _field(hasher, _b(value))
-    _field(hasher, hashlib.sha256(canonical_body(mtype, body)).digest())
-    return hasher.hexdigest()
+    fields.append(_lp(_b(mtype)))
+    fields.append(_lp(str(len(versions)).encode()))
+    fields.extend(_lp(_b(name)) + _lp(_b(value)) for name, value in sorted(versions))
+    fields.append(hashlib.sha256(canonical_body(mtype, body)).digest())
+    return hashlib.sha256(b"".join(fields)).hexdigest()
 
 
 # -- records ----------------------------------------------------------------------------
@@ -169,7 +191,15 @@ def _encode(owner: bytes, state: bytes, meta: dict[str, object], body: bytes = b
 
 
 def encode_pending(owner: bytes, fp: str, scope: str, claimed_at: float) -> bytes:
-    return _encode(owner, PENDING, {"v": 1, "fp": fp, "sc": scope, "t": round(claimed_at, 3)})
+    # the hot path of every first POST: formatted by hand (fp is hex; the scope is JSON-escaped)
+    return b"%bP{\"v\":1,\"fp\":\"%b\",\"sc\":%b,\"t\":%.3f}\n" % (
+        owner, fp.encode(), _json_str(scope), claimed_at
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _json_str(text: str) -> bytes:
+    return json.dumps(text, ensure_ascii=True).encode()
 
 
 def encode_complete(
@@ -185,6 +215,17 @@ def encode_tombstone(owner: bytes, fp: str, scope: str, status: str, location: s
 
 def decode_record(raw: bytes) -> Record:
     """Parse a stored record; anything unexpected raises :class:`RecordError` (never "absent")."""
+    if len(raw) <= 2 * CACHE_BODY_LIMIT:
+        return _decode_cached(raw)
+    return _decode(raw)
+
+
+@functools.lru_cache(maxsize=256)
+def _decode_cached(raw: bytes) -> Record:
+    return _decode(raw)
+
+
+def _decode(raw: bytes) -> Record:
     head, sep, body = raw[PREFIX_LEN:].partition(b"\n")
     state = raw[PREFIX_LEN - 1 : PREFIX_LEN]
     if not sep or state not in (PENDING, COMPLETE, TOMBSTONE):

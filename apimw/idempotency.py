@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import importlib
 import io
+import itertools
 import logging
+import os
 import re
 import secrets
 import time
@@ -81,6 +83,24 @@ DEFAULT_FINGERPRINT_HEADERS: Final = ("OpenStack-API-Version", "X-OpenStack-*-AP
 DEFAULT_RELEASE_STATUSES: Final = (408, 409, 423, 425, 429)
 SHARED_SCOPE: Final = "*shared*"
 _READ_CHUNK: Final = 65536
+
+
+# -- owner ids: unique per claim, cheap (no urandom per request), new per forked process --------
+
+_OWNER = {"nonce": secrets.token_hex(8), "counter": itertools.count()}
+
+
+def _new_owner_nonce() -> None:
+    _OWNER["nonce"] = secrets.token_hex(8)
+    _OWNER["counter"] = itertools.count()
+
+
+os.register_at_fork(after_in_child=_new_owner_nonce)
+
+
+def _owner_id() -> bytes:
+    """32 hex characters: a random per-process nonce and a counter."""
+    return f"{_OWNER['nonce']}{next(_OWNER['counter']):016x}".encode()  # type: ignore[call-overload]
 
 
 # -- scope functions ----------------------------------------------------------------------
@@ -254,7 +274,12 @@ class IdempotencyMiddleware:
         if missing_scope not in ("reject", "shared"):
             raise ConfigError(f"idempotency: missing_scope must be reject or shared, got {missing_scope!r}")
         self._missing_shared = missing_scope == "shared"
-        self._fp_exact, self._fp_pattern = _header_matcher(fingerprint_headers)
+        headers = list(fingerprint_headers)
+        self._fp_exact, self._fp_pattern = _header_matcher(headers)
+        # literal start of each wildcard name: a cheap filter before the regex
+        self._fp_prefixes = tuple(
+            "HTTP_" + h.strip().upper().replace("-", "_").split("*", 1)[0] for h in headers if "*" in h
+        )
         for name, value in (("lease", lease), ("retention", retention)):
             if not value > 0:
                 raise ConfigError(f"idempotency: {name} must be > 0 seconds, got {value!r}")
@@ -350,7 +375,7 @@ class IdempotencyMiddleware:
             body=body,
         )
         key = parts.store_key(self._key_prefix, scope, token)
-        owner = secrets.token_hex(16).encode()
+        owner = _owner_id()
         pending = parts.encode_pending(owner, fp, scope, time.time())
         try:
             current = self._claim(key, pending)
@@ -366,11 +391,10 @@ class IdempotencyMiddleware:
         found = [(k, str(environ[k]).strip()) for k in self._fp_exact if k in environ]
         pattern = self._fp_pattern
         if pattern is not None:
-            found.extend(
-                (k, str(v).strip())
-                for k, v in environ.items()
-                if k.startswith("HTTP_") and k not in self._fp_exact and pattern.fullmatch(k)
-            )
+            prefixes, exact = self._fp_prefixes, self._fp_exact
+            for k in [k for k in environ if k.startswith(prefixes)]:
+                if k not in exact and pattern.fullmatch(k):
+                    found.append((k, str(environ[k]).strip()))
         served = environ.get(ENVIRON_MICROVERSION)
         if served is not None:
             found.append((ENVIRON_MICROVERSION, str(served)))
@@ -381,17 +405,13 @@ class IdempotencyMiddleware:
         length_text = environ.get("CONTENT_LENGTH") or ""
         chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
         stream = environ.get("wsgi.input")
-        too_large = HTTPProblem(
-            413, "idempotency.body-too-large",
-            f"A request with X-Client-Token may carry at most {self._max_request} bytes.",
-        )  # fmt: skip
         if length_text and not chunked:
             if not length_text.isdigit() or not length_text.isascii():
                 return HTTPProblem(400, "idempotency.content-length-invalid",
                                    "Content-Length is not a number.")  # fmt: skip
             length = int(length_text)
             if length > self._max_request:
-                return too_large
+                return self._too_large()
             body = stream.read(length) if stream is not None and length else b""
         elif stream is not None and (chunked or environ.get("wsgi.input_terminated")):
             pieces: list[bytes] = []
@@ -402,7 +422,7 @@ class IdempotencyMiddleware:
                     break
                 size += len(piece)
                 if size > self._max_request:
-                    return too_large
+                    return self._too_large()
                 pieces.append(piece)
             body = b"".join(pieces)
         else:
@@ -411,6 +431,12 @@ class IdempotencyMiddleware:
         environ["CONTENT_LENGTH"] = str(len(body))
         environ.pop("HTTP_TRANSFER_ENCODING", None)
         return body
+
+    def _too_large(self) -> HTTPProblem:
+        return HTTPProblem(
+            413, "idempotency.body-too-large",
+            f"A request with X-Client-Token may carry at most {self._max_request} bytes.",
+        )  # fmt: skip
 
     def _claim(self, key: str, pending: bytes) -> bytes | None:
         """``None`` if this request owns the key now, else the record there."""

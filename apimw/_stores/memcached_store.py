@@ -27,18 +27,23 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import socket
+import threading
 import time
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
 from pymemcache.client.base import PooledClient
-from pymemcache.exceptions import MemcacheError
+from pymemcache.exceptions import MemcacheError, MemcacheUnexpectedCloseError
 
+from apimw._stores import PREFIX_LEN
 from apimw.errors import ConfigError, StoreError
 
 #: memcached reads an exptime above this as an absolute Unix time.
 THIRTY_DAYS: Final = 30 * 24 * 3600
 MIN_TTL: Final = 2
+#: cas tokens remembered for our own claims (older ones fall back to gets + cas).
+MAX_REMEMBERED: Final = 10_000
 _ERRORS: Final = (MemcacheError, OSError)
 
 
@@ -48,6 +53,32 @@ def memcached_expire(seconds: float, *, now: float | None = None) -> int:
     if ttl > THIRTY_DAYS:
         return int(time.time() if now is None else now) + ttl
     return ttl
+
+
+class _Reader:
+    """Read memcached answers (lines and exact-size values) from a socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def _more(self) -> None:
+        data = self.sock.recv(65536)
+        if not data:
+            raise MemcacheUnexpectedCloseError("connection closed")
+        self.buf += data
+
+    def line(self) -> bytes:
+        while (end := self.buf.find(b"\r\n")) < 0:
+            self._more()
+        line, self.buf = self.buf[:end], self.buf[end + 2 :]
+        return line
+
+    def exact(self, size: int) -> bytes:
+        while len(self.buf) < size:
+            self._more()
+        data, self.buf = self.buf[:size], self.buf[size:]
+        return data
 
 
 def _parse_server(text: str, url: str) -> tuple[str, int]:
@@ -87,6 +118,9 @@ class MemcachedStore:
             "ignore_exc": False,
         }
         self._labels = [f"{h}:{p}".encode() for h, p in servers]
+        # cas tokens of our own live claims, so completing one is a single cas round trip
+        self._cas: dict[tuple[str, bytes], bytes] = {}
+        self._lock = threading.Lock()
         self._connect()
 
     @classmethod
@@ -142,13 +176,55 @@ class MemcachedStore:
             return None if value is None else bytes(value)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _remember(self, key: str, prefix: bytes, cas: bytes) -> None:
+        with self._lock:
+            self._cas[(key, prefix)] = cas
+            while len(self._cas) > MAX_REMEMBERED:
+                del self._cas[next(iter(self._cas))]
+
+    def _recall(self, key: str, expect: bytes) -> bytes | None:
+        return self._cas.pop((key, expect[:PREFIX_LEN]), None)
+
+    def _add_gets(self, client: PooledClient, key: str, value: bytes, expire: int) -> bytes | None:
+        """``add`` and ``gets`` pipelined in one round trip; remembers our cas token when we won.
+
+        Returns ``None`` if the add stored *value*, else the record there (``b""`` if none).
+        """
+        bkey = key.encode("ascii")
+        command = b"add %b 0 %d %d\r\n%b\r\ngets %b\r\n" % (bkey, expire, len(value), value, bkey)
+        with client.client_pool.get_and_release(destroy_on_fail=True) as conn:
+            if conn.sock is None:
+                conn._connect()
+            conn.sock.sendall(command)
+            reader = _Reader(conn.sock)
+            stored = reader.line()
+            if stored not in (b"STORED", b"NOT_STORED"):
+                raise MemcacheUnexpectedCloseError(f"add answered {stored[:60]!r}")
+            line = reader.line()
+            current = cas = None
+            if line.startswith(b"VALUE "):
+                fields = line.split()
+                if len(fields) != 5 or fields[1] != bkey:
+                    raise MemcacheUnexpectedCloseError(f"gets answered {line[:60]!r}")
+                current = reader.exact(int(fields[3]))
+                cas = fields[4]
+                if reader.exact(2) != b"\r\n":
+                    raise MemcacheUnexpectedCloseError("value not terminated")
+                line = reader.line()
+            if line != b"END":
+                raise MemcacheUnexpectedCloseError(f"gets answered {line[:60]!r}")
+        if stored == b"STORED":
+            if current is not None and cas is not None and current[:PREFIX_LEN] == value[:PREFIX_LEN]:
+                self._remember(key, value[:PREFIX_LEN], cas)
+            return None
+        return b"" if current is None else current
+
     def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
         client = self._client(key)
         expire = memcached_expire(lease)
         try:
-            if client.add(key, value, expire=expire, noreply=False):
-                return None
-        except _ERRORS:
+            return self._add_gets(client, key, value, expire)
+        except (*_ERRORS, ValueError):
             # Stored or not?  Read back; never blindly re-add.
             current = self._read(client, key)
             if current is not None:
@@ -174,19 +250,24 @@ class MemcachedStore:
 
     def complete(self, key: str, expect: bytes, value: bytes, ttl: float) -> bool:
         client = self._client(key)
-        current, cas = self._gets(client, key)
-        if current is None or not current.startswith(expect):
-            return False
+        cas = self._recall(key, expect)
+        if cas is None:
+            current, cas = self._gets(client, key)
+            if current is None or not current.startswith(expect):
+                return False
         try:
+            # the cas token is this claim's: if anyone replaced the record since, cas fails
             return bool(client.cas(key, value, cas, expire=memcached_expire(ttl), noreply=False))
         except _ERRORS as exc:
             raise self._fail("cas", exc) from exc
 
     def release(self, key: str, expect: bytes) -> bool:
         client = self._client(key)
-        current, cas = self._gets(client, key)
-        if current is None or not current.startswith(expect):
-            return False
+        cas = self._recall(key, expect)
+        if cas is None:
+            current, cas = self._gets(client, key)
+            if current is None or not current.startswith(expect):
+                return False
         try:
             # exptime < 0: "the item is immediately expired" -> a compare-and-delete.
             return bool(client.cas(key, b"", cas, expire=-1, noreply=False))
