@@ -7,6 +7,9 @@ Also a worker entry point for the multi-process test::
 It builds the middleware on the shared store, waits until the wall-clock
 ``start-at``, fires ``requests`` concurrent POSTs with one token, and prints one
 JSON line per answer; every execution of the app appends a line to ``log``.
+
+``python -m tests.idempotency_support die <store-url> <key-prefix> <token> <lease>``
+claims the token and is SIGKILLed inside the app (a crashed worker).
 """
 
 from __future__ import annotations
@@ -262,9 +265,24 @@ def _worker(url: str, prefix: str, token: str, requests: int, start_at: float, l
                           "replayed": answer.header("Idempotent-Replayed")}))  # fmt: skip
 
 
+def _die(url: str, prefix: str, token: str, lease: float) -> None:
+    """Claim *token*, then die by SIGKILL inside the app, as a crashed worker would."""
+    import signal
+
+    from apimw.idempotency import IdempotencyMiddleware
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable")
+
+    post(IdempotencyMiddleware(app, store=url, key_prefix=prefix, lease=lease), token)
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 8 and sys.argv[1] == "worker":
         _, _, url, prefix, token, count, start, logfile = sys.argv
         _worker(url, prefix, token, int(count), float(start), logfile)
+    elif len(sys.argv) == 6 and sys.argv[1] == "die":
+        _die(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
     else:
         raise SystemExit(__doc__)

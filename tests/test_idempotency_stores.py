@@ -143,6 +143,37 @@ def test_two_os_processes_one_token_run_the_app_once(
     assert all(o["status"] in (201, 409) for o in outputs)
 
 
+@pytest.mark.parametrize("kind", ["redis", "memcached"])
+def test_a_worker_killed_mid_request_blocks_its_token_until_the_lease_ends(
+    request: pytest.FixtureRequest, kind: str
+) -> None:
+    url = request.getfixturevalue(f"{kind}_server").url
+    prefix = f"die{uuid.uuid4().hex[:8]}:"
+    lease = 2.0
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.idempotency_support", "die", url, prefix, "crash-token", str(lease)],
+        cwd=ROOT, capture_output=True, timeout=60,
+    )  # fmt: skip
+    died_at = time.monotonic()
+    assert proc.returncode == -9, proc.stderr.decode()
+    app = CreateApp()
+    mw = middleware(url, app, key_prefix=prefix, lease=lease)
+    try:
+        blocked = post(mw, "crash-token")
+        assert (blocked.status, blocked.code) == (409, "idempotency.in-flight")
+        deadline = time.monotonic() + lease + 5
+        answer = blocked
+        while answer.status == 409 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            answer = post(mw, "crash-token")
+        assert answer.status == 201
+        assert time.monotonic() - died_at >= lease - 1.0  # not before the lease could end
+        assert post(mw, "crash-token").body == answer.body
+        assert app.calls == 1
+    finally:
+        mw.close()
+
+
 # -- several memcached servers -------------------------------------------------------------
 
 
