@@ -270,3 +270,16 @@ def test_boot_device_round_trip(emulator: RedfishEmulator, hw: RedfishHardware) 
 def test_boot_device_the_bmc_does_not_offer(emulator: RedfishEmulator, hw: RedfishHardware) -> None:
     with pytest.raises(DriverError, match=r"cannot boot from 'bios' \(supported: pxe, disk, cdrom\)"):
         hw.management.set_boot_device(make_task(emulator), "bios")
+
+
+def test_auto_auth_remembers_a_bmc_without_sessions(
+    emulator: RedfishEmulator, hw: RedfishHardware, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="sushy")
+    task = make_task(emulator)
+    assert hw.power.get_power_state(task) == POWER_OFF
+    assert any("SessionService" in r.getMessage() for r in caplog.records)  # tried a session first
+    caplog.clear()
+    assert hw.power.get_power_state(task) == POWER_OFF
+    assert not any("SessionService" in r.getMessage() for r in caplog.records)  # straight to basic
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
@@ -75,6 +76,8 @@ DEFAULT_READ_TIMEOUT: Final = 30.0
 DEFAULT_POLL_INTERVAL: Final = 0.5
 #: A request never gets less than this, even right at the deadline (it must be able to fail cleanly).
 _MIN_REQUEST_TIMEOUT: Final = 1.0
+#: BMC addresses remembered as "basic auth only" (auto mode), per hardware type instance.
+_MAX_REMEMBERED: Final = 4096
 #: Known causes of a connection failure, found in the requests/urllib3 text -> the short reason we give.
 _CONNECTION_REASONS: Final = (
     ("Connection refused", "connection refused"),
@@ -313,6 +316,18 @@ class _Settings:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self.poll_interval = poll_interval
+        self._lock = threading.Lock()
+        self._basic_addresses: set[str] = set()
+
+    def _basic_only(self, address: str) -> bool:
+        with self._lock:
+            return address in self._basic_addresses
+
+    def _remember_basic_only(self, address: str) -> None:
+        with self._lock:
+            if len(self._basic_addresses) >= _MAX_REMEMBERED:
+                self._basic_addresses.clear()
+            self._basic_addresses.add(address)
 
     @contextmanager
     def client(self, task: Task, doing: str) -> Iterator[RedfishClient]:
@@ -331,7 +346,8 @@ class _Settings:
             default_request_timeout=read_timeout,
             connect_timeout=connect_timeout,
         )
-        if info.auth_type == "basic":
+        auto = info.auth_type == "auto"
+        if info.auth_type == "basic" or (auto and self._basic_only(info.address)):
             auth: sushy_auth.AuthBase = sushy_auth.BasicAuth(info.username, info.password)
         elif info.auth_type == "session":
             auth = sushy_auth.SessionAuth(info.username, info.password)
@@ -343,6 +359,10 @@ class _Settings:
                 system = root.get_system(info.system_id)
             except sushy_exc.SushyError as error:
                 raise _error(info, error, f"connecting for {doing}") from None
+            if isinstance(auth, sushy_auth.SessionOrBasicAuth) and not auth.can_refresh_session():
+                # "auto" fell back to basic auth on this BMC: go straight to basic next time
+                # (no failed session request and its sushy warnings on every call)
+                self._remember_basic_only(info.address)
             client = RedfishClient(info, system, conn)
             try:
                 yield client
@@ -431,8 +451,18 @@ class RedfishPower(PowerInterface):
             if _settled(client, target):
                 LOG.info("node %s is already in power state %r", task.uuid, target)
                 return
-            self._reset(client, reset_type)
-            LOG.info("node %s: requested Redfish reset %s; waiting up to %g s", task.uuid, reset_type, wait)
+            if _power_state_of(client) == target:  # PoweringOn/PoweringOff: already heading there
+                LOG.info(
+                    "node %s is already changing to power state %r; waiting up to %g s",
+                    task.uuid,
+                    target,
+                    wait,
+                )
+            else:
+                self._reset(client, reset_type)
+                LOG.info(
+                    "node %s: requested Redfish reset %s; waiting up to %g s", task.uuid, reset_type, wait
+                )
             self._wait(task, client, target, wait, started)
             LOG.info("node %s: power state is now %r", task.uuid, target)
 
