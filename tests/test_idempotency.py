@@ -769,3 +769,18 @@ def test_an_unreadable_record_is_a_conflict_never_absent(backend: Backend) -> No
     answer = post(mw, tok)
     assert (answer.status, answer.code) == (409, "idempotency.record-unreadable")
     assert app.calls == 0
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["stored", "streamed"])
+def test_pep3333_validator_on_both_sides(backend: Backend, big: bool) -> None:
+    """wsgiref's validator checks the middleware as a server (towards the app) and as an app."""
+    from wsgiref.validate import validator
+
+    inner = validator(BigApp(20_000, "iterable") if big else CreateApp())
+    mw, _ = make(backend, app=inner, max_response_bytes=8_000)
+    outer = validator(mw)
+    tok = token()
+    answers = [call(outer, environ_for(token=tok)) for _ in range(2)]
+    answers.append(call(outer, environ_for(token=tok, body=b"{}")))
+    answers.append(call(outer, environ_for(token="bad token")))
+    assert [a.status for a in answers] == [201, 409 if big else 201, 409, 400]
