@@ -514,12 +514,21 @@ class BaremetalService:
         node = self.db.get("node", ident, project_id=project_id)
         hw = self.drivers.for_node(node["driver"])
         task = Task(node=node, driver_internal_info=dict(node.get("driver_internal_info") or {}))
-        checks: dict[str, Callable[[], None]] = {
-            "power": lambda: (hw.validate_driver_info(task), hw.power.validate(task)),  # type: ignore[dict-item]
-            "management": lambda: (hw.validate_driver_info(task), hw.management.validate(task)),  # type: ignore[dict-item]
-            "deploy": lambda: hw.deploy.validate(task),
-            "boot": lambda: hw.deploy.validate(task),
-            "inspect": lambda: hw.inspect.validate(task),
+
+        def power(t: Task) -> None:
+            hw.validate_driver_info(t)
+            hw.power.validate(t)
+
+        def management(t: Task) -> None:
+            hw.validate_driver_info(t)
+            hw.management.validate(t)
+
+        checks: dict[str, Callable[[Task], None]] = {
+            "power": power,
+            "management": management,
+            "deploy": hw.deploy.validate,
+            "boot": hw.deploy.validate,
+            "inspect": hw.inspect.validate,
         }
         names = hw.interface_names
         result: dict[str, Any] = {}
@@ -533,7 +542,7 @@ class BaremetalService:
                     result[kind] = {"result": True}
                 continue
             try:
-                check()
+                check(task)
                 result[kind] = {"result": True}
             except DriverError as error:
                 result[kind] = {"result": False, "reason": str(error)}

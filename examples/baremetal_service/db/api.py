@@ -25,10 +25,11 @@ Reads are single statements with joins (a 100-node page is one query).
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import uuid as uuidlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -55,12 +56,12 @@ __all__ = [
 #: (``environ["apimw.etag.if_match"]``), ``"*"`` / a raw header value, or a list of etags.
 IfMatchArg = IfMatch | str | Sequence[str] | None
 
-NODES: Final = Node.__table__
-PORTS: Final = Port.__table__
-PORTGROUPS: Final = Portgroup.__table__
-CHASSIS: Final = Chassis.__table__
-RESOURCE_CLASSES: Final = ResourceClass.__table__
-EVENTS: Final = NodeEvent.__table__
+NODES: Final = cast(sa.Table, Node.__table__)
+PORTS: Final = cast(sa.Table, Port.__table__)
+PORTGROUPS: Final = cast(sa.Table, Portgroup.__table__)
+CHASSIS: Final = cast(sa.Table, Chassis.__table__)
+RESOURCE_CLASSES: Final = cast(sa.Table, ResourceClass.__table__)
+EVENTS: Final = cast(sa.Table, NodeEvent.__table__)
 
 INTERNAL_KEYS: Final = frozenset(
     {"id", "chassis_id", "node_id", "portgroup_id", "reserved_at", "pending_action",
@@ -120,8 +121,8 @@ class _Kind:
             if c.name not in self.json_cols and c.name not in INTERNAL_KEYS - {"id"}
         )  # fmt: skip
 
-    def to_doc(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        doc = dict(row)
+    def to_doc(self, row: Any) -> dict[str, Any]:
+        doc: dict[str, Any] = dict(row)
         for key in self.datetimes:
             value = doc[key]
             if value is not None:
@@ -302,7 +303,7 @@ class Database:
         marker: str | None = None,
         sort_key: str = "id",
         sort_dir: str = "asc",
-    ) -> list[dict[str, Any]]:
+    ) -> builtins.list[dict[str, Any]]:
         """A page of resources in one query, ordered by (*sort_key*, id)."""
         kind = KINDS[kind_name]
         if sort_dir not in ("asc", "desc"):
@@ -453,7 +454,8 @@ class Database:
                 doc = {**self._doc_values(kind, row), **ref_docs}
                 etag = self._new_etag(kind_name, doc)
                 db_row = {**self._db_values(kind, row), **columns, "etag": etag}
-                new_id = conn.execute(kind.table.insert().values(**db_row)).inserted_primary_key[0]
+                inserted = conn.execute(kind.table.insert().values(**db_row)).inserted_primary_key
+                new_id = inserted[0] if inserted is not None else None
                 doc.update(columns, id=new_id, etag=etag)
                 self._event(conn, kind_name, doc, f"baremetal.{kind_name}.create.end", etag, now)
         except sa.exc.IntegrityError as error:
@@ -591,12 +593,11 @@ class Database:
 
     def ensure_resource_class(self, name: str, *, must_create: bool) -> bool:
         """Create *name*; ``True`` if created, ``False`` if it existed (409 if *must_create*)."""
-        if self.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         stmt = (
-            insert(RESOURCE_CLASSES)
+            dialect.insert(RESOURCE_CLASSES)
             .values(name=name, created_at=utcnow())
             .on_conflict_do_nothing(index_elements=["name"])
             .returning(RESOURCE_CLASSES.c.id)  # rowcount is -1 here with psycopg 3
@@ -622,7 +623,7 @@ class Database:
             "updated_at": iso(row["updated_at"]),
         }
 
-    def list_resource_classes(self) -> list[dict[str, Any]]:
+    def list_resource_classes(self) -> builtins.list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = (
                 conn.execute(sa.select(RESOURCE_CLASSES).order_by(RESOURCE_CLASSES.c.name)).mappings().all()
@@ -644,7 +645,9 @@ class Database:
 
     # -- events ---------------------------------------------------------------------
 
-    def list_events(self, *, resource_uuid: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    def list_events(
+        self, *, resource_uuid: str | None = None, limit: int = 100
+    ) -> builtins.list[dict[str, Any]]:
         stmt = sa.select(EVENTS).order_by(EVENTS.c.id.desc()).limit(limit)
         if resource_uuid is not None:
             stmt = stmt.where(EVENTS.c.resource_uuid == resource_uuid)
@@ -659,7 +662,7 @@ class Database:
 
     # -- conductor leases ------------------------------------------------------------
 
-    def pending_nodes(self, *, lease_timeout: float, limit: int = 32) -> list[tuple[int, str]]:
+    def pending_nodes(self, *, lease_timeout: float, limit: int = 32) -> builtins.list[tuple[int, str]]:
         """``(id, uuid)`` of nodes with queued work and no live lease, oldest first."""
         stale = utcnow() - dt.timedelta(seconds=lease_timeout)
         stmt = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
+from sqlalchemy.engine import Connection
 
 from baremetal_service.db.engine import create_engine
 from baremetal_service.db.models import Base
@@ -11,11 +12,11 @@ config = context.config
 connection = config.attributes.get("connection")
 
 
-def _run(conn: object) -> None:
+def _run(conn: Connection) -> None:
     context.configure(
         connection=conn,
         target_metadata=Base.metadata,
-        render_as_batch=getattr(conn, "dialect", None) is not None and conn.dialect.name == "sqlite",  # type: ignore[attr-defined]
+        render_as_batch=conn.dialect.name == "sqlite",
     )
     with context.begin_transaction():
         context.run_migrations()
