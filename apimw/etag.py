@@ -388,7 +388,8 @@ class _Parsed:
 def _parse(value: str, legacy: bool, suffixes: tuple[str, ...]) -> _Parsed:
     if len(value) > MAX_HEADER_LENGTH:
         raise _Malformed
-    if value.strip(" \t") == "*":
+    # "*" alone; empty list elements around it are skipped as everywhere (RFC 9110 §5.6.1.2).
+    if value.strip(" \t,") == "*":
         return _Parsed(True, frozenset(), frozenset())
     tags = _scan(value, legacy)
     weak: set[str] = set()

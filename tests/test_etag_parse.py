@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import etag as oracle  # the strict RFC 9110 reference implementation (PyPI "etag"), test-only
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from apimw.errors import HTTPProblem
@@ -27,6 +28,7 @@ CURRENT = f'W/"{H}"'
         pytest.param(" * ", True, set(), id="star-with-ows"),
         pytest.param("", False, set(), id="empty-value-is-empty-list"),
         pytest.param(" , ", False, set(), id="only-empty-elements"),
+        pytest.param("*, ", True, set(), id="star-with-empty-elements"),
         pytest.param('""', False, {""}, id="empty-opaque-tag"),
         pytest.param('"a,b"', False, {"a,b"}, id="comma-inside-opaque-tag"),
         pytest.param('"\x80\xff"', False, {"\x80\xff"}, id="obs-text"),
@@ -179,3 +181,36 @@ def test_parser_never_crashes(header: str) -> None:
         assert problem.status == 400
     else:
         assert cond is not None  # a present header is never "absent"
+
+
+# -- differential: the same answers as the `etag` reference implementation ---------------------
+
+_header_text = st.text(alphabet=list('"W/w, \t*ab\x80\\'), max_size=16)
+_tag_list = st.lists(st.tuples(st.booleans(), st.sampled_from(["a", "b", "ab", "", "a,b"])), max_size=3).map(
+    lambda tags: ", ".join(format_etag(opaque, weak=weak) for weak, opaque in tags)
+)
+
+
+@given(st.one_of(_header_text, _tag_list), st.sampled_from(['W/"a"', '"a"', 'W/"b"', '"a,b"', 'W/""']))
+@example('*, ', 'W/"a"')
+@example("", 'W/"a"')
+@example('"a", *', 'W/"a"')
+def test_same_answers_as_the_reference_implementation(header: str, current: str) -> None:
+    try:
+        oracle.parse(header)
+    except ValueError as exc:
+        if "no entity-tag" in str(exc):
+            # an empty list: the reference refuses to parse it but evaluates If-Match as false
+            assert oracle.if_match(header, current) is False
+            cond = parse_if_match(header)
+            assert cond is not None and not cond.any and not cond.matches(current)
+            return
+        with pytest.raises(HTTPProblem):
+            parse_if_match(header)
+        return
+    weak = parse_if_match(header)
+    strong = parse_if_match(header, strong=True)
+    assert weak is not None and strong is not None
+    assert weak.any is oracle.is_wildcard(header)
+    assert weak.matches(current) is oracle.matches(header, current, weak=True)
+    assert strong.matches(current) is oracle.if_match(header, current)
