@@ -63,25 +63,32 @@ def naive_etag(doc: dict[str, Any]) -> str:
     return 'W/"' + hashlib.sha512(data).hexdigest() + '"'
 
 
+def _fn_us(fn: Any) -> float:
+    # short timing windows: the best of many is robust on a shared, loaded machine
+    return per_call_us(fn, number=200, repeat=60)
+
+
 def bench_generation() -> None:
     doc = node_document()
     keyed = ETagGenerator(key=KEY)
     plain = ETagGenerator(algorithm="sha512")
     size = len(canonical_json(doc))
-    baseline = per_call_us(lambda: naive_etag(doc), number=5000)
+    baseline = _fn_us(lambda: naive_etag(doc))
     rows = [
         ("naive sha512(json.dumps(sort_keys)) (baseline)", baseline),
-        ("canonical_json only", per_call_us(lambda: canonical_json(doc), number=5000)),
-        ("ETagGenerator sha512", per_call_us(lambda: plain.etag(doc, "node"), number=5000)),
-        ("ETagGenerator hmac-sha512 (default)", per_call_us(lambda: keyed.etag(doc, "node"), number=5000)),
+        ("canonical_json only", _fn_us(lambda: canonical_json(doc))),
+        ("ETagGenerator sha512", _fn_us(lambda: plain.etag(doc, "node"))),
+        ("ETagGenerator hmac-sha512 (default)", _fn_us(lambda: keyed.etag(doc, "node"))),
     ]
-    print(f"\nEtag of a {size}-byte node document (best of 7)")
+    print(f"\nEtag of a {size}-byte node document (best of 60 x 200 calls)")
     print(f"  {'case':52} {'us':>9} {'x baseline':>11}")
     for name, value in rows:
         print(f"  {name:52} {value:9.2f} {value / baseline:11.2f}")
     ours = rows[-1][1]
     print(f"\n  hmac-sha512 etag: {ours:.2f} us (target <= 20 us: {'OK' if ours <= 20 else 'MISSED'}), "
           f"{ours / baseline:.2f} x the naive etag")  # fmt: skip
+    if baseline > 20:
+        print(f"  (the naive recipe alone takes {baseline:.2f} us on this machine: read the ratio)")
 
 
 TAG = ETagGenerator(key=KEY).etag(node_document(), "node")
@@ -103,6 +110,11 @@ def etag_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
     return BODY
 
 
+def _us(app: Any, environ: dict[str, Any]) -> float:
+    # short timing windows: the best of many is robust on a shared, loaded machine
+    return per_call_us(wsgi_caller(app, environ), number=2000, repeat=60)
+
+
 def bench_middleware() -> None:
     def env(method: str, headers: dict[str, str]) -> dict[str, Any]:
         return dict(Request.blank("/v1/nodes/n1", method=method, headers=headers).environ)
@@ -111,20 +123,20 @@ def bench_middleware() -> None:
     patch = env("PATCH", {"If-Match": TAG})
     tags = {"/v1/nodes/n1": TAG}
 
-    baseline = per_call_us(wsgi_caller(bare_app, get))
-    app_alone = per_call_us(wsgi_caller(etag_app, patch))
+    baseline = _us(bare_app, get)
+    app_alone = _us(etag_app, patch)
     plain = ETagMiddleware(etag_app)
     from_body = ETagMiddleware(bare_app)
     with_lookup = ETagMiddleware(etag_app, current_etag=lambda environ: tags.get(environ["PATH_INFO"]))
     rows = [
         ("bare app, GET (baseline)", baseline),
         ("app alone (acknowledges, names its etag), PATCH", app_alone),
-        ("middleware, GET, app names the etag", per_call_us(wsgi_caller(plain, get))),
-        ("middleware, GET, etag from the JSON body", per_call_us(wsgi_caller(from_body, get))),
-        ("middleware, PATCH with If-Match", per_call_us(wsgi_caller(plain, patch))),
-        ("middleware, PATCH with If-Match + lookup pre-check", per_call_us(wsgi_caller(with_lookup, patch))),
+        ("middleware, GET, app names the etag", _us(plain, get)),
+        ("middleware, GET, etag from the JSON body", _us(from_body, get)),
+        ("middleware, PATCH with If-Match", _us(plain, patch)),
+        ("middleware, PATCH with If-Match + lookup pre-check", _us(with_lookup, patch)),
     ]
-    report("ETagMiddleware in-process (best of 7)", rows, baseline)
+    report("ETagMiddleware in-process (best of 60 x 2000 requests)", rows, baseline)
     get_added = rows[2][1] - baseline
     patch_added = rows[4][1] - app_alone
     lookup_added = rows[5][1] - app_alone
