@@ -46,7 +46,7 @@ __all__ = [
 USERNAME = "admin"
 PASSWORD = "s3cret-Redfish-pw"  # noqa: S105 - a test credential for a loopback emulator
 #: How many fake systems the emulator serves (one per test that changes power).
-SYSTEMS = 24
+SYSTEMS = 48
 
 
 def _command() -> list[str]:

@@ -12,7 +12,6 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,9 +38,10 @@ def emulator() -> Iterator[RedfishEmulator]:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[BaremetalService]:
+def service(database_url: str) -> Iterator[BaremetalService]:
+    """The facade on SQLite and on the real PostgreSQL (tests/example/conftest.py), no worker threads."""
     svc = BaremetalService(
-        f"sqlite:///{tmp_path / 'redfish.sqlite'}",
+        database_url,
         enabled_hardware_types=("fake-hardware", "redfish"),
         extra_hardware_types=(RedfishHardware(power_timeout=20, read_timeout=1, connect_timeout=1),),
         conductor_workers=0,

@@ -276,7 +276,7 @@ def _error(info: RedfishConnectionInfo, error: Exception, doing: str) -> DriverE
 
 
 def _reason(error: sushy_exc.ConnectionError) -> str:
-    """The innermost cause of a connection failure, short (no stack of urllib3 reprs)."""
+    """The cause of a connection failure in a few words (not a stack of urllib3 reprs)."""
     text = str(error)
     for marker, reason in _CONNECTION_REASONS:
         if marker in text:
@@ -287,10 +287,9 @@ def _reason(error: sushy_exc.ConnectionError) -> str:
 class RedfishClient:
     """One conversation with a node's BMC: a sushy root and the node's system."""
 
-    def __init__(self, info: RedfishConnectionInfo, system: Any, conn: sushy_connector.Connector) -> None:
+    def __init__(self, info: RedfishConnectionInfo, system: Any) -> None:
         self.info = info
         self.system = system
-        self._conn = conn
 
     def refresh(self) -> None:
         self.system.refresh(force=True)
@@ -358,12 +357,12 @@ class _Settings:
                 root = sushy.Sushy(info.address, auth=auth, connector=conn, verify=info.verify_ca)
                 system = root.get_system(info.system_id)
             except sushy_exc.SushyError as error:
-                raise _error(info, error, f"connecting for {doing}") from None
+                raise _error(info, error, f"{doing} (connecting)") from None
             if isinstance(auth, sushy_auth.SessionOrBasicAuth) and not auth.can_refresh_session():
                 # "auto" fell back to basic auth on this BMC: go straight to basic next time
                 # (no failed session request and its sushy warnings on every call)
                 self._remember_basic_only(info.address)
-            client = RedfishClient(info, system, conn)
+            client = RedfishClient(info, system)
             try:
                 yield client
             except sushy_exc.SushyError as error:
