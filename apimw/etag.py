@@ -342,6 +342,7 @@ _TAG_RE: Final = re.compile(r'[ \t]*(W/)?"([\x21\x23-\x7e\x80-\xff]*)"[ \t]*')
 # The Ironic spec's own (invalid) examples: W/<hex> and a bare <hex>; only when tolerated.
 _LEGACY_RE: Final = re.compile(r"[ \t]*(W/)?([0-9A-Fa-f]+)[ \t]*")
 _EMPTY_RE: Final = re.compile(r"[ \t]*,")
+_OWS_END_RE: Final = re.compile(r"[ \t]*\Z")
 MAX_HEADER_LENGTH: Final = 8192
 
 
@@ -358,7 +359,7 @@ def _scan(value: str, legacy: bool) -> list[tuple[bool, str]]:
         if empty:
             pos = empty.end()
             continue
-        if not value[pos:].strip(" \t"):
+        if _OWS_END_RE.match(value, pos):
             break
         match = _TAG_RE.match(value, pos)
         if match is None and legacy:
@@ -965,6 +966,8 @@ class ETagMiddleware:
         environ[ENVIRON_IF_MATCH] = None
         if im_raw is None and inm_raw is None:
             if enabled and self.require_rules and self._required(method, environ.get("PATH_INFO", "")):
+                # RFC 6585 §3: the response "SHOULD include an explanation of how to
+                # successfully resubmit the request" and "MUST NOT be stored by a cache".
                 problem = HTTPProblem(
                     428,
                     "etag.if-match-required",
