@@ -149,6 +149,21 @@ def _backoff(attempt: int, base: float) -> None:
         time.sleep(base * (2**attempt) * (0.5 + random.random()))  # noqa: S311 - jitter only
 
 
+def _applied(
+    row: dict[str, Any],
+    changes: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
+    etag_of: Callable[[Mapping[str, Any]], str],
+    etag_column: str,
+) -> bool:
+    """Would applying *changes* to *row* leave its etag (its hashed state) as it is?"""
+    try:
+        new_values = dict(changes(dict(row)) if callable(changes) else changes)
+    except HTTPProblem:
+        return False  # the change does not even apply to the current state: stale
+    new_values.pop(etag_column, None)
+    return bool(etag_of({**row, **new_values}) == row[etag_column])
+
+
 def update_if_match(
     engine: Engine,
     table: Table,
@@ -160,6 +175,7 @@ def update_if_match(
     etag_column: str = "etag",
     retries: int = DEFAULT_RETRIES,
     backoff: float = DEFAULT_BACKOFF,
+    already_applied: bool = False,
 ) -> dict[str, Any]:
     """Read the row, check *if_match*, apply *changes*, and write it back atomically.
 
@@ -172,6 +188,10 @@ def update_if_match(
         ``None`` for an unconditional write (still atomic: no lost update of the etag).
     :param etag_of: the etag to store for the merged row, e.g.
         ``lambda row: generator.etag(row, "node")``.
+    :param already_applied: when If-Match does not match but applying *changes* to the
+        current row would change nothing, succeed without writing (RFC 9110 §13.1.1: the
+        server MAY answer 2xx "if the request appears to have already been applied", e.g.
+        a client retrying after a lost response).  Off by default.
     :returns: the merged row as written, with its new etag.
     :raises ResourceGone: 404.  :raises StaleEtag: 412.  :raises ConcurrentUpdate: 409
         (only without If-Match).
@@ -187,6 +207,8 @@ def update_if_match(
                 if if_match is not None:
                     if_match.mark_enforced()
                     if not if_match.matches(current):
+                        if already_applied and _applied(row, changes, etag_of, etag_column):
+                            return row
                         raise StaleEtag()
                 new_values = dict(changes(dict(row)) if callable(changes) else changes)
                 new_values.pop(etag_column, None)

@@ -217,6 +217,25 @@ def test_no_op_update_keeps_the_etag(db: tuple[Engine, Table]) -> None:
     assert row["etag"] == original["etag"]
 
 
+def test_already_applied_retry_is_2xx_only_when_enabled(db: tuple[Engine, Table]) -> None:
+    engine, table = db
+    original = seed(engine, table)
+    key = {"uuid": NODE_UUID}
+    # the client's PATCH was applied but the response was lost; it retries with its old tag
+    update_if_match(engine, table, key, {"name": "new"}, if_match=parse_if_match(original["etag"]),
+                    etag_of=etag_of)  # fmt: skip
+    with pytest.raises(StaleEtag):
+        update_if_match(engine, table, key, {"name": "new"}, if_match=parse_if_match(original["etag"]),
+                        etag_of=etag_of)  # fmt: skip
+    row = update_if_match(engine, table, key, {"name": "new"}, if_match=parse_if_match(original["etag"]),
+                          etag_of=etag_of, already_applied=True)  # fmt: skip
+    assert row["name"] == "new"
+    # a different change on top of a state the client never saw is still stale
+    with pytest.raises(StaleEtag):
+        update_if_match(engine, table, key, {"name": "other"}, if_match=parse_if_match(original["etag"]),
+                        etag_of=etag_of, already_applied=True)  # fmt: skip
+
+
 def test_ignored_field_raw_update_does_not_desync(db: tuple[Engine, Table]) -> None:
     engine, table = db
     original = seed(engine, table)
@@ -346,6 +365,42 @@ def test_postgres_serialization_failures_are_retried_then_412(postgres_server: S
         assert len(attempts) == 2 and row["name"] == "mine"
         stored = load(engine, table)
         assert stored is not None and stored["etag"] == etag_of(stored)
+    finally:
+        table.metadata.drop_all(engine)
+        engine.dispose()
+
+
+def test_a_real_postgres_deadlock_is_classified_retryable(postgres_server: Server) -> None:
+    table = make_table()
+    engine = create_engine(postgres_server.url)  # type: ignore[attr-defined]
+    table.metadata.create_all(engine)
+    try:
+        with engine.begin() as conn:
+            conn.execute(insert(table), [
+                {"uuid": u, "extra": {}, "properties": {}, "driver_internal_info": {}, "etag": "x"}
+                for u in ("a", "b")
+            ])  # fmt: skip
+        first_locked = threading.Barrier(2, timeout=30)
+        errors: list[OperationalError] = []
+
+        def lock_in_order(first: str, second: str) -> None:
+            try:
+                with engine.begin() as conn:
+                    conn.execute(text("SET LOCAL deadlock_timeout = '50ms'"))
+                    conn.execute(update(table).where(table.c.uuid == first).values(name="x"))
+                    first_locked.wait()
+                    conn.execute(update(table).where(table.c.uuid == second).values(name="x"))
+            except OperationalError as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=lock_in_order, args=order) for order in (("a", "b"), ("b", "a"))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert len(errors) == 1  # PostgreSQL broke the deadlock by failing one of the two
+        assert getattr(errors[0].orig, "sqlstate", None) == "40P01"  # deadlock_detected
+        assert is_retryable(errors[0])
     finally:
         table.metadata.drop_all(engine)
         engine.dispose()
