@@ -93,8 +93,12 @@ def make_conductor(service: Any) -> Any:
     return conductor
 
 
-def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://") -> WSGIApplication:
-    """The middleware stack around the Flask app's WSGI callable."""
+def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://", auth: Any = None) -> WSGIApplication:
+    """The middleware stack around the Flask app's WSGI callable.
+
+    *auth*: a filter ``app -> app`` put between request_id and noauth, which then reads the
+    verified X-Project-Id (baremetal_service.auth's http_basic; see wsgi.py).
+    """
     from oslo_middleware.request_id import RequestId
 
     from apimw.etag import ETagMiddleware
@@ -106,6 +110,8 @@ def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://") -> WSGIAp
     app = IdempotencyMiddleware(app, store=store_url, **IDEMPOTENCY_OPTIONS)
     app = MicroversionMiddleware(app, **MICROVERSION_OPTIONS)
     app = NoAuthMiddleware(app)
+    if auth is not None:
+        app = auth(app)
     app = RequestId(app)
     return app
 
