@@ -945,6 +945,17 @@ class ETagMiddleware:
         try:
             if method in self.methods:
                 return self._write(environ, start_response, method, enabled)
+            if method == "POST" and IF_MATCH in environ:
+                # A state change must not run unconditionally when the client asked for a
+                # condition we do not evaluate on this method: refuse rather than ignore.
+                if not enabled:
+                    return self._problem(environ, start_response, self._too_old(environ, "If-Match"))
+                return self._problem(environ, start_response, HTTPProblem(
+                    400,
+                    "etag.if-match-unsupported",
+                    "If-Match is not supported on POST here (only on "
+                    f"{', '.join(sorted(self.methods))}).",
+                ))  # fmt: skip
             if not enabled:
                 return self.app(environ, start_response)
             if self.not_modified and (method == "GET" or method == "HEAD"):

@@ -211,6 +211,30 @@ def test_any_precondition_below_the_etag_version_is_406(header: str, value: str)
     assert node_app.calls == 0 and "n1" in node_app.nodes
 
 
+def test_if_match_on_post_is_refused_unless_post_is_an_etag_method() -> None:
+    calls: list[Any] = []
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        calls.append(environ.get(ENVIRON_IF_MATCH))
+        if calls[-1] is not None:
+            mark_enforced(environ)
+        start_response("202 Accepted", [("Content-Type", "text/plain")])
+        return []
+
+    resp = run(stack(app), req(path="/v1/nodes/n1/vendor", method="POST", body={}, If_Match='W/"x"'))
+    assert resp.status_int == 400
+    assert code(resp) == "etag.if-match-unsupported"
+    too_old = run(stack(app), req(path="/v1/nodes/n1/vendor", method="POST", body={}, version="1.2",
+                                  If_Match='W/"x"'))  # fmt: skip
+    assert too_old.status_int == 406
+    assert calls == []
+    with_post = stack(app, methods=["PATCH", "POST"])
+    assert run(with_post, req(path="/v1/nodes/n1/vendor", method="POST", body={},
+                              If_Match='W/"x"')).status_int == 202  # fmt: skip
+    assert calls[0].tags == {"x"}
+    assert run(stack(app), req(path="/v1/nodes", method="POST", body={})).status_int == 202
+
+
 def test_if_match_at_the_etag_version_is_evaluated() -> None:
     node_app = NodeApp()
     tag = node_app.nodes["n1"]["etag"]
