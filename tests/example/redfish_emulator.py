@@ -17,6 +17,7 @@ see each other's power state.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import shutil
 import socket
 import sys
@@ -50,10 +51,10 @@ SYSTEMS = 48
 
 
 def _command() -> list[str]:
-    path = shutil.which("sushy-emulator")
-    if path is None:  # pragma: no cover - the test extra installs sushy-tools
-        raise RuntimeError("sushy-emulator is not installed; pip install -e '.[test]' (sushy-tools)")
-    return [sys.executable, path]
+    """``sushy-emulator`` of this interpreter (``python -m``: no PATH or shim involved)."""
+    if importlib.util.find_spec("sushy_tools") is None:  # pragma: no cover - the test extra has it
+        raise RuntimeError("sushy-tools is not installed; pip install -e '.[test]'")
+    return [sys.executable, "-m", "sushy_tools.emulator.main"]
 
 
 class RedfishEmulator(Server):

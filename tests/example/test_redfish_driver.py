@@ -21,6 +21,7 @@ from baremetal_service.drivers.redfish import RedfishHardware, parse_driver_info
 from apimw.errors import ConfigError
 from tests.example.redfish_emulator import (
     PASSWORD,
+    SYSTEMS,
     USERNAME,
     RedfishEmulator,
     closed_port_address,
@@ -225,7 +226,7 @@ def test_unknown_system_names_redfish_system_id(emulator: RedfishEmulator, hw: R
         hw.power.get_power_state(make_task(emulator, "no-such-system"))
     # several systems and no redfish_system_id: the driver cannot guess
     task = make_task(emulator, "")
-    with pytest.raises(DriverError, match="set redfish_system_id"):
+    with pytest.raises(DriverError, match=rf"manages {SYSTEMS} systems: set redfish_system_id"):
         hw.power.get_power_state(task)
 
 

@@ -264,8 +264,6 @@ def _error(info: RedfishConnectionInfo, error: Exception, doing: str) -> DriverE
         text = f"{where}: resource not found while {doing} (check redfish_system_id): {error.message}"
     elif isinstance(error, sushy_exc.ConnectionError):
         text = f"cannot reach {where} while {doing}: {_reason(error)}"
-    elif isinstance(error, sushy_exc.UnknownDefaultError):
-        text = f"{where} manages more or less than one system while {doing}: set redfish_system_id"
     elif isinstance(error, sushy_exc.HTTPError):
         text = f"{where} answered HTTP {error.status_code} while {doing}: {error.message}"
     else:
@@ -355,7 +353,16 @@ class _Settings:
         try:
             try:
                 root = sushy.Sushy(info.address, auth=auth, connector=conn, verify=info.verify_ca)
-                system = root.get_system(info.system_id)
+                system_id = info.system_id
+                if system_id is None:  # the BMC's only system (listed without fetching each member)
+                    members = list(root.get_system_collection().members_identities)
+                    if len(members) != 1:
+                        raise DriverError(
+                            f"the Redfish BMC at {info.address} manages {len(members)} systems: "
+                            "set redfish_system_id to choose one"
+                        )
+                    system_id = members[0]
+                system = root.get_system(system_id)
             except sushy_exc.SushyError as error:
                 raise _error(info, error, f"{doing} (connecting)") from None
             if isinstance(auth, sushy_auth.SessionOrBasicAuth) and not auth.can_refresh_session():
