@@ -42,7 +42,10 @@ Nodes
     may be ``"available"`` for pre-1.11 clients; default ``"enroll"``)
     ``get_node(ident, *, project_id=None) -> node``
     ``list_nodes(*, project_id=None, filters=None, limit=None, marker=None,
-    sort_key="id", sort_dir="asc") -> [node]``; filters: ``provision_state``,
+    sort_key="id", sort_dir="asc", fields=None) -> [node]``; ``fields`` (any
+    iterable of field names) narrows each document to those fields plus ``uuid``:
+    pass the fields a list shows, it saves most of the cost of a 100-node page;
+    filters: ``provision_state``,
     ``driver``, ``resource_class``, ``maintenance`` (bool), ``associated`` (bool),
     ``retired`` (bool), ``chassis_uuid``, ``instance_uuid``, ``conductor_group``,
     ``owner``, ``lessee``, ``shard``, ``fault``, ``description_contains``
@@ -58,6 +61,7 @@ Nodes
     ``set_maintenance(ident, on, reason=None, *, project_id=None, if_match=None) -> node``
     ``validate_node(ident, *, project_id=None) -> {interface: {"result", "reason"}}``
     ``secret_fields(driver) -> frozenset[str]``  (driver_info keys to mask)
+    (every ``list_*`` below takes the same ``fields`` argument)
 Ports
     ``create_port(values, *, project_id=None)``, ``get_port(ident, ...)``,
     ``list_ports(*, project_id=None, node=None, portgroup=None, address=None,
@@ -286,7 +290,9 @@ class BaremetalService:
         return self._node_out(doc)
 
     def get_node(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
-        return self._node_out(self.db.get("node", ident, project_id=project_id))
+        doc = self.db.get("node", ident, project_id=project_id, internal=False)
+        doc["conductor"] = self.drivers.host
+        return doc
 
     def list_nodes(
         self,
@@ -297,6 +303,7 @@ class BaremetalService:
         marker: str | None = None,
         sort_key: str = "id",
         sort_dir: str = "asc",
+        fields: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
         where: list[sa.ColumnElement[bool]] = []
         for name, value in (filters or {}).items():
@@ -320,9 +327,12 @@ class BaremetalService:
                 raise exc.InvalidParameterValue(f"Unknown node filter {name!r}")
         docs = self.db.list(
             "node", where=where, project_id=project_id, limit=limit, marker=marker,
-            sort_key=sort_key, sort_dir=sort_dir,
+            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=False,
         )  # fmt: skip
-        return [self._node_out(d) for d in docs]
+        host = self.drivers.host
+        for doc in docs:
+            doc["conductor"] = host
+        return docs
 
     def _node_changes(self, current: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
         """Validate a node change set against the current node; returns what to write."""
@@ -600,7 +610,7 @@ class BaremetalService:
         return public(self.db.insert("port", row, project_id=project_id))
 
     def get_port(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
-        return public(self.db.get("port", ident, project_id=project_id))
+        return self.db.get("port", ident, project_id=project_id, internal=False)
 
     def list_ports(
         self,
@@ -613,6 +623,7 @@ class BaremetalService:
         marker: str | None = None,
         sort_key: str = "id",
         sort_dir: str = "asc",
+        fields: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
         where: list[sa.ColumnElement[bool]] = []
         if node is not None:
@@ -624,9 +635,9 @@ class BaremetalService:
             where.append(PORTS.c.address == str(address).lower())
         docs = self.db.list(
             "port", where=where, project_id=project_id, limit=limit, marker=marker,
-            sort_key=sort_key, sort_dir=sort_dir,
+            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=False,
         )  # fmt: skip
-        return [public(d) for d in docs]
+        return docs
 
     def update_port(
         self,
@@ -677,7 +688,7 @@ class BaremetalService:
         return public(self.db.insert("portgroup", row, project_id=project_id))
 
     def get_portgroup(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
-        return public(self.db.get("portgroup", ident, project_id=project_id))
+        return self.db.get("portgroup", ident, project_id=project_id, internal=False)
 
     def list_portgroups(
         self,
@@ -689,6 +700,7 @@ class BaremetalService:
         marker: str | None = None,
         sort_key: str = "id",
         sort_dir: str = "asc",
+        fields: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
         where: list[sa.ColumnElement[bool]] = []
         if node is not None:
@@ -697,9 +709,9 @@ class BaremetalService:
             where.append(PORTGROUPS.c.address == str(address).lower())
         docs = self.db.list(
             "portgroup", where=where, project_id=project_id, limit=limit, marker=marker,
-            sort_key=sort_key, sort_dir=sort_dir,
+            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=False,
         )  # fmt: skip
-        return [public(d) for d in docs]
+        return docs
 
     def update_portgroup(
         self,
@@ -740,7 +752,7 @@ class BaremetalService:
         return public(self.db.insert("chassis", row))
 
     def get_chassis(self, ident: str) -> dict[str, Any]:
-        return public(self.db.get("chassis", ident))
+        return self.db.get("chassis", ident, internal=False)
 
     def list_chassis(
         self,
@@ -749,9 +761,12 @@ class BaremetalService:
         marker: str | None = None,
         sort_key: str = "id",
         sort_dir: str = "asc",
+        fields: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
-        docs = self.db.list("chassis", limit=limit, marker=marker, sort_key=sort_key, sort_dir=sort_dir)
-        return [public(d) for d in docs]
+        return self.db.list(
+            "chassis", limit=limit, marker=marker, sort_key=sort_key, sort_dir=sort_dir, fields=fields,
+            internal=False,
+        )  # fmt: skip
 
     def update_chassis(
         self,

@@ -244,6 +244,9 @@ def test_listing_100_nodes_is_one_query(db: Database) -> None:
         sa.event.remove(db.engine, "before_cursor_execute", record)
     assert len(page) == 100
     assert len(statements) == 1, statements
+    narrow = db.list("node", limit=100, fields=["name", "provision_state"], internal=False)
+    assert [d["name"] for d in narrow] == [f"n{i}" for i in range(100)]
+    assert set(narrow[0]) == {"uuid", "name", "provision_state"}
 
 
 # -- etags -------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 import uuid as uuidlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, cast
 
 import sqlalchemy as sa
@@ -67,6 +67,8 @@ INTERNAL_KEYS: Final = frozenset(
     {"id", "chassis_id", "node_id", "portgroup_id", "reserved_at", "pending_action",
      "_owner", "_lessee"}
 )  # fmt: skip
+_INTERNAL_TUPLE: Final = tuple(INTERNAL_KEYS)
+_EVENT_INSERT: Final = EVENTS.insert()
 #: Keys never copied into event payloads (secrets may live there).
 _PAYLOAD_EXCLUDED: Final = INTERNAL_KEYS | {"driver_info", "driver_internal_info", "instance_info"}
 MAX_WRITE_ATTEMPTS: Final = 20
@@ -90,8 +92,16 @@ def is_uuid_like(value: str) -> bool:
 
 
 def public(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """*doc* without the internal keys."""
-    return {k: v for k, v in doc.items() if k not in INTERNAL_KEYS}
+    """A copy of *doc* without the internal keys."""
+    out = dict(doc)
+    for key in _INTERNAL_TUPLE:
+        out.pop(key, None)
+    return out
+
+
+def _base_type(column: sa.ColumnElement[Any]) -> Any:
+    kind = column.type
+    return kind.impl if isinstance(kind, sa.types.TypeDecorator) else kind
 
 
 class _Kind:
@@ -113,21 +123,63 @@ class _Kind:
         self.not_found = not_found
         self.has_name = has_name
         self.owner_cols = owner_cols
-        self.datetimes = tuple(c.name for c in table.c if isinstance(c.type, sa.DateTime))
-        self.json_cols = frozenset(c.name for c in table.c if isinstance(c.type, sa.JSON))
+        self.datetimes = tuple(c.name for c in table.c if isinstance(_base_type(c), sa.DateTime))
+        self.json_cols = frozenset(c.name for c in table.c if isinstance(_base_type(c), sa.JSON))
         self.columns = frozenset(c.name for c in table.c)
+        self._narrowed: dict[frozenset[str], sa.Select[Any]] = {}
+        self.cas_update = table.update().where(
+            table.c.id == sa.bindparam("b_id"), table.c.etag == sa.bindparam("b_etag")
+        )
+        # Prebuilt lookups: bound parameters, so SQLAlchemy's compiled cache hits every time.
+        scope: sa.ColumnElement[bool] | None = None
+        if owner_cols is not None:
+            project = sa.bindparam("project")
+            scope = sa.or_(owner_cols[0] == project, owner_cols[1] == project)
+        self.lookups: dict[tuple[str, bool], sa.Select[Any]] = {}
+        for column in ("uuid", "name") if has_name else ("uuid",):
+            stmt = select.where(table.c[column] == sa.bindparam("ident"))
+            self.lookups[(column, False)] = stmt
+            self.lookups[(column, True)] = stmt if scope is None else stmt.where(scope)
         self.sortable = frozenset(
             c.name for c in table.c
             if c.name not in self.json_cols and c.name not in INTERNAL_KEYS - {"id"}
         )  # fmt: skip
 
+    def narrowed(self, fields: Iterable[str]) -> sa.Select[Any]:
+        """The SELECT of this kind restricted to *fields* (and ``uuid``, ``id``)."""
+        wanted = frozenset(fields) | {"uuid", "id"}
+        stmt = self._narrowed.get(wanted)
+        if stmt is None:
+            columns = [c for c in self.select.selected_columns if c.key in wanted]
+            stmt = self.select.with_only_columns(*columns)
+            if len(self._narrowed) < 256:
+                self._narrowed[wanted] = stmt
+        return stmt
+
     def to_doc(self, row: Any) -> dict[str, Any]:
         doc: dict[str, Any] = dict(row)
         for key in self.datetimes:
-            value = doc[key]
+            value = doc.get(key)
             if value is not None:
                 doc[key] = value.isoformat() + "+00:00"
         return doc
+
+    def to_docs(self, result: sa.CursorResult[Any], *, internal: bool) -> builtins.list[dict[str, Any]]:
+        """Every row of *result* as a document (without the internal keys unless *internal*)."""
+        keys = tuple(result.keys())
+        dates = [k for k in keys if k in self.datetimes]
+        drop = () if internal else [k for k in keys if k in INTERNAL_KEYS]
+        docs = []
+        for row in result.all():
+            doc = dict(zip(keys, row, strict=True))
+            for key in dates:
+                value = doc[key]
+                if value is not None:
+                    doc[key] = value.isoformat() + "+00:00"
+            for key in drop:
+                del doc[key]
+            docs.append(doc)
+        return docs
 
 
 _NODE_SELECT = sa.select(NODES, CHASSIS.c.uuid.label("chassis_uuid")).select_from(
@@ -246,13 +298,6 @@ class Database:
 
     # -- reads --------------------------------------------------------------------
 
-    def _where_ident(self, kind: _Kind, ident: str) -> sa.ColumnElement[bool] | None:
-        if is_uuid_like(ident):
-            return kind.table.c.uuid == ident.lower()
-        if kind.has_name:
-            return kind.table.c.name == ident
-        return None
-
     @staticmethod
     def _scope(kind: _Kind, project_id: str | None) -> sa.ColumnElement[bool] | None:
         if project_id is None or kind.owner_cols is None:
@@ -270,22 +315,30 @@ class Database:
         status: int | None = None,
     ) -> dict[str, Any]:
         kind = KINDS[kind_name]
-        where = self._where_ident(kind, ident) if isinstance(ident, str) else None
-        if where is None:
+        if not isinstance(ident, str):
             raise kind.not_found(ident, status=status)
-        stmt = kind.select.where(where)
-        scope = self._scope(kind, project_id)
-        if scope is not None:
-            stmt = stmt.where(scope)
-        row = conn.execute(stmt).mappings().first()
+        if is_uuid_like(ident):
+            column, ident_value = "uuid", ident.lower()
+        elif kind.has_name:
+            column, ident_value = "name", ident
+        else:
+            raise kind.not_found(ident, status=status)
+        stmt = kind.lookups[(column, project_id is not None)]
+        row = conn.execute(stmt, {"ident": ident_value, "project": project_id}).first()
         if row is None:
             raise kind.not_found(ident, status=status)
-        return kind.to_doc(row)
+        return kind.to_doc(row._mapping)
 
-    def get(self, kind: str, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
+    def get(
+        self, kind: str, ident: str, *, project_id: str | None = None, internal: bool = True
+    ) -> dict[str, Any]:
         """One resource by UUID (or name, for nodes, ports, portgroups); NotFound otherwise."""
         with self.engine.connect() as conn:
-            return self._fetch(conn, kind, ident, project_id)
+            doc = self._fetch(conn, kind, ident, project_id)
+        if not internal:
+            for key in _INTERNAL_TUPLE:
+                doc.pop(key, None)
+        return doc
 
     def get_by_id(self, kind_name: str, row_id: int) -> dict[str, Any] | None:
         kind = KINDS[kind_name]
@@ -303,8 +356,15 @@ class Database:
         marker: str | None = None,
         sort_key: str = "id",
         sort_dir: str = "asc",
+        fields: Iterable[str] | None = None,
+        internal: bool = True,
     ) -> builtins.list[dict[str, Any]]:
-        """A page of resources in one query, ordered by (*sort_key*, id)."""
+        """A page of resources in one query, ordered by (*sort_key*, id).
+
+        *fields* narrows the SELECT to those document fields (plus ``uuid``): a list
+        that shows six fields does not fetch and decode sixty.  ``internal=False``
+        leaves out the internal keys (what :func:`public` would do, without a copy).
+        """
         kind = KINDS[kind_name]
         if sort_dir not in ("asc", "desc"):
             raise exc.InvalidParameterValue(
@@ -317,7 +377,8 @@ class Database:
         limit = MAX_LIMIT if not limit else min(limit, MAX_LIMIT)
         table = kind.table
         col = table.c[sort_key]
-        stmt = kind.select.where(*where)
+        stmt = kind.select if fields is None else kind.narrowed(fields)
+        stmt = stmt.where(*where)
         scope = self._scope(kind, project_id)
         if scope is not None:
             stmt = stmt.where(scope)
@@ -339,9 +400,7 @@ class Database:
                 order = [col.desc().nulls_last(), table.c.id.desc()]
             if sort_key == "id":
                 order = order[1:]
-            rows = conn.execute(stmt.order_by(*order).limit(limit)).mappings().all()
-        to_doc = kind.to_doc
-        return [to_doc(r) for r in rows]
+            return kind.to_docs(conn.execute(stmt.order_by(*order).limit(limit)), internal=internal)
 
     def count(self, kind_name: str, *where: sa.ColumnElement[bool]) -> int:
         table = KINDS[kind_name].table
@@ -416,14 +475,15 @@ class Database:
         now: dt.datetime,
     ) -> None:
         conn.execute(
-            EVENTS.insert().values(
-                event_type=event_type,
-                resource_type=kind,
-                resource_uuid=doc["uuid"],
-                payload=_event_payload(doc),
-                created_at=now,
-                etag=etag,
-            )
+            _EVENT_INSERT,
+            {
+                "event_type": event_type,
+                "resource_type": kind,
+                "resource_uuid": doc["uuid"],
+                "payload": _event_payload(doc),
+                "created_at": now,
+                "etag": etag,
+            },
         )
 
     def insert(
@@ -454,7 +514,7 @@ class Database:
                 doc = {**self._doc_values(kind, row), **ref_docs}
                 etag = self._new_etag(kind_name, doc)
                 db_row = {**self._db_values(kind, row), **columns, "etag": etag}
-                inserted = conn.execute(kind.table.insert().values(**db_row)).inserted_primary_key
+                inserted = conn.execute(kind.table.insert(), db_row).inserted_primary_key
                 new_id = inserted[0] if inserted is not None else None
                 doc.update(columns, id=new_id, etag=etag)
                 self._event(conn, kind_name, doc, f"baremetal.{kind_name}.create.end", etag, now)
@@ -505,12 +565,15 @@ class Database:
                     values = {**self._db_values(kind, changes), **columns}
                     values.update(updated_at=now, etag=etag)
                     table = kind.table
-                    stmt = (
-                        table.update()
-                        .where(table.c.id == current["id"], _etag_is(table, current["etag"]), *where)
-                        .values(**values)
-                    )
-                    if conn.execute(stmt).rowcount != 1:
+                    if where or current["etag"] is None:
+                        stmt = table.update().where(
+                            table.c.id == current["id"], _etag_is(table, current["etag"]), *where
+                        )
+                        params = values
+                    else:  # prebuilt: the SET clause comes from the parameters (cached compile)
+                        stmt = kind.cas_update
+                        params = {**values, "b_id": current["id"], "b_etag": current["etag"]}
+                    if conn.execute(stmt, params).rowcount != 1:
                         raise _LostRace
                     doc["etag"] = etag
                     self._event(

@@ -39,6 +39,14 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor.close()
 
 
+def _psycopg_json(dbapi_connection: Any, _record: Any) -> None:
+    from psycopg.types.json import set_json_loads
+
+    from .models import fast_json_loads
+
+    set_json_loads(fast_json_loads, dbapi_connection)
+
+
 def create_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engine:
     """An engine for *url* with the per-backend settings this service relies on."""
     try:
@@ -61,5 +69,7 @@ def create_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engin
     if backend == "postgresql":
         if parsed.get_driver_name() != "psycopg":
             raise ConfigError(f"use postgresql+psycopg:// (psycopg 3); got {url!r}")
-        return sa.create_engine(parsed, echo=echo, pool_size=pool_size, max_overflow=pool_size * 2)
+        engine = sa.create_engine(parsed, echo=echo, pool_size=pool_size, max_overflow=pool_size * 2)
+        sa.event.listen(engine, "connect", _psycopg_json)
+        return engine
     raise ConfigError(f"unsupported database URL {url!r}: use sqlite:///file or postgresql+psycopg://")
