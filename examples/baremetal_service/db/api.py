@@ -133,7 +133,7 @@ class _Kind:
         # Prebuilt lookups: bound parameters, so SQLAlchemy's compiled cache hits every time.
         scope: sa.ColumnElement[bool] | None = None
         if owner_cols is not None:
-            project = sa.bindparam("project")
+            project: sa.BindParameter[Any] = sa.bindparam("project")
             scope = sa.or_(owner_cols[0] == project, owner_cols[1] == project)
         self.lookups: dict[tuple[str, bool], sa.Select[Any]] = {}
         for column in ("uuid", "name") if has_name else ("uuid",):
