@@ -57,11 +57,50 @@ def _command() -> list[str]:
     return [sys.executable, "-m", "sushy_tools.emulator.main"]
 
 
+def _self_signed_certificate(workdir: Path) -> Path:
+    """A CA:TRUE self-signed certificate for 127.0.0.1 (cert.pem) and its key (key.pem)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sushy-emulator test BMC")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(HOST))]), critical=False
+        )
+        .sign(key, hashes.SHA256())
+    )
+    (workdir / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    path = workdir / "cert.pem"
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
 class RedfishEmulator(Server):
     """``sushy-emulator --config <file>`` with fake systems, basic auth, no notifications."""
 
-    def __init__(self, workdir: Path, *, systems: int = SYSTEMS) -> None:
+    def __init__(self, workdir: Path, *, systems: int = SYSTEMS, tls: bool = False) -> None:
         super().__init__("sushy-emulator", free_port(), workdir)
+        #: with *tls*: the emulator's self-signed certificate (its own CA) for redfish_verify_ca
+        self.ca_file: Path | None = _self_signed_certificate(workdir) if tls else None
         self.systems = [
             {
                 "uuid": str(uuidlib.uuid4()),
@@ -87,11 +126,15 @@ class RedfishEmulator(Server):
             # never used (every system has external_notifier False); points nowhere reachable
             "EXTERNAL_NOTIFICATION_URL": f"http://{HOST}:9/",
         }
+        if self.ca_file is not None:
+            config["SUSHY_EMULATOR_SSL_CERT"] = str(self.ca_file)
+            config["SUSHY_EMULATOR_SSL_KEY"] = str(workdir / "key.pem")
         self.config_file.write_text("".join(f"{key} = {value!r}\n" for key, value in config.items()))
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        scheme = "https" if self.ca_file is not None else "http"
+        return f"{scheme}://{HOST}:{self.port}"
 
     def command(self) -> list[str]:
         return [*_command(), "--config", str(self.config_file)]
@@ -100,7 +143,8 @@ class RedfishEmulator(Server):
         try:
             with socket.create_connection((HOST, self.port), timeout=0.5):
                 pass
-            return requests.get(f"{self.url}/redfish/v1/", timeout=2).status_code == 200
+            verify = str(self.ca_file) if self.ca_file is not None else True
+            return requests.get(f"{self.url}/redfish/v1/", timeout=2, verify=verify).status_code == 200
         except (OSError, requests.RequestException):
             return False
 
@@ -120,6 +164,8 @@ class RedfishEmulator(Server):
     def _session(self) -> requests.Session:
         session = requests.Session()
         session.auth = (USERNAME, PASSWORD)
+        if self.ca_file is not None:
+            session.verify = str(self.ca_file)
         return session
 
     def power_state(self, system_id: str) -> str:
@@ -192,9 +238,9 @@ def wait_for_power(emulator: RedfishEmulator, system_id: str, state: str, timeou
         time.sleep(0.25)
 
 
-def serve(workdir_prefix: str = "redfish") -> Iterator[RedfishEmulator]:
+def serve(workdir_prefix: str = "redfish", *, tls: bool = False) -> Iterator[RedfishEmulator]:
     """Start an emulator, yield it, always stop it and remove its work directory."""
-    emulator = RedfishEmulator(make_workdir(workdir_prefix))
+    emulator = RedfishEmulator(make_workdir(workdir_prefix), tls=tls)
     try:
         emulator.start()
         yield emulator

@@ -282,3 +282,30 @@ def test_auto_auth_remembers_a_bmc_without_sessions(
     assert hw.power.get_power_state(task) == POWER_OFF
     assert not any("SessionService" in r.getMessage() for r in caplog.records)  # straight to basic
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+# -- TLS: redfish_verify_ca -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_emulator() -> Iterator[RedfishEmulator]:
+    yield from serve("redfish-tls", tls=True)
+
+
+def test_verify_ca_against_a_bmc_with_a_self_signed_certificate(
+    tls_emulator: RedfishEmulator, hw: RedfishHardware
+) -> None:
+    assert tls_emulator.url.startswith("https://")
+    system = tls_emulator.system_id()
+    # verified by default: the BMC's certificate is not trusted by the system CAs
+    with pytest.raises(DriverError, match="TLS certificate verification failed"):
+        hw.power.get_power_state(make_task(tls_emulator, system))
+    # trusted through redfish_verify_ca = the CA bundle path
+    task = make_task(tls_emulator, system, redfish_verify_ca=str(tls_emulator.ca_file))
+    assert hw.power.get_power_state(task) == POWER_OFF
+
+
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+def test_verify_ca_false_skips_verification(tls_emulator: RedfishEmulator, hw: RedfishHardware) -> None:
+    task = make_task(tls_emulator, redfish_verify_ca="false")
+    assert hw.power.get_power_state(task) == POWER_OFF
