@@ -27,6 +27,11 @@ _SF_STRING_RE: Final = re.compile(r'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)
 _SF_UNESCAPE_RE: Final = re.compile(r"\\([\"\\])")
 
 
+# built once: json.dumps() with non-default arguments builds a new encoder on every call
+_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
+
+
 class TokenError(ValueError):
     """The token header is malformed; ``code`` is the stable error code."""
 
@@ -106,7 +111,7 @@ def canonical_body(mtype: str, body: bytes) -> bytes:
             pass
         else:
             try:
-                return b"json:" + json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+                return b"json:" + _CANONICAL.encode(doc).encode()
             except (ValueError, RecursionError):
                 pass
     return b"raw:" + body
@@ -186,7 +191,7 @@ class RecordError(ValueError):
 
 def _encode(owner: bytes, state: bytes, meta: dict[str, object], body: bytes = b"") -> bytes:
     assert len(owner) == PREFIX_LEN - 1  # noqa: S101 - internal invariant
-    head = json.dumps(meta, separators=(",", ":"), ensure_ascii=True).encode()
+    head = _COMPACT.encode(meta).encode()
     return owner + state + head + b"\n" + body
 
 

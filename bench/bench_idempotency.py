@@ -1,6 +1,6 @@
 """Latency the idempotency middleware adds, against real Redis and memcached on loopback.
 
-    python bench/bench_idempotency.py [--n 3000]
+    python bench/bench_idempotency.py [--n 2000]
 
 For each store it measures, in the same run: a plain store round trip (``GET``
 of one key with the raw client) as the baseline; the app alone; the app behind
@@ -74,15 +74,26 @@ def median_us(samples: list[int]) -> float:
     return statistics.median(samples) / 1000.0
 
 
+ROUNDS = 5
+
+
 def interleaved(n: int, ops: dict[str, Callable[[int], Any]]) -> dict[str, float]:
-    """Median microseconds of each op, the ops taking turns so machine noise hits all alike."""
-    samples: dict[str, list[int]] = {name: [] for name in ops}
-    for i in range(n):
-        for name, op in ops.items():
-            t0 = time.perf_counter_ns()
-            op(i)
-            samples[name].append(time.perf_counter_ns() - t0)
-    return {name: median_us(values) for name, values in samples.items()}
+    """Median microseconds of each op, the ops taking turns so machine noise hits all alike.
+
+    Repeated for ``ROUNDS`` rounds; each op keeps its best (lowest) round median, the
+    usual way to see through a shared, busy machine.
+    """
+    best: dict[str, float] = {}
+    for r in range(ROUNDS):
+        samples: dict[str, list[int]] = {name: [] for name in ops}
+        for i in range(n):
+            for name, op in ops.items():
+                t0 = time.perf_counter_ns()
+                op(r * n + i)
+                samples[name].append(time.perf_counter_ns() - t0)
+        for name, values in samples.items():
+            best[name] = min(best.get(name, float("inf")), median_us(values))
+    return best
 
 
 def timed(n: int, make_env: Callable[[int], dict[str, Any]], wsgi: Callable[..., Iterable[bytes]]) -> float:
@@ -110,17 +121,25 @@ def bench_store(name: str, url: str, n: int, raw_get: Callable[[str], Any]) -> N
         prefix = uuid.uuid4().hex
         run(mw, environ("replayed-token"))
         # environ building is part of every op alike (the app-alone op subtracts it)
+        memory = IdempotencyMiddleware(app, lease=30, retention=600)
+        run(memory, environ("replayed-token"))
         got = interleaved(n, {
             "rtt": lambda i: raw_get("bench:baseline"),
             "bare": lambda i: run(app, environ(None)),
             "first": lambda i: run(mw, environ(f"{prefix}-{i}")),
             "replay": lambda i: run(mw, environ("replayed-token")),
+            # the middleware's own CPU time: the same requests on the in-process store
+            "cpu-first": lambda i: run(memory, environ(f"{prefix}-{i}")),
+            "cpu-replay": lambda i: run(memory, environ("replayed-token")),
         })  # fmt: skip
         rtt, bare = got["rtt"], got["bare"]
         first, replay = got["first"] - bare, got["replay"] - bare
+        cpu_first, cpu_replay = got["cpu-first"] - bare, got["cpu-replay"] - bare
         print(f"\n{name}: store round trip {rtt:.1f} us (baseline, same run); app alone {bare:.1f} us")
-        print(f"  first POST added {verdict(first, 2 * rtt + 50)}  ({first / rtt:.2f} round trips)")
-        print(f"  replay     added {verdict(replay, rtt + 30)}  ({replay / rtt:.2f} round trips)")
+        print(f"  first POST added {verdict(first, 2 * rtt + 50)}  ({first / rtt:.2f} round trips;"
+              f" middleware CPU on memory:// {cpu_first:.1f} us)")
+        print(f"  replay     added {verdict(replay, rtt + 30)}  ({replay / rtt:.2f} round trips;"
+              f" middleware CPU on memory:// {cpu_replay:.1f} us)")
     finally:
         mw.close()
 
@@ -129,14 +148,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--n", type=int, default=3000, help="requests per measurement")
+    parser.add_argument("--n", type=int, default=2000, help="requests per op per round")
     args = parser.parse_args()
 
     memory = IdempotencyMiddleware(app)
     for _ in range(1000):
         run(memory, environ(None))
-    envs = [environ(None) for _ in range(args.n * 5)]
-    got = interleaved(args.n * 5, {"bare": lambda i: run(app, envs[i]), "mw": lambda i: run(memory, envs[i])})
+    got = interleaved(args.n, {"bare": lambda i: run(app, environ(None)),
+                               "mw": lambda i: run(memory, environ(None))})  # fmt: skip
     bare, through = got["bare"], got["mw"]
     print(f"no token: app alone {bare:.2f} us, through the middleware {through:.2f} us")
     print(f"  no token   added {verdict(through - bare, 2.0)}")

@@ -36,6 +36,7 @@ class MemoryStore:
         self.max_items = max_items
         self._data: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
         self._lock = threading.Lock()
+        self._next_sweep = 0.0
 
     def _live(self, key: str, now: float) -> bytes | None:
         entry = self._data.get(key)
@@ -50,8 +51,10 @@ class MemoryStore:
         self._data[key] = (value, now + ttl)
         self._data.move_to_end(key)
         if len(self._data) > self.max_items:
-            for stale in [k for k, (_, exp) in self._data.items() if exp <= now]:
-                del self._data[stale]
+            if now >= self._next_sweep:  # a full sweep at most once a second (it is O(n))
+                self._next_sweep = now + 1.0
+                for stale in [k for k, (_, exp) in self._data.items() if exp <= now]:
+                    del self._data[stale]
             while len(self._data) > self.max_items:
                 self._data.popitem(last=False)
 

@@ -3,8 +3,9 @@
 Every record is one key, so every operation is a single-key command or a
 single-key Lua script, which Redis Cluster routes without hash tags.
 
-* Claim: one Lua script, ``SET key value NX PX lease`` and, when the key is
-  taken, the current value in the same round trip.
+* Claim: ``SET key value NX PX lease GET`` (Redis >= 7.0), which creates the
+  record or returns the one there in a single round trip; on older servers a
+  Lua script does the same.
 * Fenced complete/release: Lua scripts compare the first 33 bytes of the
   record (``GETRANGE``, cheap even for a large record) with the caller's owner
   prefix, then ``SET ... PX retention`` or ``DEL`` -- the pattern of redis-py's
@@ -73,6 +74,7 @@ class RedisStore:
         self.name = name
         self.client = client
         self._claim = client.register_script(_CLAIM)
+        self._set_get = True
         self._complete = client.register_script(_COMPLETE)
         self._release = client.register_script(_RELEASE)
 
@@ -80,6 +82,16 @@ class RedisStore:
         return StoreError(f"{self.name}: {what} failed: {type(exc).__name__}: {exc}")
 
     def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
+        if self._set_get:
+            # Redis >= 7.0: SET NX GET is the claim and the read of a taken key in one plain command.
+            try:
+                old = self.client.set(key, value, nx=True, px=_ms(lease), get=True)
+            except redis.ResponseError:
+                self._set_get = False  # an older server: use the Lua script from now on
+            except _ERRORS as exc:
+                raise self._fail("claim", exc) from exc
+            else:
+                return None if old is None else bytes(old)
         try:
             result = self._claim(keys=[key], args=[value, _ms(lease)])
         except _ERRORS as exc:
