@@ -402,6 +402,13 @@ class IdempotencyMiddleware:
 
     def _read_body(self, environ: WSGIEnvironment) -> bytes | HTTPProblem:
         """Buffer the request body (capped), then hand the app an equivalent input."""
+        try:
+            return self._read_body_unsafe(environ)
+        except (OSError, ValueError):  # the client went away mid-body, or a broken chunked stream
+            return HTTPProblem(400, "idempotency.body-incomplete",
+                               "The request body could not be read completely.")  # fmt: skip
+
+    def _read_body_unsafe(self, environ: WSGIEnvironment) -> bytes | HTTPProblem:
         length_text = environ.get("CONTENT_LENGTH") or ""
         chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
         stream = environ.get("wsgi.input")
@@ -413,6 +420,9 @@ class IdempotencyMiddleware:
             if length > self._max_request:
                 return self._too_large()
             body = stream.read(length) if stream is not None and length else b""
+            if len(body) != length:
+                return HTTPProblem(400, "idempotency.body-incomplete",
+                                   f"Content-Length is {length} but {len(body)} bytes arrived.")  # fmt: skip
         elif stream is not None and (chunked or environ.get("wsgi.input_terminated")):
             pieces: list[bytes] = []
             size = 0

@@ -784,3 +784,26 @@ def test_pep3333_validator_on_both_sides(backend: Backend, big: bool) -> None:
     answers.append(call(outer, environ_for(token=tok, body=b"{}")))
     answers.append(call(outer, environ_for(token="bad token")))
     assert [a.status for a in answers] == [201, 409 if big else 201, 409, 400]
+
+
+class BrokenInput:
+    def __init__(self, data: bytes, fail: bool) -> None:
+        self.data = data
+        self.fail = fail
+
+    def read(self, size: int = -1) -> bytes:
+        if self.fail:
+            raise OSError("client disconnected")
+        data, self.data = self.data[:size], self.data[size:]
+        return data
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["short-body", "disconnect"])
+def test_an_incomplete_request_body_is_400_not_500(backend: Backend, fail: bool) -> None:
+    mw, app = make(backend)
+    env = environ_for(token=token())
+    env["wsgi.input"] = BrokenInput(b'{"name": "x"}', fail)
+    env["CONTENT_LENGTH"] = "100"
+    answer = call(mw, env)
+    assert (answer.status, answer.code) == (400, "idempotency.body-incomplete")
+    assert app.calls == 0
