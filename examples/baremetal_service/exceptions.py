@@ -17,6 +17,7 @@ Hierarchy::
     │                               PortgroupMACExists, ChassisUuidExists, PortUuidExists,
     │                               PortgroupUuidExists, ResourceClassExists, ResourceClassInUse,
     │                               NodeLocked, NodeDeleteForbidden, NodeAssociated
+    ├── NodeProtected (403)         undeploy, rebuild or delete of a protected node
     ├── Invalid (400)               InvalidParameterValue, InvalidStateRequested, NoValidHost,
     │                               ChassisNotEmpty, PortgroupNotEmpty, NodeInMaintenance,
     │                               InvalidResourceClassName, InterfaceNotFound
@@ -54,6 +55,7 @@ __all__ = [
     "NodeInMaintenance",
     "NodeLocked",
     "NodeNameExists",
+    "NodeProtected",
     "NodeNotFound",
     "NodeUuidExists",
     "NotFound",
@@ -282,6 +284,17 @@ class NodeDeleteForbidden(Conflict):
             provision_state=state,
             allowed_states=list(DELETE_ALLOWED_STATES),
         )
+
+
+# -- 403 ---------------------------------------------------------------------
+
+
+class NodeProtected(BaremetalError):
+    status_code = 403
+    error_code = "baremetal.node-protected"
+
+    def __init__(self, node: str) -> None:
+        super().__init__(f"Node {node} is protected and cannot be undeployed, rebuilt or deleted")
 
 
 # -- 400 ---------------------------------------------------------------------

@@ -402,6 +402,8 @@ class BaremetalService:
             state = current["provision_state"]
             if state not in exc.DELETE_ALLOWED_STATES and not current["maintenance"]:
                 raise exc.NodeDeleteForbidden(current["uuid"], state)
+            if current.get("protected"):
+                raise exc.NodeProtected(current["uuid"])
             if current.get("instance_uuid"):
                 raise exc.NodeAssociated(current["uuid"], current["instance_uuid"])
 
@@ -427,6 +429,8 @@ class BaremetalService:
             if not states.can_do(state, target):
                 raise exc.InvalidStateRequested(target, uuid, state, states.allowed_actions(state))
             self._busy(current, self.conductor.name)
+            if current.get("protected") and target in ("deleted", "rebuild"):
+                raise exc.NodeProtected(uuid)
             if current["maintenance"] and target in ("active", "rebuild"):
                 raise exc.NodeInMaintenance("provisioning", uuid)
             if target == "clean" and not clean_steps:

@@ -179,6 +179,17 @@ def test_delete_rules(svc: BaremetalService) -> None:
     new(svc, "assoc", instance_uuid=OTHER_UUID)
     with pytest.raises(exc.NodeAssociated):
         svc.delete_node("assoc")
+    new(svc, "guarded", _initial_state="available")
+    svc.set_provision_state("guarded", "active")
+    settle(svc, "guarded")
+    svc.update_node("guarded", {"protected": True, "protected_reason": "prod"})
+    with pytest.raises(exc.NodeProtected) as protected:
+        svc.set_provision_state("guarded", "deleted")
+    assert protected.value.status == 403
+    svc.set_maintenance("guarded", True)  # maintenance allows deleting an active node, not a protected one
+    with pytest.raises(exc.NodeProtected):
+        svc.delete_node("guarded")
+    assert svc.get_node("guarded")["provision_state"] == "active"
 
 
 # -- states --------------------------------------------------------------------------------------

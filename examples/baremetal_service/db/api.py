@@ -384,13 +384,14 @@ class Database:
             stmt = stmt.where(scope)
         with self.engine.connect() as conn:
             if marker is not None:
-                mrow = (
-                    conn.execute(
-                        sa.select(col, table.c.id).where(table.c.uuid == str(marker).lower())
-                    ).first()
-                    if is_uuid_like(str(marker))
-                    else None
-                )
+                mrow = None
+                if is_uuid_like(str(marker)):
+                    mstmt = kind.select.with_only_columns(col, table.c.id).where(
+                        table.c.uuid == str(marker).lower()
+                    )
+                    if scope is not None:
+                        mstmt = mstmt.where(scope)
+                    mrow = conn.execute(mstmt).first()
                 if mrow is None:
                     raise kind.not_found(marker)
                 stmt = stmt.where(_after(col, table.c.id, mrow[0], mrow[1], sort_dir))
