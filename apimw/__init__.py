@@ -2,6 +2,8 @@
 
 Microversion negotiation, etag optimistic concurrency and ``X-Client-Token``
 idempotent replay, composable in paste.deploy pipelines, Flask, or plain WSGI.
+The client-side negotiator lives in :mod:`apimw.client` (needs ``requests``);
+the SQLAlchemy etag helpers in :mod:`apimw.etag_db`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from apimw.errors import (
     StoreError,
     VersionParseError,
 )
+from apimw.etag import ETagGenerator, ETagMiddleware
+from apimw.idempotency import IdempotencyMiddleware
 from apimw.microversion import (
     MicroversionMiddleware,
     VersionedFields,
@@ -25,7 +29,10 @@ from apimw.microversion import (
 __all__ = [
     "ApimwError",
     "ConfigError",
+    "ETagGenerator",
+    "ETagMiddleware",
     "HTTPProblem",
+    "IdempotencyMiddleware",
     "MicroversionMiddleware",
     "StoreError",
     "Version",

@@ -9,7 +9,15 @@ import pytest
 
 import apimw
 
-MODULES = ["apimw", "apimw.errors", "apimw.microversion"]
+MODULES = [
+    "apimw",
+    "apimw.client",
+    "apimw.errors",
+    "apimw.etag",
+    "apimw.etag_db",
+    "apimw.idempotency",
+    "apimw.microversion",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -23,12 +31,34 @@ def test_all_is_sorted_and_importable(name: str) -> None:
 
 
 def test_top_level_reexports_are_the_same_objects() -> None:
-    from apimw import microversion
+    from apimw import etag, idempotency, microversion
 
     assert apimw.MicroversionMiddleware is microversion.MicroversionMiddleware
+    assert apimw.ETagMiddleware is etag.ETagMiddleware
+    assert apimw.IdempotencyMiddleware is idempotency.IdempotencyMiddleware
 
 
-@pytest.mark.parametrize("name", ["microversion"])
+def test_importing_apimw_does_not_import_optional_backends() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, apimw; "
+        "bad = [m for m in ('redis', 'pymemcache', 'flask', 'oslo_config', 'sqlalchemy', 'requests') "
+        "if m in sys.modules]; print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_oslo_list_opts_covers_every_middleware() -> None:
+    from apimw._opts import list_opts
+
+    groups = dict(list_opts())
+    assert set(groups) == {"apimw_microversion", "apimw_etag", "apimw_idempotency"}
+
+
+@pytest.mark.parametrize("name", ["microversion", "etag", "idempotency"])
 def test_paste_entry_points_resolve_to_filter_factories(name: str) -> None:
     (ep,) = [e for e in entry_points(group="paste.filter_factory") if e.name == name and e.dist
              and e.dist.name == "apimw"]  # fmt: skip
