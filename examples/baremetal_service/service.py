@@ -343,12 +343,15 @@ class BaremetalService:
         if current.get("reservation"):
             raise exc.NodeLocked(current["uuid"], current["reservation"])
         driver = out.get("driver", current["driver"])
+        if not isinstance(driver, str):
+            raise exc.InvalidParameterValue("The driver of a node must be a string")
+        defaults = self.drivers.for_node(driver).interface_names
         if "driver" in out:
-            if not isinstance(driver, str):
-                raise exc.InvalidParameterValue("The driver of a node must be a string")
-            hw = self.drivers.for_node(driver)
-            for key, name in hw.interface_names.items():
+            for key, name in defaults.items():
                 out.setdefault(key, name)
+        for key, name in defaults.items():
+            if key in out and out[key] is None:  # removing an interface resets it to the default
+                out[key] = name
         self.drivers.check_interfaces(driver, out)
         if "name" in out:
             _check_name("node", out["name"])

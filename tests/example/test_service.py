@@ -153,6 +153,7 @@ def test_update_validates_like_create(svc: BaremetalService) -> None:
     assert info.value.status == 400
     chassis = svc.create_chassis({"description": "c1"})
     assert svc.update_node("b", {"chassis_uuid": chassis["uuid"]})["chassis_uuid"] == chassis["uuid"]
+    assert svc.update_node("b", {"power_interface": None})["power_interface"] == "fake"
     off = svc.update_node("b", {"maintenance": True, "maintenance_reason": "r"})
     assert off["maintenance_reason"] == "r"
     assert svc.update_node("b", {"maintenance": False})["maintenance_reason"] is None
