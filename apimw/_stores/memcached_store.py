@@ -183,7 +183,8 @@ class MemcachedStore:
                 del self._cas[next(iter(self._cas))]
 
     def _recall(self, key: str, expect: bytes) -> bytes | None:
-        return self._cas.pop((key, expect[:PREFIX_LEN]), None)
+        with self._lock:
+            return self._cas.pop((key, expect[:PREFIX_LEN]), None)
 
     def _add_gets(self, client: PooledClient, key: str, value: bytes, expire: int) -> bytes | None:
         """``add`` and ``gets`` pipelined in one round trip; remembers our cas token when we won.

@@ -86,8 +86,8 @@ class RedisStore:
             # Redis >= 7.0: SET NX GET is the claim and the read of a taken key in one plain command.
             try:
                 old = self.client.set(key, value, nx=True, px=_ms(lease), get=True)
-            except redis.ResponseError:
-                self._set_get = False  # an older server: use the Lua script from now on
+            except (redis.ResponseError, redis.DataError):
+                self._set_get = False  # an older server (or client): use the Lua script from now on
             except _ERRORS as exc:
                 raise self._fail("claim", exc) from exc
             else:
