@@ -215,3 +215,20 @@ def test_power_sync_never_overrides_queued_work(service: BaremetalService, emula
     after = service.get_node(node["uuid"])
     assert after["power_state"] == "power on"
     assert after["target_power_state"] == "power off"
+
+
+def test_bmc_failure_during_deploy_lands_in_deploy_failed(
+    service: BaremetalService, emulator: RedfishEmulator
+) -> None:
+    node = provision(service, service.create_node(redfish_node(emulator))["uuid"], "manage", "provide")
+    assert node["provision_state"] == "available"
+    # the BMC's password was changed behind our back
+    info = dict(node["driver_info"], redfish_password="rotated-elsewhere")
+    service.update_node(node["uuid"], {"driver_info": info})
+    node = provision(service, node["uuid"], "active")
+    assert node["provision_state"] == "deploy failed"
+    assert node["target_provision_state"] is None
+    assert node["last_error"].startswith("Failed to deploy. Error: the Redfish BMC at")
+    assert "refused the credentials" in node["last_error"]
+    assert node["power_state"] == "power off"
+    assert node["reservation"] is None
