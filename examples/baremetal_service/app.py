@@ -16,12 +16,14 @@ carries out provision and power actions); ``app.close()`` stops it.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from baremetal_service.api import create_flask_app, versions
 from baremetal_service.api.noauth import NoAuthMiddleware
+from baremetal_service.service import BaremetalService
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -54,12 +56,12 @@ IDEMPOTENCY_OPTIONS: Final[dict[str, Any]] = {
 
 
 class ServiceApp:
-    """The WSGI callable plus the domain service and conductor behind it."""
+    """The WSGI callable plus the domain service (and its conductor workers) behind it."""
 
-    def __init__(self, wsgi: WSGIApplication, service: Any, conductor: Any | None) -> None:
+    def __init__(self, wsgi: WSGIApplication, service: BaremetalService, closers: Iterable[Any] = ()) -> None:
         self.wsgi = wsgi
         self.service = service
-        self.conductor = conductor
+        self._closers = list(closers)
         self._closed = False
         self._lock = threading.Lock()
 
@@ -67,34 +69,24 @@ class ServiceApp:
         return self.wsgi(environ, start_response)
 
     def close(self) -> None:
+        """Stop the conductor workers, close the replay store and the database pool (once)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-        if self.conductor is not None:
-            self.conductor.stop()
-        close = getattr(self.service, "close", None)
-        if close is not None:
-            close()
+        for closer in self._closers:
+            closer.close()
+        self.service.close()
 
 
-def make_service(database_url: str) -> Any:
-    """The domain facade on *database_url* (schema migrated to head)."""
-    from baremetal_service.service import BaremetalService
-
-    return BaremetalService.from_url(database_url)
+def make_service(database_url: str, *, run_conductor: bool = True) -> BaremetalService:
+    """The domain facade on *database_url*: schema migrated, conductor workers started."""
+    return BaremetalService(database_url, conductor_workers=1 if run_conductor else 0)
 
 
-def make_conductor(service: Any) -> Any:
-    from baremetal_service.conductor import Conductor
-
-    conductor = Conductor(service)
-    conductor.start()
-    return conductor
-
-
-def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://", auth: Any = None) -> WSGIApplication:
-    """The middleware stack around the Flask app's WSGI callable.
+def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://",
+         closers: list[Any] | None = None, auth: Any = None) -> WSGIApplication:
+    """The middleware stack around the Flask app's WSGI callable (closables go to *closers*).
 
     *auth*: a filter ``app -> app`` put between request_id and noauth, which then reads the
     verified X-Project-Id (baremetal_service.auth's http_basic; see wsgi.py).
@@ -107,7 +99,10 @@ def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://", auth: Any
 
     app: WSGIApplication = flask_wsgi
     app = ETagMiddleware(app, **ETAG_OPTIONS)
-    app = IdempotencyMiddleware(app, store=store_url, **IDEMPOTENCY_OPTIONS)
+    idempotency = IdempotencyMiddleware(app, store=store_url, **IDEMPOTENCY_OPTIONS)
+    if closers is not None:
+        closers.append(idempotency)
+    app = idempotency
     app = MicroversionMiddleware(app, **MICROVERSION_OPTIONS)
     app = NoAuthMiddleware(app)
     if auth is not None:
@@ -123,10 +118,14 @@ def build_app(
     run_conductor: bool = True,
 ) -> ServiceApp:
     """The whole service: domain facade, conductor worker, Flask app and middleware stack."""
-    service = make_service(database_url)
-    flask_app = create_flask_app(service)
-    conductor = make_conductor(service) if run_conductor else None
-    return ServiceApp(wrap(flask_app.wsgi_app, store_url=store_url), service, conductor)
+    service = make_service(database_url, run_conductor=run_conductor)
+    try:
+        closers: list[Any] = []
+        wsgi = wrap(create_flask_app(service).wsgi_app, store_url=store_url, closers=closers)
+    except BaseException:
+        service.close()
+        raise
+    return ServiceApp(wsgi, service, closers)
 
 
 # -- paste.deploy ----------------------------------------------------------------------------
@@ -136,24 +135,33 @@ def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp
     """``[app:baremetal] paste.app_factory = baremetal_service.app:app_factory``: the bare Flask app."""
     database_url = local_conf.get("database", global_conf.get("database", "sqlite:///baremetal.sqlite"))
     run = str(local_conf.get("run_conductor", global_conf.get("run_conductor", "true"))).lower()
-    service = make_service(database_url)
-    conductor = make_conductor(service) if run in ("1", "true", "yes", "on") else None
-    return ServiceApp(create_flask_app(service).wsgi_app, service, conductor)
+    service = make_service(database_url, run_conductor=run in ("1", "true", "yes", "on"))
+    app = ServiceApp(create_flask_app(service).wsgi_app, service)
+    instance = global_conf.get("instance")
+    if instance:
+        _CREATED[str(instance)] = app
+    return app
+
+
+#: ServiceApps built by app_factory, by the ``instance`` load_paste_app passed (so it can close them).
+_CREATED: dict[str, ServiceApp] = {}
 
 
 class _PasteApp:
     """The pipeline loaded from api-paste.ini, remembering the inner ServiceApp to close it."""
 
-    def __init__(self, pipeline: WSGIApplication, inner: ServiceApp) -> None:
+    def __init__(self, pipeline: WSGIApplication, inner: ServiceApp, closers: Iterable[Any] = ()) -> None:
         self.pipeline = pipeline
         self.inner = inner
         self.service = inner.service
-        self.conductor = inner.conductor
+        self._closers = list(closers)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         return self.pipeline(environ, start_response)
 
     def close(self) -> None:
+        for closer in self._closers:
+            closer.close()
         self.inner.close()
 
 
@@ -168,22 +176,27 @@ def load_paste_app(
     """Load the pipeline from *ini_path* with the given database and store."""
     from paste.deploy import loadapp
 
-    created: list[ServiceApp] = []
+    instance = uuid.uuid4().hex
     global_conf = {
+        "instance": instance,
         "database": database_url,
         "store": store_url,
         "run_conductor": "true" if run_conductor else "false",
     }
     pipeline = loadapp(f"config:{Path(ini_path).resolve()}", name=name, global_conf=global_conf)
-    inner = _find_inner(pipeline, created)
-    return _PasteApp(pipeline, inner)
+    inner = _CREATED.pop(instance, None)
+    if inner is None:
+        raise RuntimeError(f"{ini_path}: the pipeline does not end in baremetal_service.app:app_factory")
+    return _PasteApp(pipeline, inner, _closables(pipeline))
 
 
-def _find_inner(app: Any, created: list[ServiceApp]) -> ServiceApp:
-    seen = 0
-    while not isinstance(app, ServiceApp) and seen < 20:
-        app = getattr(app, "app", None) or getattr(app, "application", None)
-        seen += 1
-    if not isinstance(app, ServiceApp):
-        raise RuntimeError("api-paste.ini pipeline does not end in baremetal_service.app:app_factory")
-    return app
+def _closables(app: Any) -> list[Any]:
+    """Middlewares in the pipeline that hold resources (the idempotency store)."""
+    found = []
+    for _ in range(20):
+        if app is None or isinstance(app, ServiceApp):
+            break
+        if callable(getattr(app, "close", None)):
+            found.append(app)
+        app = getattr(app, "app", None) or getattr(app, "_app", None) or getattr(app, "application", None)
+    return found

@@ -19,6 +19,7 @@ CHASSIS = Resource(
     patchable=("description", "extra"),
     sort_keys=("uuid", "description", "created_at", "updated_at"),
     sublinks=("nodes",),
+    scoped=False,
 )
 
 

@@ -62,5 +62,4 @@ def get_driver(name: str) -> Response:
 
 @bp.route("/v1/drivers/<name>/properties", methods=["GET"])
 def get_driver_properties(name: str) -> Response:
-    driver = service().get_driver(name)
-    return json_response(dict(serialize.get(driver, "properties") or {}))
+    return json_response(service().driver_properties(name))

@@ -61,8 +61,13 @@ _FILTERS: tuple[tuple[str, Version], ...] = (
 )
 
 
+def _secrets(node: Any) -> frozenset[str]:
+    driver = serialize.get(node, "driver")
+    return service().secret_fields(driver) if isinstance(driver, str) else frozenset()
+
+
 def _doc(node: Any, fields: list[str] | None = None) -> dict[str, Any]:
-    return serialize.node_doc(node, api_version(), base_url(), fields)
+    return serialize.node_doc(node, api_version(), base_url(), fields, _secrets(node))
 
 
 def _etag_headers(node: Any) -> list[tuple[str, str]]:
@@ -75,7 +80,7 @@ def _etag_headers(node: Any) -> list[tuple[str, str]]:
 # -- collection ---------------------------------------------------------------------------------
 
 
-def _list(detail: bool, path: str) -> Response:
+def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Response:
     served = api_version()
     fields = parse_fields(versions.NODE_FIELD_VERSIONS, serialize.NODE_FIELDS, "node")
     detail_arg = parse_bool("detail", request.args.get("detail"))
@@ -98,17 +103,19 @@ def _list(detail: bool, path: str) -> Response:
             require(f"Filtering nodes by {name}", since)
             filters[name] = value
     for name in ("maintenance", "associated", "retired"):
-        value = parse_bool(name, request.args.get(name))
-        if value is not None:
+        flag = parse_bool(name, request.args.get(name))
+        if flag is not None:
             if name == "retired":
                 require("Filtering nodes by retired", Version(1, 61))
-            filters[name] = value
+            filters[name] = flag
     chassis = request.args.get("chassis_uuid")
     if chassis is not None:
         filters["chassis_uuid"] = chassis
     instance = request.args.get("instance_uuid")
     if instance is not None:
         filters["instance_uuid"] = instance
+    extra = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in filters.items()}
+    filters.update(scope or {})
     nodes = service().list_nodes(
         project_id=project_id(),
         filters=filters,
@@ -124,9 +131,11 @@ def _list(detail: bool, path: str) -> Response:
         shown = fields if fields is not None else list(serialize.NODE_LIST_FIELDS)
         if fields is None:
             shown = [f for f in shown if versions.NODE_FIELD_VERSIONS.get(f, versions.MIN_VERSION) <= served]
-    docs = [serialize.node_doc(n, served, base, shown) for n in nodes]
+    if shown is not None and "driver_info" not in shown:
+        docs = [serialize.node_doc(n, served, base, shown) for n in nodes]
+    else:
+        docs = [serialize.node_doc(n, served, base, shown, _secrets(n)) for n in nodes]
     out: dict[str, Any] = {"nodes": docs}
-    extra = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in filters.items()}
     nxt = next_link("nodes", docs, paging, shown or [], extra, path=path)
     if nxt:
         out["next"] = nxt
@@ -137,6 +146,12 @@ def _list(detail: bool, path: str) -> Response:
 @bp.route("/v1/nodes/", methods=["GET"])
 def list_nodes() -> Response:
     return _list(False, "nodes")
+
+
+@bp.route("/v1/chassis/<chassis_ident>/nodes", methods=["GET"])
+def list_chassis_nodes(chassis_ident: str) -> Response:
+    chassis = service().get_chassis(chassis_ident)
+    return _list(False, f"chassis/{chassis_ident}/nodes", {"chassis_uuid": serialize.get(chassis, "uuid")})
 
 
 @bp.route("/v1/nodes/detail", methods=["GET"])
@@ -190,10 +205,18 @@ def patch_node(ident: str) -> Response:
             raise bad_request(f"'add' and 'replace' operations need a value (path {op['path']}).")
         touched.add(field)
     check_fields_allowed(touched, versions.NODE_FIELD_VERSIONS, "node")
-    svc = service()
-    node = svc.get_node(ident, project_id=project_id())
+
+    def changes(node: dict[str, Any]) -> dict[str, Any]:
+        # Runs inside the service's compare-and-swap loop on the current, unmasked node,
+        # so concurrent PATCHes never lose each other's changes.
+        return _patched_changes(node, patch)
+
+    node = service().update_node(ident, changes, project_id=project_id(), if_match=if_match())
+    return json_response(_doc(node), headers=_etag_headers(node))
+
+
+def _patched_changes(node: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
     current = {f: copy.deepcopy(serialize.get(node, f)) for f in PATCHABLE}
-    # A PATCH of driver_info must work on the real values, never on the masked ones.
     try:
         patched = jsonpatch.apply_patch(current, patch)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
@@ -205,12 +228,17 @@ def patch_node(ident: str) -> Response:
             patched[field] = serialize.default_for(field)
     if patched.get("driver") in (None, ""):
         raise bad_request("Cannot remove the driver of a node.", "request.invalid-patch")
+    info = patched.get("driver_info")
+    if isinstance(info, dict):
+        # A client that sends back the masked "******" keeps the stored secret.
+        stored = current.get("driver_info") or {}
+        for key, value in info.items():
+            if value == serialize.MASK and key in stored:
+                info[key] = stored[key]
     validate(
         {k: v for k, v in patched.items() if v is not None or k in _NULLABLE}, schemas.NODE_PATCHED, "node"
     )
-    changes = {f: patched[f] for f in PATCHABLE if patched[f] != current[f]}
-    node = svc.update_node(ident, changes, project_id=project_id(), if_match=if_match())
-    return json_response(_doc(node), headers=_etag_headers(node))
+    return {f: patched[f] for f in PATCHABLE if patched[f] != current[f]}
 
 
 _NULLABLE = frozenset(

@@ -36,6 +36,7 @@ PORTGROUPS = Resource(
     since=versions.PORTGROUPS,
     sublinks=("ports",),
     filters=(("node", Version(1, 23)), ("address", Version(1, 23))),
+    filter_kwargs={"node_uuid": "node"},
 )
 
 
@@ -74,7 +75,7 @@ def list_portgroup_ports(ident: str) -> Response:
     PORTGROUPS.gate()
     require("Portgroup sub-resource ports", versions.PORTGROUPS_SUBCONTROLLERS)
     pg = service().get_portgroup(ident, project_id=project_id())
-    return PORTS.list(scope={"portgroup_uuid": serialize.get(pg, "uuid")}, path=f"portgroups/{ident}/ports")
+    return PORTS.list(scope={"portgroup": serialize.get(pg, "uuid")}, path=f"portgroups/{ident}/ports")
 
 
 @bp.route("/v1/nodes/<node_ident>/portgroups", methods=["GET"])
@@ -82,6 +83,4 @@ def list_node_portgroups(node_ident: str) -> Response:
     PORTGROUPS.gate()
     require("Node sub-resource portgroups", versions.PORTGROUPS_SUBCONTROLLERS)
     node = service().get_node(node_ident, project_id=project_id())
-    return PORTGROUPS.list(
-        scope={"node_uuid": serialize.get(node, "uuid")}, path=f"nodes/{node_ident}/portgroups"
-    )
+    return PORTGROUPS.list(scope={"node": serialize.get(node, "uuid")}, path=f"nodes/{node_ident}/portgroups")

@@ -75,7 +75,7 @@ def delete_port(ident: str) -> Response:
 
 def _node_scope(node_ident: str) -> dict[str, Any]:
     node = service().get_node(node_ident, project_id=project_id())
-    return {"node_uuid": serialize.get(node, "uuid")}
+    return {"node": serialize.get(node, "uuid")}
 
 
 @bp.route("/v1/nodes/<node_ident>/ports", methods=["GET"])

@@ -45,6 +45,10 @@ class Resource:
     sublinks: tuple[str, ...] = ()
     filters: tuple[tuple[str, Version], ...] = ()
     service_name: str = ""  # method suffix on the service: create_<name>...
+    #: the service scopes this resource to the caller's project (chassis are global)
+    scoped: bool = True
+    #: query parameter -> the service's list keyword (e.g. node_uuid -> node)
+    filter_kwargs: Mapping[str, str] = field(default_factory=dict)
     #: turns request filters/body values into the service's (e.g. node name -> uuid)
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     extra_detail: Sequence[str] = field(default_factory=tuple)
@@ -64,6 +68,9 @@ class Resource:
         return serialize.simple_doc(
             self.kind, self.collection, obj, api_version(), base_url(), fields, self.sublinks
         )
+
+    def scope(self) -> dict[str, Any]:
+        return {"project_id": project_id()} if self.scoped else {}
 
     def etag_headers(self, obj: Any) -> list[tuple[str, str]]:
         etag = serialize.get(obj, "etag")
@@ -92,15 +99,17 @@ class Resource:
         if detail and fields is not None:
             raise bad_request("Can not specify ?detail=True and fields in the same request.")
         paging = parse_paging(self.sort_keys)
-        filters: dict[str, Any] = dict(scope or {})
+        filters: dict[str, Any] = {}
         for name, since in self.filters:
             value = request.args.get(name)
             if value is not None:
                 require(f"Filtering {self.collection} by {name}", since)
                 filters[name] = value
+        kwargs = {self.filter_kwargs.get(k, k): v for k, v in filters.items()}
+        kwargs.update(scope or {})
         items = getattr(service(), f"list_{self.collection}")(
-            project_id=project_id(),
-            filters=filters,
+            **self.scope(),
+            **kwargs,
             limit=paging["limit"],
             marker=paging["marker"],
             sort_key=paging["sort_key"],
@@ -116,7 +125,7 @@ class Resource:
             ]
         docs = [self.doc(i, shown) for i in items]
         out: dict[str, Any] = {self.collection: docs}
-        extra = {k: str(v) for k, v in filters.items() if scope is None or k not in scope}
+        extra = {k: str(v) for k, v in filters.items()}
         nxt = next_link(self.collection, docs, paging, shown or [], extra, path=path)
         if nxt:
             out["next"] = nxt
@@ -125,7 +134,7 @@ class Resource:
     def get(self, ident: str) -> Response:
         self.gate()
         fields = parse_fields(self.field_versions, self.fields, self.kind)
-        obj = getattr(service(), f"get_{self.svc_name}")(ident, project_id=project_id())
+        obj = getattr(service(), f"get_{self.svc_name}")(ident, **self.scope())
         return json_response(self.doc(obj, fields), headers=self.etag_headers(obj))
 
     def create(self) -> Response:
@@ -136,7 +145,7 @@ class Resource:
         values = dict(body)
         if self.prepare is not None:
             values = self.prepare(values)
-        obj = getattr(service(), f"create_{self.svc_name}")(values, project_id=project_id())
+        obj = getattr(service(), f"create_{self.svc_name}")(values, **self.scope())
         doc = self.doc(obj)
         location = f"{base_url()}/v1/{self.collection}/{doc['uuid']}"
         return json_response(doc, 201, [("Location", location), *self.etag_headers(obj)])
@@ -159,8 +168,17 @@ class Resource:
                 raise bad_request(f"'add' and 'replace' operations need a value (path {op['path']}).")
             touched.add(name)
         check_fields_allowed(touched, self.field_versions, self.kind)
-        svc = service()
-        obj = getattr(svc, f"get_{self.svc_name}")(ident, project_id=project_id())
+
+        def changes(current_obj: dict[str, Any]) -> dict[str, Any]:
+            return self._patched_changes(current_obj, patch)
+
+        obj = getattr(service(), f"update_{self.svc_name}")(
+            ident, changes, **self.scope(), if_match=if_match()
+        )
+        return json_response(self.doc(obj), headers=self.etag_headers(obj))
+
+    def _patched_changes(self, obj: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
+        allowed = set(self.patchable)
         current = {f: copy.deepcopy(serialize.get(obj, f)) for f in self.patchable}
         try:
             patched = jsonpatch.apply_patch(current, patch)
@@ -173,15 +191,9 @@ class Resource:
         schema = dict(self.create_schema)
         schema["required"] = [r for r in schema.get("required", ()) if r in check]
         validate(check, schema, self.kind)
-        changes = {f: patched[f] for f in self.patchable if patched[f] != current[f]}
-        if self.prepare is not None:
-            changes = self.prepare(changes)
-        obj = getattr(svc, f"update_{self.svc_name}")(
-            ident, changes, project_id=project_id(), if_match=if_match()
-        )
-        return json_response(self.doc(obj), headers=self.etag_headers(obj))
+        return {f: patched[f] for f in self.patchable if patched[f] != current[f]}
 
     def delete(self, ident: str) -> Response:
         self.gate()
-        getattr(service(), f"delete_{self.svc_name}")(ident, project_id=project_id(), if_match=if_match())
+        getattr(service(), f"delete_{self.svc_name}")(ident, **self.scope(), if_match=if_match())
         return empty_response(204)

@@ -114,12 +114,16 @@ def get(obj: Any, name: str) -> Any:
     return _iso(value)
 
 
-def mask_secrets(info: Mapping[str, Any]) -> dict[str, Any]:
-    """driver_info with every secret-looking value replaced by ``******``."""
+def mask_secrets(info: Mapping[str, Any], secrets: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """driver_info with every secret value replaced by ``******``.
+
+    Secret are the keys the node's driver declares (*secrets*) and, as a safety net,
+    every key whose name says password, secret, token, key or credential.
+    """
     out: dict[str, Any] = {}
     for key, value in info.items():
         lowered = key.lower()
-        if value is not None and value != "" and any(p in lowered for p in SECRET_KEY_PARTS):
+        if value not in (None, "") and (key in secrets or any(p in lowered for p in SECRET_KEY_PARTS)):
             out[key] = MASK
         else:
             out[key] = value
@@ -141,8 +145,12 @@ _PLAIN, _LINKS, _SUBLINKS, _MASKED, _OLD_STATE = range(5)
 
 
 @lru_cache(maxsize=1024)
-def _plan(kind: str, version: Version, fields: tuple[str, ...] | None, sublinks: frozenset[str],
-          ) -> tuple[tuple[str, int, Any], ...]:
+def _plan(
+    kind: str,
+    version: Version,
+    fields: tuple[str, ...] | None,
+    sublinks: frozenset[str],
+) -> tuple[tuple[str, int, Any], ...]:
     names = visible(kind, version)
     if fields is not None:
         wanted = set(fields)
@@ -164,7 +172,13 @@ def _plan(kind: str, version: Version, fields: tuple[str, ...] | None, sublinks:
     return tuple(plan)
 
 
-def _render(plan: tuple[tuple[str, int, Any], ...], obj: Any, base: str, resource: str) -> dict[str, Any]:
+def _render(
+    plan: tuple[tuple[str, int, Any], ...],
+    obj: Any,
+    base: str,
+    resource: str,
+    secrets: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
     source = obj if isinstance(obj, dict) else {n: getattr(obj, n, None) for n, _a, _d in plan}
     uuid = str(source.get("uuid"))
     doc: dict[str, Any] = {}
@@ -181,21 +195,37 @@ def _render(plan: tuple[tuple[str, int, Any], ...], obj: Any, base: str, resourc
             doc[name] = links(base, resource, uuid, name)
         elif action == _MASKED:
             value = source.get(name)
-            doc[name] = mask_secrets(value) if value else {}
+            doc[name] = mask_secrets(value, secrets) if value else {}
         else:  # before 1.2 AVAILABLE was called NOSTATE (null)
             value = source.get(name)
             doc[name] = None if value == "available" else value
     return doc
 
 
-def node_doc(node: Any, version: Version, base: str, fields: Sequence[str] | None = None) -> dict[str, Any]:
-    """A node at *version*; *fields* (already version-checked) narrows it, links always kept."""
+def node_doc(
+    node: Any,
+    version: Version,
+    base: str,
+    fields: Sequence[str] | None = None,
+    secrets: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """A node at *version*; *fields* (already version-checked) narrows it, links always kept.
+
+    *secrets*: the driver_info keys the node's driver declares secret (masked).
+    """
     plan = _plan("node", version, None if fields is None else tuple(fields), NODE_SUBLINKS)
-    return _render(plan, node, base, "nodes")
+    return _render(plan, node, base, "nodes", secrets)
 
 
-def simple_doc(kind: str, resource: str, obj: Any, version: Version, base: str,
-               fields: Sequence[str] | None = None, sublinks: tuple[str, ...] = ()) -> dict[str, Any]:
+def simple_doc(
+    kind: str,
+    resource: str,
+    obj: Any,
+    version: Version,
+    base: str,
+    fields: Sequence[str] | None = None,
+    sublinks: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """A port, portgroup or chassis at *version*."""
     plan = _plan(kind, version, None if fields is None else tuple(fields), frozenset(sublinks))
     return _render(plan, obj, base, resource)

@@ -1,0 +1,192 @@
+"""The bare-metal service over real HTTP on 127.0.0.1, against every ``database_url``.
+
+``api`` is a :class:`Api` bound to a running service (whole middleware stack, conductor
+worker on), on a fresh database from the domain tests' ``database_url`` fixture
+(SQLite and PostgreSQL).  Requests go through ``requests`` on a keep-alive session.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+from baremetal_service.app import build_app, load_paste_app
+from baremetal_service.db.models import Base
+
+from ..conftest import BACKENDS, empty_pg_database
+
+LATEST = "latest"
+
+
+class Server:
+    """A threaded HTTP/1.1 server (werkzeug) in a thread, serving *app* on an ephemeral loopback port.
+
+    The production command serves with waitress (tested in test_pipeline); here the
+    server must start and stop cleanly many times per session.
+    """
+
+    def __init__(self, app: Any) -> None:
+        from werkzeug.serving import make_server
+
+        self.app = app
+        self.server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, name="http-server", daemon=True)
+
+    def start(self) -> Server:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+        self.app.close()
+
+
+class Api:
+    """A tiny client: ``api.get("/v1/nodes", version="1.5")`` -> requests.Response."""
+
+    def __init__(self, url: str, *, version: str | None = LATEST, project: str | None = None) -> None:
+        self.url = url
+        self.version = version
+        self.project = project
+        self.session = requests.Session()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        version: str | None = "",
+        json: Any = None,
+        data: bytes | str | None = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> requests.Response:
+        hdrs: dict[str, str] = {}
+        chosen = self.version if version == "" else version
+        if chosen is not None:
+            hdrs["X-OpenStack-Ironic-API-Version"] = chosen
+        if self.project:
+            hdrs["X-Project-Id"] = self.project
+        if data is not None:
+            hdrs["Content-Type"] = "application/json"
+        hdrs.update(headers or {})
+        return self.session.request(
+            method, self.url + path, json=json, data=data, headers=hdrs, params=params, timeout=10
+        )
+
+    def get(self, path: str, **kw: Any) -> requests.Response:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> requests.Response:
+        return self.request("POST", path, json=body, **kw)
+
+    def patch(self, path: str, body: Any = None, **kw: Any) -> requests.Response:
+        return self.request("PATCH", path, json=body, **kw)
+
+    def put(self, path: str, body: Any = None, **kw: Any) -> requests.Response:
+        return self.request("PUT", path, json=body, **kw)
+
+    def delete(self, path: str, **kw: Any) -> requests.Response:
+        return self.request("DELETE", path, **kw)
+
+    def as_project(self, project: str | None) -> Api:
+        return Api(self.url, version=self.version, project=project)
+
+    def node(self, **fields: Any) -> dict[str, Any]:
+        body = {"driver": "fake-hardware", **fields}
+        resp = self.post("/v1/nodes", body)
+        assert resp.status_code == 201, resp.text
+        return resp.json()
+
+    def wait_for(
+        self,
+        path: str,
+        predicate: Callable[[dict[str, Any]], bool],
+        timeout: float = 10.0,
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        doc: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            doc = self.get(path).json()
+            if predicate(doc):
+                return doc
+            time.sleep(0.02)
+        raise AssertionError(f"timed out waiting on {path}; last: {doc}")
+
+
+def error_of(resp: requests.Response) -> dict[str, Any]:
+    """The decoded Ironic error: faultstring and the stable code."""
+    import json
+
+    body = resp.json()
+    inner = json.loads(body["error_message"])
+    return {"faultstring": inner["faultstring"], "code": body["errors"][0]["code"]}
+
+
+def reset(app: Any) -> None:
+    """Empty every table: one migrated database per backend serves the whole session."""
+    url = app.service.db.url
+    if url.startswith("postgresql"):
+        empty_pg_database(url)
+        return
+
+    with app.service.db.engine.begin() as conn:
+        for table in reversed(Base.metadata.sorted_tables):
+            conn.execute(table.delete())
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A migrated database per backend for the session (the domain tests' templates)."""
+    if request.param == "sqlite":
+        template = request.getfixturevalue("sqlite_template")
+        target = tmp_path_factory.mktemp("api-db") / "api.db"
+        shutil.copyfile(template, target)
+        return f"sqlite:///{target}"
+    url: str = request.getfixturevalue("pg_database")
+    return url
+
+
+@pytest.fixture(scope="session")
+def session_server(backend_url: str) -> Iterator[Server]:
+    server = Server(build_app(database_url=backend_url, store_url="memory://")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def service_server(session_server: Server) -> Server:
+    """The code-built stack over HTTP, on an emptied database (SQLite and PostgreSQL)."""
+    reset(session_server.app)
+    return session_server
+
+
+@pytest.fixture
+def service_url(service_server: Server) -> str:
+    return service_server.url
+
+
+@pytest.fixture
+def paste_service_url(service_server: Server) -> Iterator[str]:
+    """The api-paste.ini pipeline over HTTP, on the same database as ``service_server``."""
+    server = Server(load_paste_app(database_url=service_server.app.service.db.url, store_url="memory://"))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def api(service_url: str) -> Api:
+    return Api(service_url)

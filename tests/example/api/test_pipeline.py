@@ -1,0 +1,129 @@
+"""The code-built stack and the api-paste.ini pipeline give the same answers; the CLI starts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from .conftest import Api, Server, reset
+
+_VOLATILE = {"x-openstack-request-id", "date", "server", "content-length", "location"}
+
+
+def _scenario(api: Api, token: str) -> list[tuple[Any, ...]]:
+    """A little of everything; returns what a client would compare (minus ids and times)."""
+    out: list[tuple[Any, ...]] = []
+
+    def record(resp: requests.Response) -> requests.Response:
+        headers = {k.lower(): v for k, v in resp.headers.items() if k.lower() not in _VOLATILE}
+        headers.pop("etag", None)
+        body: Any = None
+        if resp.content:
+            body = resp.json()
+            if isinstance(body, dict):
+                body = sorted(body)  # key sets (values hold uuids and times)
+        out.append((resp.request.method, resp.status_code, sorted(headers.items()), body))
+        return resp
+
+    record(api.get("/", version=None))
+    record(api.get("/v1", version="latest"))
+    node = record(api.post("/v1/nodes", {"driver": "fake-hardware", "name": "same"})).json()
+    record(api.post("/v1/nodes", {"driver": "fake-hardware", "name": "same"}))
+    record(api.post("/v1/nodes", {"driver": "fake-hardware", "name": "old"}, version="1.1"))
+    record(api.request("POST", "/v1/nodes", data=b'{"driver": '))
+    record(api.get("/v1/nodes", version="99.99"))
+    record(api.get("/v1/nodes", version="spam"))
+    record(api.get(f"/v1/nodes/{node['uuid']}", version="1.1"))
+    record(api.patch(f"/v1/nodes/{node['uuid']}", [{"op": "add", "path": "/extra/a", "value": 1}]))
+    first = record(
+        api.post("/v1/nodes", {"driver": "fake-hardware", "name": "tok"}, headers={"X-Client-Token": token})
+    )
+    again = record(
+        api.post("/v1/nodes", {"driver": "fake-hardware", "name": "tok"}, headers={"X-Client-Token": token})
+    )
+    assert first.json()["uuid"] == again.json()["uuid"]
+    record(api.request("PUT", "/v1/resource_classes/CUSTOM_SAME"))
+    record(api.request("PUT", "/v1/resource_classes/CUSTOM_SAME"))
+    record(api.delete(f"/v1/nodes/{node['uuid']}"))
+    return out
+
+
+def test_paste_pipeline_answers_like_the_code_built_one(
+    service_server: Server, paste_service_url: str
+) -> None:
+    in_code = _scenario(Api(service_server.url), f"t-{uuid.uuid4()}")
+    reset(service_server.app)  # both servers share one database
+    from_ini = _scenario(Api(paste_service_url), f"t-{uuid.uuid4()}")
+    assert len(in_code) == 15
+    assert in_code == from_ini
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_baremetal_service_command_serves_and_stops(tmp_path: Path) -> None:
+    port = _free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "baremetal_service.cli",
+        "--port",
+        str(port),
+    ]
+    log = tmp_path / "service.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            deadline = time.monotonic() + 20
+            resp = None
+            while time.monotonic() < deadline and proc.poll() is None:
+                try:
+                    resp = requests.get(f"http://127.0.0.1:{port}/v1/nodes", timeout=1)
+                    break
+                except requests.ConnectionError:
+                    time.sleep(0.1)
+            assert resp is not None and resp.status_code == 200, log.read_text()
+            assert resp.json() == {"nodes": []}
+            assert resp.headers["X-OpenStack-Ironic-API-Maximum-Version"] == "1.117"
+            assert (tmp_path / "baremetal.sqlite").exists()  # the default database is a file in cwd
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0
+
+
+def test_bad_database_url_fails_fast_with_a_clear_message(tmp_path: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "baremetal_service.cli",
+        "--port",
+        str(_free_port()),
+        "--database",
+        "mysql://nope",
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "cannot start" in done.stderr and "database URL" in done.stderr
