@@ -1,0 +1,84 @@
+"""Sample gunicorn configuration for the bare-metal service (see docs/production.md).
+
+    export BAREMETAL_DATABASE=postgresql+psycopg://baremetal:secret@db.example.com/baremetal
+    export BAREMETAL_STORE=redis://cache.example.com:6379/0
+    export BAREMETAL_ETAG_KEY=$(cat /etc/baremetal/etag.key)
+    gunicorn -c examples/baremetal_service/gunicorn.conf.py baremetal_service.wsgi:application
+
+Command-line flags override these values (``-w 8``, ``-b 127.0.0.1:7000``).
+Every value can also come from the environment variables named below.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+# -- where and how many ---------------------------------------------------------------------
+# Loopback only: put a TLS-terminating proxy (nginx, haproxy) in front.
+bind = [os.environ.get("BAREMETAL_BIND", "127.0.0.1:6385")]
+# The API waits on PostgreSQL and Redis, so a few threads per process pay off; processes
+# give CPU parallelism (one GIL each).  Every process also runs its conductor thread(s).
+workers = int(os.environ.get("BAREMETAL_WORKERS", "4"))
+worker_class = "gthread"
+threads = int(os.environ.get("BAREMETAL_THREADS", "4"))
+# Each process builds its own database pool, store connections and conductor threads
+# after the fork: never preload (threads and sockets do not survive a fork).
+preload_app = False
+
+# -- time limits ----------------------------------------------------------------------------
+# A request that takes longer is killed with its worker.  Keep the idempotency
+# middleware's `lease` (300 s by default) above this, so a retry never runs alongside
+# a request that is still in progress.
+timeout = int(os.environ.get("BAREMETAL_TIMEOUT", "60"))
+graceful_timeout = 30
+keepalive = 5
+# Recycle processes now and then (bounded memory growth), not all at once.
+max_requests = 20000
+max_requests_jitter = 2000
+
+# -- safety -----------------------------------------------------------------------------------
+limit_request_line = 8190
+limit_request_fields = 100
+# Trust X-Forwarded-* only from the local proxy.
+forwarded_allow_ips = "127.0.0.1"
+# BAREMETAL_ACCESS_LOG="" switches the access log off
+accesslog = os.environ.get("BAREMETAL_ACCESS_LOG", "-") or None
+errorlog = "-"
+loglevel = os.environ.get("BAREMETAL_LOG_LEVEL", "info")
+proc_name = "baremetal-api"
+# gunicorn >= 25 opens a control socket in $XDG_RUNTIME_DIR or ~/.gunicorn by default;
+# one per user clashes when several instances run.  Enable it with a path if you use gunicornc.
+control_socket_disable = True
+
+
+# -- hooks ----------------------------------------------------------------------------------
+
+
+def on_starting(server: Any) -> None:
+    """In the master, before any worker exists: refuse memory:// with several workers.
+
+    The worker count is also exported to the workers (BAREMETAL_WORKER_PROCESSES), so
+    baremetal_service.wsgi refuses it again when it builds the application.
+    """
+    from baremetal_service.wsgi import check_store_processes
+
+    processes = int(server.cfg.workers)
+    store = os.environ.get("BAREMETAL_STORE") or "memory://"
+    try:
+        check_store_processes(store, processes)
+    except Exception as exc:  # gunicorn prints a RuntimeError as "Error: ..." and exits 1
+        raise RuntimeError(f"baremetal-service: {exc}") from None
+    os.environ["BAREMETAL_WORKER_PROCESSES"] = str(processes)
+
+
+def pre_fork(server: Any, worker: Any) -> None:
+    """Before each fork: tell the worker how many processes serve now (TTIN can add some)."""
+    os.environ["BAREMETAL_WORKER_PROCESSES"] = str(max(int(server.cfg.workers), int(server.num_workers)))
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """Stop this process's conductor threads and close its pool and store connections."""
+    from baremetal_service.wsgi import close_application
+
+    close_application()

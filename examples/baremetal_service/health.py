@@ -1,0 +1,170 @@
+"""``/healthcheck``: oslo.middleware's healthcheck app with a database + replay-store backend.
+
+The ``baremetal`` backend (entry point ``oslo.middleware.healthcheck:baremetal``)
+checks, in parallel and each within ``timeout`` seconds:
+
+* the **database**: ``SELECT 1`` on the service's connection pool;
+* the **idempotency store**: a read of one probe key (Redis, memcached; the
+  in-process ``memory://`` store is always reachable).
+
+All reachable -> ``200`` (``HEAD``: ``204``); anything down -> ``503``.  The
+reasons name each part and its state (``database: OK``, ``idempotency store:
+UNAVAILABLE``) and never a URL, host name or credential; ``detailed`` mode adds
+the exception class.  The endpoint is unauthenticated: :class:`HealthRoute`
+answers it in front of the auth middleware (load balancers probe it), as Ironic
+serves ``/healthcheck``.
+
+In code::
+
+    health = make_health_app(BackendChecks(engine=service.db.engine, store=store))
+    app = HealthRoute(app, health)                       # outermost
+
+With paste.deploy (the backend opens its own small pool and store from the URLs)::
+
+    [composite:main]
+    use = egg:Paste#urlmap
+    / = api
+    /healthcheck = healthcheck
+
+    [app:healthcheck]
+    paste.app_factory = oslo_middleware:Healthcheck.app_factory
+    backends = baremetal
+    database = %(database)s
+    store = %(store)s
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import sqlalchemy as sa
+from oslo_middleware.healthcheck import Healthcheck
+from oslo_middleware.healthcheck.pluginbase import HealthcheckBaseExtension, HealthcheckResult
+
+from apimw.errors import StoreError
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+    from sqlalchemy.engine import Engine
+
+    from apimw._stores import Store
+
+__all__ = ["BackendChecks", "BaremetalHealthcheck", "HealthRoute", "make_health_app"]
+
+LOG = logging.getLogger(__name__)
+
+HEALTH_PATH: Final = "/healthcheck"
+#: conf key through which code hands the checks object to the plugin.
+CONF_CHECKS: Final = "baremetal_checks"
+PROBE_KEY: Final = "apimw:healthcheck:probe"
+OK: Final = "OK"
+DOWN: Final = "UNAVAILABLE"
+
+
+class BackendChecks:
+    """Reachability of the database and the replay store, each bounded by *timeout* seconds."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine | None,
+        store: Store | None,
+        timeout: float = 2.0,
+        owns: Iterable[Any] = (),
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.timeout = timeout
+        self._owns = list(owns)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="healthcheck")
+
+    def _database(self) -> None:
+        assert self.engine is not None  # noqa: S101 - only submitted when set
+        with self.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+
+    def _store(self) -> None:
+        assert self.store is not None  # noqa: S101 - only submitted when set
+        self.store.get(PROBE_KEY)
+
+    def run(self) -> list[tuple[str, bool, str]]:
+        """``[(part, reachable, error class or "")]`` for the database and the store."""
+        parts: list[tuple[str, Any]] = []
+        if self.engine is not None:
+            parts.append(("database", self._database))
+        if self.store is not None:
+            parts.append(("idempotency store", self._store))
+        futures = [(name, self._pool.submit(fn)) for name, fn in parts]
+        results = []
+        for name, future in futures:
+            try:
+                future.result(timeout=self.timeout)
+            except concurrent.futures.TimeoutError:
+                results.append((name, False, "timed out"))
+            except (sa.exc.SQLAlchemyError, StoreError, OSError) as exc:
+                LOG.warning("healthcheck: %s unreachable: %s", name, type(exc).__name__)
+                results.append((name, False, type(exc).__name__))
+            else:
+                results.append((name, True, ""))
+        return results
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for resource in self._owns:
+            close = getattr(resource, "close", None) or getattr(resource, "dispose", None)
+            if close is not None:
+                close()
+
+
+class BaremetalHealthcheck(HealthcheckBaseExtension):
+    """The oslo.middleware healthcheck backend (``backends = baremetal``)."""
+
+    def __init__(self, oslo_conf: Any, conf: dict[str, Any]) -> None:
+        super().__init__(oslo_conf, conf)
+        checks = conf.get(CONF_CHECKS)
+        if checks is None:
+            checks = _checks_from_urls(conf)
+        self.checks: BackendChecks = checks
+
+    def healthcheck(self, server_port: int) -> HealthcheckResult:
+        results = self.checks.run()
+        available = all(ok for _, ok, _ in results)
+        reason = "; ".join(f"{name}: {OK if ok else DOWN}" for name, ok, _ in results) or OK
+        details = "; ".join(f"{name}: {why}" for name, ok, why in results if not ok) or None
+        return HealthcheckResult(available=available, reason=reason, details=details)
+
+
+def _checks_from_urls(conf: Mapping[str, Any]) -> BackendChecks:
+    """paste.deploy: a one-connection pool and a store of the service's URLs."""
+    from apimw._stores import open_store
+
+    from .db.engine import create_engine
+
+    engine = create_engine(conf["database"], pool_size=1) if conf.get("database") else None
+    store = open_store(conf["store"]) if conf.get("store") else None
+    return BackendChecks(engine=engine, store=store, owns=[x for x in (engine, store) if x is not None])
+
+
+def make_health_app(checks: BackendChecks, *, detailed: bool = False) -> WSGIApplication:
+    """oslo.middleware's Healthcheck app running the ``baremetal`` backend on *checks*."""
+    app: WSGIApplication = Healthcheck(
+        None, {"backends": ["baremetal"], "detailed": detailed, CONF_CHECKS: checks}
+    )
+    return app
+
+
+class HealthRoute:
+    """Answer ``GET/HEAD /healthcheck`` with *health*; everything else goes to *app*."""
+
+    def __init__(self, app: WSGIApplication, health: WSGIApplication, *, path: str = HEALTH_PATH) -> None:
+        self.app = app
+        self.health = health
+        self.path = path
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == self.path:
+            return self.health(environ, start_response)
+        return self.app(environ, start_response)

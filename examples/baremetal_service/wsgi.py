@@ -1,0 +1,253 @@
+"""The service as a WSGI ``application`` for gunicorn (or any WSGI server), configured by environment.
+
+    gunicorn -c examples/baremetal_service/gunicorn.conf.py baremetal_service.wsgi:application
+
+Each worker process builds its own stack on first access of ``application``
+(PEP 562 module ``__getattr__``: importing this module has no side effect):
+database pool, conductor worker threads, replay store connections.  Processes
+share nothing but the database and the replay store, which is what keeps the
+guarantees across processes: the client-token claim is atomic in Redis or
+memcached, the If-Match check is atomic in the database ``UPDATE``, and a node's
+queued action is claimed by exactly one conductor with a database lease.
+
+=================================  ==============================  ===========================================
+environment variable               default                         meaning
+=================================  ==============================  ===========================================
+``BAREMETAL_DATABASE``             ``sqlite:///baremetal.sqlite``  SQLAlchemy URL (``postgresql+psycopg://...``)
+``BAREMETAL_STORE``                ``memory://``                   idempotency store: ``redis://``, ``memcached://``
+``BAREMETAL_AUTH_STRATEGY``        ``noauth``                      ``noauth`` (trusts ``X-Project-Id``),
+                                                                   ``http_basic`` (htpasswd + bcrypt)
+``BAREMETAL_HTPASSWD``             ``/etc/baremetal/htpasswd``     the ``http_basic`` user file
+``BAREMETAL_AUTH_PROJECT``         (none)                          ``http_basic``: project of every user
+``BAREMETAL_PASTE_INI``            (none)                          build the pipeline from this api-paste.ini
+                                                                   instead (keystonemiddleware auth_token)
+``BAREMETAL_ETAG_KEY``             (random per process)            etag HMAC key; give every process the same
+``BAREMETAL_CONDUCTOR_WORKERS``    ``1``                           conductor threads per process (0: API only)
+``BAREMETAL_HEALTHCHECK``          ``true``                        serve ``/healthcheck`` (unauthenticated)
+``BAREMETAL_WORKER_PROCESSES``     ``1``                           how many processes serve (gunicorn.conf.py
+                                                                   sets it); ``memory://`` refuses more than 1
+``BAREMETAL_DEBUG_WORKER_HEADER``  ``false``                       add ``X-Baremetal-Worker-Pid`` to responses
+                                                                   (tests and load checks, never production)
+=================================  ==============================  ===========================================
+
+A bad value is a :class:`apimw.errors.ConfigError` with one clear sentence,
+raised when the worker loads the application (gunicorn then stops).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+from apimw.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+__all__ = ["MEMORY_STORE_MESSAGE", "WsgiApp", "check_store_processes", "make_application", "settings"]
+
+DEFAULT_DATABASE: Final = "sqlite:///baremetal.sqlite"
+DEFAULT_STORE: Final = "memory://"
+DEFAULT_HTPASSWD: Final = "/etc/baremetal/htpasswd"
+AUTH_STRATEGIES: Final = ("noauth", "http_basic")
+WORKER_PID_HEADER: Final = "X-Baremetal-Worker-Pid"
+
+MEMORY_STORE_MESSAGE: Final = (
+    "the memory:// idempotency store cannot be used with {processes} worker processes: each process "
+    "would keep its own records, so a retried X-Client-Token request reaching another process would "
+    "run again (a second node). Set BAREMETAL_STORE to a shared store (redis://host:6379/0 or "
+    "memcached://host:11211), or run a single worker process."
+)
+
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE: Final = frozenset({"0", "false", "no", "off", ""})
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(f"{name} must be true or false, got {value!r}")
+
+
+def _count(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    value = env.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+    if number < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {number}")
+    return number
+
+
+def check_store_processes(store_url: str, processes: int) -> None:
+    """Refuse ``memory://`` when more than one process serves (the one-line reason is the message)."""
+    if processes > 1 and urlsplit(store_url).scheme.lower() == "memory":
+        raise ConfigError(MEMORY_STORE_MESSAGE.format(processes=processes))
+
+
+def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The validated configuration read from *env* (default ``os.environ``)."""
+    env = os.environ if env is None else env
+    strategy = env.get("BAREMETAL_AUTH_STRATEGY", "noauth").strip().lower() or "noauth"
+    if strategy not in AUTH_STRATEGIES:
+        raise ConfigError(
+            f"BAREMETAL_AUTH_STRATEGY must be one of {', '.join(AUTH_STRATEGIES)}, got {strategy!r} "
+            "(keystone: use BAREMETAL_PASTE_INI with an auth_token pipeline)"
+        )
+    conf: dict[str, Any] = {
+        "database": env.get("BAREMETAL_DATABASE") or DEFAULT_DATABASE,
+        "store": env.get("BAREMETAL_STORE") or DEFAULT_STORE,
+        "auth_strategy": strategy,
+        "htpasswd": env.get("BAREMETAL_HTPASSWD") or DEFAULT_HTPASSWD,
+        "auth_project": env.get("BAREMETAL_AUTH_PROJECT") or None,
+        "paste_ini": env.get("BAREMETAL_PASTE_INI") or None,
+        "etag_key": env.get("BAREMETAL_ETAG_KEY") or None,
+        "conductor_workers": _count(env, "BAREMETAL_CONDUCTOR_WORKERS", 1, 0),
+        "healthcheck": _flag(env, "BAREMETAL_HEALTHCHECK", True),
+        "processes": max(
+            _count(env, "BAREMETAL_WORKER_PROCESSES", 1, 1), _count(env, "WEB_CONCURRENCY", 1, 1)
+        ),
+        "debug_worker_header": _flag(env, "BAREMETAL_DEBUG_WORKER_HEADER", False),
+    }
+    check_store_processes(conf["store"], conf["processes"])
+    return conf
+
+
+class _WorkerPid:
+    """Adds ``X-Baremetal-Worker-Pid`` (debug only: which process answered)."""
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self.app = app
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        header = (WORKER_PID_HEADER, str(os.getpid()))  # read per call: correct after a fork
+
+        def _start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            return start_response(status, [*headers, header], exc_info)
+
+        return self.app(environ, _start)
+
+
+class WsgiApp:
+    """The WSGI callable gunicorn serves, plus ``close()`` (conductor, store, pool) for worker exit."""
+
+    def __init__(self, wsgi: WSGIApplication, closers: Iterable[Any]) -> None:
+        self.wsgi = wsgi
+        self._closers = list(closers)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        return self.wsgi(environ, start_response)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for closer in reversed(self._closers):
+            closer.close()
+
+
+def _auth_filter(conf: Mapping[str, Any]) -> Any:
+    if conf["auth_strategy"] != "http_basic":
+        return None
+    from .auth import BasicAuthMiddleware
+
+    kwargs: dict[str, Any] = {"user_file": conf["htpasswd"], "project_id": conf["auth_project"]}
+    BasicAuthMiddleware(lambda e, s: [], **kwargs)  # validate the file now, before building the service
+
+    def _wrap(app: WSGIApplication) -> WSGIApplication:
+        return BasicAuthMiddleware(app, **kwargs)
+
+    return _wrap
+
+
+def _idempotency_store(closers: Iterable[Any]) -> Any:
+    for closer in closers:
+        store = getattr(closer, "store", None)
+        if store is not None and callable(getattr(store, "claim", None)):
+            return store
+    return None
+
+
+def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
+    """Build the whole service for this process from *env* (default ``os.environ``)."""
+    conf = settings(env)
+    closers: list[Any] = []
+    if conf["paste_ini"]:
+        from .app import load_paste_app
+
+        pasted = load_paste_app(
+            conf["paste_ini"],
+            database_url=conf["database"],
+            store_url=conf["store"],
+            run_conductor=conf["conductor_workers"] > 0,
+        )
+        closers.append(pasted)
+        wsgi: WSGIApplication = pasted
+        service = pasted.service
+        store = _idempotency_store(getattr(pasted, "_closers", ()))
+    else:
+        from .api import create_flask_app
+        from .app import wrap
+        from .service import BaremetalService
+
+        auth = _auth_filter(conf)
+        service = BaremetalService(
+            conf["database"],
+            etag_key=conf["etag_key"],
+            conductor_workers=conf["conductor_workers"],
+        )
+        closers.append(service)
+        try:
+            inner: list[Any] = []
+            wsgi = wrap(create_flask_app(service).wsgi_app, store_url=conf["store"], closers=inner, auth=auth)
+            closers.extend(inner)
+        except BaseException:
+            service.close()
+            raise
+        store = _idempotency_store(inner)
+    if conf["healthcheck"]:
+        from .health import BackendChecks, HealthRoute, make_health_app
+
+        checks = BackendChecks(engine=service.db.engine, store=store)
+        closers.append(checks)
+        wsgi = HealthRoute(wsgi, make_health_app(checks))
+    if conf["debug_worker_header"]:
+        wsgi = _WorkerPid(wsgi)
+    return WsgiApp(wsgi, closers)
+
+
+_APP: dict[str, WsgiApp] = {}
+_APP_LOCK = threading.Lock()
+
+
+def __getattr__(name: str) -> Any:
+    """``application``: built on first access, once per process."""
+    if name != "application":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    with _APP_LOCK:
+        if "app" not in _APP:
+            _APP["app"] = make_application()
+        return _APP["app"]
+
+
+def close_application() -> None:
+    """Close this process's application if it was built (gunicorn's worker_exit hook calls it)."""
+    with _APP_LOCK:
+        app = _APP.pop("app", None)
+    if app is not None:
+        app.close()
