@@ -366,3 +366,58 @@ def test_threads_share_a_memcached_store_safely(memcached_server: Server) -> Non
         assert app.calls == 4
     finally:
         mw.close()
+
+
+# -- every backend against one model (Hypothesis state machine) ------------------------------
+
+
+def test_stores_match_the_model_under_random_interleavings(any_store: Any) -> None:
+    from hypothesis import settings
+    from hypothesis import strategies as st
+    from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
+
+    owners = [bytes([c]) * 32 for c in b"abc"]
+    run_id = uuid.uuid4().hex[:8]
+
+    class StoreModel(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.round = uuid.uuid4().hex[:8]
+            self.model: dict[str, bytes] = {}
+
+        def key(self, k: int) -> str:
+            return f"sm:{run_id}:{self.round}:{k}"
+
+        @rule(k=st.integers(0, 2), o=st.sampled_from(owners))
+        def claim(self, k: int, o: bytes) -> None:
+            value = o + b"P{}\n"
+            got = any_store.claim(self.key(k), value, 60)
+            if k in self.model:
+                assert got == self.model[k]
+            else:
+                assert got is None
+                self.model[k] = value
+
+        @rule(k=st.integers(0, 2), o=st.sampled_from(owners), body=st.binary(max_size=20))
+        def complete(self, k: int, o: bytes, body: bytes) -> None:
+            value = o + b"C{}\n" + body
+            ok = any_store.complete(self.key(k), o + b"P", value, 60)
+            expected = k in self.model and self.model[k].startswith(o + b"P")
+            assert ok == expected
+            if ok:
+                self.model[k] = value
+
+        @rule(k=st.integers(0, 2), o=st.sampled_from(owners))
+        def release(self, k: int, o: bytes) -> None:
+            ok = any_store.release(self.key(k), o + b"P")
+            expected = k in self.model and self.model[k].startswith(o + b"P")
+            assert ok == expected
+            if ok:
+                del self.model[k]
+
+        @rule(k=st.integers(0, 2))
+        def get(self, k: int) -> None:
+            assert any_store.get(self.key(k)) == self.model.get(k)
+
+    run_state_machine_as_test(StoreModel, settings=settings(max_examples=40, stateful_step_count=25,
+                                                            deadline=None))  # fmt: skip
