@@ -124,25 +124,30 @@ def _check_one(db: Database, drivers: DriverRegistry, doc: dict[str, Any]) -> Sy
 
 
 def sync_power_states(
-    db: Database, drivers: DriverRegistry, *, workers: int = 4, limit: int = 1000
+    db: Database, drivers: DriverRegistry, *, workers: int = 4, page_size: int = 500
 ) -> list[SyncResult]:
     """One pass over the idle nodes; returns a result per node checked (changes and errors)."""
-    nodes = db.list(
-        "node",
-        where=[
-            NODES.c.maintenance.is_(False),
-            NODES.c.reservation.is_(None),
-            NODES.c.pending_action.is_(None),
-            NODES.c.target_power_state.is_(None),
-        ],
-        limit=limit,
-    )
-    eligible = [doc for doc in nodes if _idle(doc)]
-    if not eligible:
-        return []
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(eligible)))) as pool:
-        found = list(pool.map(lambda doc: _check_one(db, drivers, doc), eligible))
-    return [result for result in found if result is not None]
+    results: list[SyncResult] = []
+    last_id = 0  # keyset paging on the primary key: robust to nodes deleted meanwhile
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="power-sync") as pool:
+        while True:
+            page = db.list(
+                "node",
+                where=[
+                    NODES.c.maintenance.is_(False),
+                    NODES.c.reservation.is_(None),
+                    NODES.c.pending_action.is_(None),
+                    NODES.c.target_power_state.is_(None),
+                    NODES.c.id > last_id,
+                ],
+                limit=page_size,
+            )
+            eligible = [doc for doc in page if _idle(doc)]
+            found = pool.map(lambda doc: _check_one(db, drivers, doc), eligible)
+            results.extend(result for result in found if result is not None)
+            if len(page) < page_size:
+                return results
+            last_id = int(page[-1]["id"])
 
 
 class PowerSync:
