@@ -122,6 +122,23 @@ def test_hardware_type_metadata_and_registry() -> None:
         RedfishHardware(power_timeout=0)
 
 
+def test_service_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BAREMETAL_REDFISH_POWER_TIMEOUT", "7.5")
+    monkeypatch.setenv("BAREMETAL_REDFISH_READ_TIMEOUT", "3")
+    hw = DriverRegistry(("redfish",)).get("redfish")  # enabled by name: built by the entry point
+    assert isinstance(hw, RedfishHardware)
+    assert (hw.settings.power_timeout, hw.settings.read_timeout, hw.settings.connect_timeout) == (
+        7.5,
+        3.0,
+        5.0,
+    )
+    monkeypatch.setenv("BAREMETAL_REDFISH_CONNECT_TIMEOUT", "soon")
+    with pytest.raises(ConfigError, match="BAREMETAL_REDFISH_CONNECT_TIMEOUT='soon'"):
+        DriverRegistry(("redfish",))
+    with pytest.raises(ConfigError, match="poll_interval"):
+        RedfishHardware.from_environ({"BAREMETAL_REDFISH_POLL_INTERVAL": "-1"})
+
+
 # -- power ------------------------------------------------------------------------------
 
 

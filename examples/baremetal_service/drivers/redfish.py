@@ -26,7 +26,8 @@ not retried in a loop, and a power change is waited for at most
 
     the request's ``timeout`` (``PUT .../states/power``)
     > ``driver_info["redfish_power_timeout"]``
-    > the hardware type's ``power_timeout`` (service configuration, default 60 s)
+    > the hardware type's ``power_timeout`` (service configuration: ``RedfishHardware(power_timeout=...)`` or
+      ``BAREMETAL_REDFISH_POWER_TIMEOUT``; default 60 s)
 
 and never past ``task.deadline``.  Every failure is a :class:`DriverError` whose
 message names the BMC address and the cause (unreachable, credentials refused,
@@ -74,6 +75,8 @@ DEFAULT_POWER_TIMEOUT: Final = 60.0
 DEFAULT_CONNECT_TIMEOUT: Final = 5.0
 DEFAULT_READ_TIMEOUT: Final = 30.0
 DEFAULT_POLL_INTERVAL: Final = 0.5
+#: Environment variables of :meth:`RedfishHardware.from_environ` (``BAREMETAL_REDFISH_POWER_TIMEOUT``...).
+ENV_PREFIX: Final = "BAREMETAL_REDFISH_"
 #: A request never gets less than this, even right at the deadline (it must be able to fail cleanly).
 _MIN_REQUEST_TIMEOUT: Final = 1.0
 #: BMC addresses remembered as "basic auth only" (auto mode), per hardware type instance.
@@ -574,8 +577,11 @@ class RedfishHardware(HardwareType):
     """The ``redfish`` hardware type.  Registered under ``baremetal_service.hardware_types``.
 
     ``RedfishHardware(power_timeout=60, connect_timeout=5, read_timeout=30,
-    poll_interval=0.5)``: the service-level settings (pass an instance to
-    ``DriverRegistry(extra=...)`` to change them); ``driver_info["redfish_power_timeout"]``
+    poll_interval=0.5)``: the service-level settings, in seconds.  Either pass an
+    instance to ``DriverRegistry(extra=...)`` / ``BaremetalService(extra_hardware_types=...)``,
+    or enable ``redfish`` by name: the entry point builds it with
+    :meth:`from_environ` (``BAREMETAL_REDFISH_POWER_TIMEOUT``, ``..._CONNECT_TIMEOUT``,
+    ``..._READ_TIMEOUT``, ``..._POLL_INTERVAL``).  ``driver_info["redfish_power_timeout"]``
     overrides *power_timeout* per node.
     """
 
@@ -602,6 +608,24 @@ class RedfishHardware(HardwareType):
         self.management = RedfishManagement(self.settings)
         self.deploy = RedfishFakeDeploy()
         self.inspect = RedfishInspect(self.settings)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> RedfishHardware:
+        """The hardware type with settings from ``BAREMETAL_REDFISH_*`` variables (defaults otherwise)."""
+        env = os.environ if environ is None else environ
+        settings: dict[str, float] = {}
+        for name in ("power_timeout", "connect_timeout", "read_timeout", "poll_interval"):
+            variable = ENV_PREFIX + name.upper()
+            raw = env.get(variable)
+            if raw is None or raw.strip() == "":
+                continue
+            try:
+                settings[name] = float(raw)
+            except ValueError:
+                from apimw.errors import ConfigError
+
+                raise ConfigError(f"{variable}={raw!r}: expected a number of seconds") from None
+        return cls(**settings)
 
     def validate_driver_info(self, task: Task) -> None:
         super().validate_driver_info(task)
