@@ -343,3 +343,23 @@ def test_memory_store_with_one_worker_serves(tmp_path: Path, prod_db: str) -> No
         assert count_nodes(prod_db, name) == 1
     finally:
         gun.stop()
+
+
+def test_noauth_scopes_tokens_by_the_client_project(redis_cluster: Gunicorn) -> None:
+    """The contrast to http_basic (test_production_auth): in noauth mode X-Project-Id *is* the scope."""
+    token = uuid.uuid4().hex
+    name = f"noauth-{token[:8]}"
+    answers = [
+        requests.post(
+            redis_cluster.url + "/v1/nodes",
+            json={"driver": "fake-hardware", "name": name},
+            headers={**LATEST, "X-Client-Token": token, "X-Project-Id": project},
+            timeout=10,
+        )
+        for project in ("project-a", "project-b")
+    ]
+    assert answers[0].status_code == 201
+    # another scope: not a replay; the app ran again and refused the duplicate name
+    assert answers[1].status_code == 409, answers[1].text
+    assert "Idempotent-Replayed" not in answers[1].headers
+    assert count_nodes(redis_cluster.db, name) == 1
