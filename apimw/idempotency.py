@@ -555,6 +555,9 @@ class _Exchange:
     ``close()`` exactly once on every path.
     """
 
+    __slots__ = ("chunks", "environ", "fp", "headers", "key", "mw", "owner", "prefix", "real_start_response",
+                 "real_write", "scope", "settled", "size", "status", "streaming")  # fmt: skip
+
     def __init__(
         self,
         mw: IdempotencyMiddleware,
@@ -596,9 +599,11 @@ class _Exchange:
             raise RuntimeError("start_response called a second time without exc_info (PEP 3333)")
         self.status, self.headers = status, list(headers)
         if not self.streaming:
-            declared = next((v for k, v in headers if k.lower() == "content-length"), "")
-            if declared.isdigit() and int(declared) > self.mw._max_response:
-                self.go_streaming()
+            for name, value in headers:
+                if len(name) == 14 and name.lower() == "content-length":
+                    if value.isdigit() and int(value) > self.mw._max_response:
+                        self.go_streaming()
+                    break
         return self.write
 
     def write(self, data: bytes) -> None:
