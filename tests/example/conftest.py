@@ -5,9 +5,11 @@
 session fixture).  Each test gets an empty, fully migrated database: a copy of a
 template migrated once per session (a file copy for SQLite, ``CREATE DATABASE ...
 TEMPLATE`` for PostgreSQL).  On PostgreSQL one database serves the session and is
-emptied (``TRUNCATE ... RESTART IDENTITY``) before each test: much faster than a
-database per test.  ``empty_database_url`` gives a database without any table
-(for the migration tests).
+emptied (``TRUNCATE ... RESTART IDENTITY``) before each test -- much faster than a
+database per test -- unless something still holds a connection to it (a service or
+worker process an earlier test left behind): then the test gets a fresh copy of the
+template, so no leftover conductor can act on its nodes.  ``empty_database_url`` gives
+a database without any table (for the migration tests).
 """
 
 from __future__ import annotations
@@ -73,13 +75,6 @@ def drop_pg_database(server: Server, name: str) -> None:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-@pytest.fixture(scope="session")
-def pg_database(postgres_server: Server, pg_template: str) -> str:
-    """One migrated PostgreSQL database for the session; emptied before each test."""
-    name = new_pg_database(postgres_server, pg_template)
-    return pg_url(postgres_server, name)
-
-
 _TABLES = ", ".join(t.name for t in reversed(Base.metadata.sorted_tables))
 
 
@@ -88,6 +83,34 @@ def empty_pg_database(url: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET lock_timeout = '20s'")
         conn.execute(f"TRUNCATE {_TABLES} RESTART IDENTITY CASCADE")
+
+
+class _PgDatabases:
+    """The session's reusable PostgreSQL database, replaced when something still uses it."""
+
+    def __init__(self, server: Server, template: str) -> None:
+        self.server = server
+        self.template = template
+        self.current: str | None = None
+
+    def clean(self) -> str:
+        """A migrated, empty database: the current one emptied, or a fresh copy of the template
+        when another connection (a service a previous test left running) still uses it."""
+        if self.current is not None and not self._in_use(self.current):
+            empty_pg_database(pg_url(self.server, self.current))
+            return pg_url(self.server, self.current)
+        self.current = new_pg_database(self.server, self.template)
+        return pg_url(self.server, self.current)
+
+    def _in_use(self, name: str) -> bool:
+        with psycopg.connect(pg_admin_dsn(self.server), autocommit=True) as conn:
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone()
+        return bool(row and row[0])
+
+
+@pytest.fixture(scope="session")
+def pg_databases(postgres_server: Server, pg_template: str) -> _PgDatabases:
+    return _PgDatabases(postgres_server, pg_template)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -99,9 +122,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         shutil.copyfile(template, target)
         yield f"sqlite:///{target}"
         return
-    url: str = request.getfixturevalue("pg_database")
-    empty_pg_database(url)
-    yield url
+    databases: _PgDatabases = request.getfixturevalue("pg_databases")
+    yield databases.clean()
 
 
 @pytest.fixture(params=BACKENDS)
