@@ -68,7 +68,7 @@ class Client:
         self.conn.request(method, path, body=data, headers=hdrs)
         resp = self.conn.getresponse()
         payload = resp.read()
-        return resp.status, dict(resp.getheaders()), payload
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, payload
 
 
 def measure(
@@ -143,13 +143,13 @@ def bench_service(port: int, seconds: float) -> list[dict[str, Any]]:
     results.append(measure("create node", seconds, create, max_requests=5000))
 
     _, headers, _ = client.call("GET", f"/v1/nodes/{target}")
-    etag = {"value": headers.get("ETag", "")}
+    etag = {"value": headers.get("etag", "")}
 
     def patch(i: int) -> None:
         body = [{"op": "add", "path": "/extra/n", "value": i}]
         status, h, payload = client.call("PATCH", f"/v1/nodes/{target}", body, {"If-Match": etag["value"]})
         expect(status, 200, payload)
-        etag["value"] = h.get("ETag", etag["value"])
+        etag["value"] = h.get("etag", etag["value"])
 
     results.append(measure("patch with If-Match", seconds, patch, max_requests=5000))
 

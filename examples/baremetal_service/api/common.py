@@ -130,8 +130,24 @@ def _validator(key: int, schema: Mapping[str, Any]) -> Any:
 
 
 def base_url() -> str:
-    """``http://host:port`` the client used (no trailing slash)."""
-    return request.host_url.rstrip("/")
+    """``scheme://host[:port][script_name]`` the client used (no trailing slash).
+
+    Read straight from the environ (werkzeug's ``host_url`` costs ~50 us a call).
+    """
+    environ = request.environ
+    cached = environ.get("baremetal.base_url")
+    if cached is not None:
+        return str(cached)
+    scheme = environ.get("wsgi.url_scheme", "http")
+    host = environ.get("HTTP_HOST")
+    if not host:
+        host = environ.get("SERVER_NAME", "localhost")
+        port = environ.get("SERVER_PORT", "")
+        if port and (scheme, port) not in (("http", "80"), ("https", "443")):
+            host = f"{host}:{port}"
+    url = f"{scheme}://{host}{environ.get('SCRIPT_NAME', '')}".rstrip("/")
+    environ["baremetal.base_url"] = url
+    return url
 
 
 def make_links(resource: str, ident: str, base: str | None = None) -> list[dict[str, str]]:

@@ -134,7 +134,14 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
     if shown is not None and "driver_info" not in shown:
         docs = [serialize.node_doc(n, served, base, shown) for n in nodes]
     else:
-        docs = [serialize.node_doc(n, served, base, shown, _secrets(n)) for n in nodes]
+        svc = service()
+        secrets: dict[str, frozenset[str]] = {}
+        docs = []
+        for n in nodes:
+            driver = n.get("driver") or ""
+            if driver not in secrets:
+                secrets[driver] = svc.secret_fields(driver)
+            docs.append(serialize.node_doc(n, served, base, shown, secrets[driver]))
     out: dict[str, Any] = {"nodes": docs}
     nxt = next_link("nodes", docs, paging, shown or [], extra, path=path)
     if nxt:
