@@ -58,7 +58,7 @@ def middleware(url: str, app: Any, **kwargs: Any) -> IdempotencyMiddleware:
 
 def test_store_killed_mid_test_gives_503_never_500_and_no_duplicate(killable: Server) -> None:
     app = CreateApp()
-    mw = middleware(killable.url, app)  # type: ignore[attr-defined]
+    mw = middleware(killable.url, app, lease=10)  # type: ignore[attr-defined]
     try:
         done = post(mw, "before")
         assert done.status == 201
@@ -92,6 +92,11 @@ def test_store_killed_mid_test_gives_503_never_500_and_no_duplicate(killable: Se
         if isinstance(killable, RedisServer):
             # Redis with appendfsync always kept the record: a replay, not a second execution
             assert again.body == done.body and again.header("Idempotent-Replayed") == "true"
+            assert app.calls == 4
+            # the request that ran while the store died could not store its answer: its claim
+            # survived, so a retry waits for the lease instead of running again (documented)
+            pending = post(mw, "during")
+            assert (pending.status, pending.code) == (409, "idempotency.in-flight")
             assert app.calls == 4
         else:
             # memcached is not durable: a restarted server has forgotten (documented)
