@@ -426,3 +426,19 @@ def test_stores_match_the_model_under_random_interleavings(any_store: Any) -> No
 
     run_state_machine_as_test(StoreModel, settings=settings(max_examples=40, stateful_step_count=25,
                                                             deadline=None))  # fmt: skip
+
+
+def test_a_quiet_store_restart_costs_no_503(killable: Server) -> None:
+    """Pooled connections that died with a restart are replaced without failing a request."""
+    app = CreateApp()
+    mw = middleware(killable.url, app)  # type: ignore[attr-defined]
+    try:
+        for i in range(3):  # several pooled connections
+            assert post(mw, f"warm-{i}").status == 201
+        killable.stop()
+        killable.start()
+        answers = [post(mw, f"after-restart-{i}") for i in range(3)]
+        assert [a.status for a in answers] == [201, 201, 201]
+        assert post(mw, "after-restart-0").header("Idempotent-Replayed") == "true"
+    finally:
+        mw.close()

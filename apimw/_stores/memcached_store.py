@@ -1,11 +1,14 @@
 """``memcached://host:port[,host:port...]``: records in memcached through pymemcache.
 
-* Claim: ``add`` with ``noreply=False`` (pymemcache's default ``noreply=True``
-  would make every ``add`` look successful).  After an error the ``add`` may or
+* Claim: ``add`` (never ``noreply``: pymemcache's default ``noreply=True``
+  would make every ``add`` look successful) pipelined with a ``gets``, so one
+  round trip either creates the record (and yields its cas token) or returns
+  the record already there.  After an error the ``add`` may or
   may not have been stored, so the record is read back instead of blindly
   retrying: the caller recognises its own owner id.
-* Fenced complete/release: ``gets`` then ``cas``; release is a ``cas`` to an
-  empty value with a negative exptime ("immediately expired").
+* Fenced complete/release: ``cas`` with the claim's token (``gets`` first when
+  the token is not known); release is a ``cas`` to an empty value with a
+  negative exptime ("immediately expired").
 * TTLs are whole seconds, at least 2 (memcached's clock ticks once a second, so
   a TTL of 1 may expire at once); more than 30 days is sent as an absolute Unix
   time, because memcached reads larger values that way.
@@ -20,6 +23,11 @@ are unaffected.  memcached is not durable: a restarted server has forgotten its
 records, and it may evict records under memory pressure (run a dedicated
 instance, or ``-M``).  URL parameters: ``timeout``, ``connect_timeout`` (seconds),
 ``max_pool_size``.
+
+The claim pipelines ``add`` and ``gets`` in one write on a pooled pymemcache
+connection (``PooledClient.client_pool`` and ``Client.sock``, which pymemcache
+has no public call for); the replies are parsed here.  Every other command
+goes through pymemcache's public API.
 """
 
 from __future__ import annotations
