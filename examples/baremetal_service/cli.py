@@ -1,6 +1,7 @@
 """``baremetal-service``: run the bare-metal API (and its conductor worker) on one port.
 
     baremetal-service [--host 127.0.0.1] [--port 6385] [--database URL] [--store URL]
+                      [--auth-strategy noauth|http_basic --htpasswd FILE]
 
 ``--database`` is a SQLAlchemy URL (default: a SQLite file ``baremetal.sqlite``
 in the current directory; ``postgresql+psycopg://...`` for PostgreSQL).
@@ -43,6 +44,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="idempotency replay store URL: memory://, redis://..., memcached://... (default memory://)",
     )
     parser.add_argument("--paste", default=None, help="build the pipeline from this api-paste.ini")
+    parser.add_argument(
+        "--auth-strategy",
+        choices=("noauth", "http_basic"),
+        default=os.environ.get("BAREMETAL_AUTH_STRATEGY", "noauth"),
+        help="noauth (trusts X-Project-Id; default) or http_basic (htpasswd file with bcrypt entries)",
+    )
+    parser.add_argument(
+        "--htpasswd",
+        default=os.environ.get("BAREMETAL_HTPASSWD", "/etc/baremetal/htpasswd"),
+        help="the http_basic user file (default /etc/baremetal/htpasswd)",
+    )
     parser.add_argument("--threads", type=int, default=8, help="worker threads (default 8)")
     parser.add_argument("--no-conductor", action="store_true", help="do not run the conductor worker")
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
@@ -61,6 +73,14 @@ def build(args: argparse.Namespace) -> Any:
         return load_paste_app(
             args.paste, database_url=args.database, store_url=args.store, run_conductor=not args.no_conductor
         )
+    if args.auth_strategy != "noauth":  # the production stack of wsgi.py (auth, /healthcheck)
+        from baremetal_service.wsgi import make_application
+
+        return make_application({
+            **os.environ, "BAREMETAL_DATABASE": args.database, "BAREMETAL_STORE": args.store,
+            "BAREMETAL_AUTH_STRATEGY": args.auth_strategy, "BAREMETAL_HTPASSWD": args.htpasswd,
+            "BAREMETAL_CONDUCTOR_WORKERS": "0" if args.no_conductor else "1",
+        })  # fmt: skip
     return build_app(database_url=args.database, store_url=args.store, run_conductor=not args.no_conductor)
 
 
