@@ -233,3 +233,13 @@ def test_bmc_failure_during_deploy_lands_in_deploy_failed(
     assert "refused the credentials" in node["last_error"]
     assert node["power_state"] == "power off"
     assert node["reservation"] is None
+
+
+def test_inspect_reads_what_the_bmc_reports(service: BaremetalService, emulator: RedfishEmulator) -> None:
+    node = service.create_node({**redfish_node(emulator), "properties": {"cpus": 2}})
+    node = provision(service, node["uuid"], "manage", "inspect")
+    # the emulator's fake systems report neither a CPU count nor memory, nor a Processors
+    # collection: inspection succeeds and keeps what the node had
+    assert node["provision_state"] == "manageable"
+    assert node["last_error"] is None
+    assert node["properties"] == {"cpus": 2}
