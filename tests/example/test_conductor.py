@@ -417,6 +417,18 @@ def test_driver_validation_errors_are_driver_errors() -> None:
     assert registry.describe("fake-hardware")["default_network_interface"] == "noop"
 
 
+def test_a_conductor_never_takes_a_node_it_has_no_driver_for(database_url: str) -> None:
+    hw = Recorder()
+    fake_only = BaremetalService(database_url, conductor_workers=0)  # fake-hardware only
+    with make_service(database_url, hw) as full, fake_only:
+        enrolled(full, "rec")
+        full.set_provision_state("rec", "manage")
+        assert fake_only.conductor.run_once() == 0
+        assert full.get_node("rec")["provision_state"] == "verifying"
+        assert full.conductor.run_once() == 1
+        assert full.get_node("rec")["provision_state"] == "manageable"
+
+
 def test_database_is_the_only_shared_state(database_url: str) -> None:
     """Two services (two 'processes') on one database see each other's queued work."""
     hw = Recorder()

@@ -4,7 +4,9 @@ The API side (``BaremetalService``) only *queues* work: in the same UPDATE that
 moves a node into a transitional state (or sets ``target_power_state``) it sets
 ``pending_action``.  A worker then
 
-1. lists nodes with queued work and no live lease (one indexed query);
+1. lists nodes with queued work, no live lease and a driver this conductor has
+   enabled (one indexed query; like Ironic's hash ring, a conductor never takes a
+   node it has no driver for);
 2. **claims** one with ``UPDATE nodes SET reservation=:me, reserved_at=now WHERE
    id=:id AND pending_action IS NOT NULL AND (reservation IS NULL OR lease
    expired)``: the database decides, so among any number of threads or processes
@@ -139,10 +141,11 @@ class Conductor:
         """Claim and carry out every node with queued work; returns how many this call did."""
         worker = worker or self.name
         done = 0
-        for node_id, _uuid in self.db.pending_nodes(lease_timeout=self.lease_timeout):
+        drivers = self.drivers.names()
+        for node_id, _uuid in self.db.pending_nodes(lease_timeout=self.lease_timeout, drivers=drivers):
             if self._stop.is_set():
                 break
-            if not self.db.claim_node(node_id, worker, lease_timeout=self.lease_timeout):
+            if not self.db.claim_node(node_id, worker, lease_timeout=self.lease_timeout, drivers=drivers):
                 continue  # another worker has it
             try:
                 self.process(node_id, worker)
@@ -309,7 +312,10 @@ def drain(conductor: Conductor, *, timeout: float = 10.0, until: Callable[[], bo
     while time.monotonic() < deadline:
         conductor.run_once()
         if until is None:
-            if not conductor.db.pending_nodes(lease_timeout=conductor.lease_timeout):
+            pending = conductor.db.pending_nodes(
+                lease_timeout=conductor.lease_timeout, drivers=conductor.drivers.names()
+            )
+            if not pending:
                 return
         elif until():
             return

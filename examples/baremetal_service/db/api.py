@@ -726,34 +726,44 @@ class Database:
 
     # -- conductor leases ------------------------------------------------------------
 
-    def pending_nodes(self, *, lease_timeout: float, limit: int = 32) -> builtins.list[tuple[int, str]]:
-        """``(id, uuid)`` of nodes with queued work and no live lease, oldest first."""
+    def pending_nodes(
+        self, *, lease_timeout: float, limit: int = 32, drivers: Iterable[str] | None = None
+    ) -> builtins.list[tuple[int, str]]:
+        """``(id, uuid)`` of nodes with queued work and no live lease, oldest first.
+
+        *drivers* restricts them to nodes of those hardware types (a conductor only
+        takes nodes whose driver it has enabled, as Ironic's hash ring does).
+        """
         stale = utcnow() - dt.timedelta(seconds=lease_timeout)
+        conditions = [
+            NODES.c.pending_action.is_not(None),
+            sa.or_(NODES.c.reservation.is_(None), NODES.c.reserved_at < stale),
+        ]
+        if drivers is not None:
+            conditions.append(NODES.c.driver.in_(list(drivers)))
         stmt = (
             sa.select(NODES.c.id, NODES.c.uuid)
-            .where(
-                NODES.c.pending_action.is_not(None),
-                sa.or_(NODES.c.reservation.is_(None), NODES.c.reserved_at < stale),
-            )
+            .where(*conditions)
             .order_by(NODES.c.provision_updated_at.asc().nulls_first(), NODES.c.id)
             .limit(limit)
         )
         with self.engine.connect() as conn:
             return [(int(r[0]), str(r[1])) for r in conn.execute(stmt)]
 
-    def claim_node(self, node_id: int, worker: str, *, lease_timeout: float) -> bool:
+    def claim_node(
+        self, node_id: int, worker: str, *, lease_timeout: float, drivers: Iterable[str] | None = None
+    ) -> bool:
         """Atomically take the lease of a node with queued work: one UPDATE decides."""
         now = utcnow()
         stale = now - dt.timedelta(seconds=lease_timeout)
-        stmt = (
-            NODES.update()
-            .where(
-                NODES.c.id == node_id,
-                NODES.c.pending_action.is_not(None),
-                sa.or_(NODES.c.reservation.is_(None), NODES.c.reserved_at < stale),
-            )
-            .values(reservation=worker, reserved_at=now)
-        )
+        conditions = [
+            NODES.c.id == node_id,
+            NODES.c.pending_action.is_not(None),
+            sa.or_(NODES.c.reservation.is_(None), NODES.c.reserved_at < stale),
+        ]
+        if drivers is not None:
+            conditions.append(NODES.c.driver.in_(list(drivers)))
+        stmt = NODES.update().where(*conditions).values(reservation=worker, reserved_at=now)
         with self.engine.begin() as conn:
             return conn.execute(stmt).rowcount == 1
 
