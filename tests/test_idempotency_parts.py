@@ -165,9 +165,24 @@ def app_factory(global_conf: dict[str, str], **local: str) -> CreateApp:
     return CreateApp()
 
 
-def test_paste_entry_point_is_declared() -> None:
-    text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
-    assert 'idempotency = "apimw.idempotency:filter_factory"' in text
+def test_paste_entry_point_egg_apimw_idempotency(tmp_path: Path) -> None:
+    from paste.deploy import loadapp
+
+    ini = tmp_path / "egg.ini"
+    ini.write_text(textwrap.dedent("""
+        [pipeline:main]
+        pipeline = idempotency app
+
+        [filter:idempotency]
+        use = egg:apimw#idempotency
+        missing_scope = shared
+
+        [app:app]
+        use = call:tests.test_idempotency_parts:app_factory
+    """))
+    app = loadapp(f"config:{ini}")
+    first = post(app, "egg", project=None)
+    assert post(app, "egg", project=None).body == first.body
 
 
 @pytest.mark.parametrize(
