@@ -521,7 +521,8 @@ class IdempotencyMiddleware:
                 "The request with this X-Client-Token was run, but its answer was too large or "
                 "streamed and was not stored; see Location for the resource.",
                 headers=headers,
-                extra={"original_status": int(record.status[:3]), "location": record.location},
+                extra={"original_status": int(record.status[:3]) if record.status[:3].isdigit() else None,
+                       "location": record.location},
             )  # fmt: skip
         environ[ENVIRON_REPLAYED] = True
         headers = [*record.headers, ("Content-Length", str(len(record.body))), self._replayed]
