@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, Response
+from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from apimw.errors import HTTPProblem
@@ -33,6 +33,15 @@ def create_flask_app(service: Any) -> Flask:
     app.url_map.strict_slashes = False
     for module in (root, nodes, ports, portgroups, chassis, drivers, resource_classes):
         app.register_blueprint(module.bp)
+
+    @app.before_request
+    def _acceptable() -> None:
+        # Every answer is JSON: a client that accepts only something else gets a 406 up front.
+        accept = request.headers.get("Accept")
+        if accept and not request.accept_mimetypes.accept_json and "*/*" not in accept:
+            raise HTTPProblem(
+                406, "request.not-acceptable", f"Only application/json is available, not {accept}."
+            )
 
     @app.errorhandler(HTTPProblem)
     def _problem(problem: HTTPProblem) -> Response:

@@ -4,9 +4,10 @@ The development default.  In production put keystonemiddleware's ``auth_token``
 in front instead: it validates the token and sets the same ``X-Project-Id``
 header from it (and removes any value the client sent), so this middleware
 then reads a trustworthy value.  The project lands in
-``environ["baremetal.project_id"]``; the API scopes every read and write to it
-(requests without a project see only unowned resources... and everything, when
-``admin_without_project`` is true, the default for a single-tenant lab).
+``environ["baremetal.project_id"]``; the API scopes every node, port and portgroup
+read and write to it (a project sees the nodes it owns or leases; a node it creates
+is owned by it).  A request **without** ``X-Project-Id`` is unscoped, like an admin:
+fine for a single-tenant lab, which is why production replaces noauth.
 """
 
 from __future__ import annotations

@@ -1,24 +1,26 @@
-"""The bare-metal service over real HTTP on 127.0.0.1, against every ``database_url``.
+"""The bare-metal service over real HTTP on 127.0.0.1, on SQLite and on a real PostgreSQL.
 
-``api`` is a :class:`Api` bound to a running service (whole middleware stack, conductor
-worker on), on a fresh database from the domain tests' ``database_url`` fixture
-(SQLite and PostgreSQL).  Requests go through ``requests`` on a keep-alive session.
+``api`` is an :class:`Api` bound to a running service (the whole middleware stack,
+conductor worker on).  For speed, one server per backend serves the session and its
+tables are emptied before each test (a server per test costs ~1 s more each);
+``fresh_servers`` starts both shapes of the stack (code and api-paste.ini) on the
+domain tests' ``database_url`` fixture instead.
 """
 
 from __future__ import annotations
 
-import shutil
+import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import requests
+import sqlalchemy as sa
 from baremetal_service.app import build_app, load_paste_app
 from baremetal_service.db.models import Base
-
-from ..conftest import BACKENDS, empty_pg_database
 
 LATEST = "latest"
 
@@ -33,6 +35,7 @@ class Server:
     def __init__(self, app: Any) -> None:
         from werkzeug.serving import make_server
 
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
         self.app = app
         self.server = make_server("127.0.0.1", 0, app, threaded=True)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
@@ -131,28 +134,38 @@ def error_of(resp: requests.Response) -> dict[str, Any]:
     return {"faultstring": inner["faultstring"], "code": body["errors"][0]["code"]}
 
 
+BACKENDS = ("sqlite", "postgresql")
+
+
 def reset(app: Any) -> None:
     """Empty every table: one migrated database per backend serves the whole session."""
-    url = app.service.db.url
-    if url.startswith("postgresql"):
-        empty_pg_database(url)
-        return
-
-    with app.service.db.engine.begin() as conn:
-        for table in reversed(Base.metadata.sorted_tables):
-            conn.execute(table.delete())
+    engine = app.service.db.engine
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            names = ", ".join(t.name for t in Base.metadata.sorted_tables)
+            conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+        else:
+            for table in reversed(Base.metadata.sorted_tables):
+                conn.execute(table.delete())
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
-def backend_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A migrated database per backend for the session (the domain tests' templates)."""
+def backend_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A database per backend for the session: a SQLite file, or a database on the real PostgreSQL."""
     if request.param == "sqlite":
-        template = request.getfixturevalue("sqlite_template")
-        target = tmp_path_factory.mktemp("api-db") / "api.db"
-        shutil.copyfile(template, target)
-        return f"sqlite:///{target}"
-    url: str = request.getfixturevalue("pg_database")
-    return url
+        yield f"sqlite:///{tmp_path_factory.mktemp('api-db') / 'api.db'}"
+        return
+    server = request.getfixturevalue("postgres_server")
+    name = f"api_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(server.url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"CREATE DATABASE {name}"))
+        yield server.url.rsplit("/", 1)[0] + "/" + name
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    finally:
+        admin.dispose()
 
 
 @pytest.fixture(scope="session")
@@ -177,14 +190,18 @@ def service_url(service_server: Server) -> str:
 
 
 @pytest.fixture
-def paste_service_url(service_server: Server) -> Iterator[str]:
-    """The api-paste.ini pipeline over HTTP, on the same database as ``service_server``."""
-    server = Server(load_paste_app(database_url=service_server.app.service.db.url, store_url="memory://"))
-    server.start()
+def fresh_servers(database_url: str) -> Iterator[tuple[Server, Server]]:
+    """Both shapes of the stack -- built in code and from api-paste.ini -- on this test's clean
+    database from the domain tests' ``database_url`` fixture (SQLite and PostgreSQL)."""
+    code = Server(build_app(database_url=database_url, store_url="memory://")).start()
     try:
-        yield server.url
+        paste = Server(load_paste_app(database_url=database_url, store_url="memory://")).start()
+        try:
+            yield code, paste
+        finally:
+            paste.stop()
     finally:
-        server.stop()
+        code.stop()
 
 
 @pytest.fixture

@@ -64,3 +64,16 @@ def test_ironicclient_can_decode_every_error(api: Api) -> None:
     inner = json.loads(resp.json()["error_message"])
     assert inner["faultstring"] == "Node no-such-node could not be found."
     assert resp.headers["X-OpenStack-Ironic-API-Version"] == "1.117"
+
+
+def test_non_json_accept_is_406(api: Api) -> None:
+    resp = api.get("/v1/nodes", headers={"Accept": "application/xml"})
+    assert resp.status_code == 406
+    assert error_of(resp)["code"] == "request.not-acceptable"
+    assert api.get("/v1/nodes", headers={"Accept": "application/json, */*;q=0.5"}).status_code == 200
+
+
+def test_wrong_method_is_405_with_allow(api: Api) -> None:
+    resp = api.delete("/v1/nodes")
+    assert resp.status_code == 405
+    assert "GET" in resp.headers["Allow"] and "POST" in resp.headers["Allow"]

@@ -57,12 +57,11 @@ def _scenario(api: Api, token: str) -> list[tuple[Any, ...]]:
     return out
 
 
-def test_paste_pipeline_answers_like_the_code_built_one(
-    service_server: Server, paste_service_url: str
-) -> None:
-    in_code = _scenario(Api(service_server.url), f"t-{uuid.uuid4()}")
-    reset(service_server.app)  # both servers share one database
-    from_ini = _scenario(Api(paste_service_url), f"t-{uuid.uuid4()}")
+def test_paste_pipeline_answers_like_the_code_built_one(fresh_servers: tuple[Server, Server]) -> None:
+    code, paste = fresh_servers
+    in_code = _scenario(Api(code.url), f"t-{uuid.uuid4()}")
+    reset(code.app)  # both servers share one database
+    from_ini = _scenario(Api(paste.url), f"t-{uuid.uuid4()}")
     assert len(in_code) == 15
     assert in_code == from_ini
 

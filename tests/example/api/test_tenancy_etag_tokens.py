@@ -101,3 +101,47 @@ def test_client_tokens_are_scoped_per_project(api: Api) -> None:
     b = bob.post("/v1/nodes", {"driver": "fake-hardware", "name": "b"}, headers={"X-Client-Token": token})
     assert a.status_code == b.status_code == 201
     assert a.json()["uuid"] != b.json()["uuid"]
+
+
+def test_if_match_on_ports_and_state_changes(api: Api) -> None:
+    node = api.node(name="pm")
+    port = api.post("/v1/ports", {"node_uuid": node["uuid"], "address": "52:54:00:00:00:aa"}).json()
+    stale = port["etag"]
+    assert (
+        api.patch(
+            f"/v1/ports/{port['uuid']}",
+            [{"op": "add", "path": "/extra/a", "value": 1}],
+            headers={"If-Match": stale},
+        ).status_code
+        == 200
+    )
+    assert (
+        api.patch(
+            f"/v1/ports/{port['uuid']}",
+            [{"op": "add", "path": "/extra/b", "value": 2}],
+            headers={"If-Match": stale},
+        ).status_code
+        == 412
+    )
+    node_etag = api.get(f"/v1/nodes/{node['uuid']}").headers["ETag"]
+    api.patch(f"/v1/nodes/{node['uuid']}", [{"op": "add", "path": "/extra/x", "value": 1}])
+    moved = api.put(
+        f"/v1/nodes/{node['uuid']}/states/provision", {"target": "manage"}, headers={"If-Match": node_etag}
+    )
+    assert moved.status_code == 412
+    assert api.get(f"/v1/nodes/{node['uuid']}").json()["provision_state"] == "enroll"
+
+
+def test_every_create_post_is_replay_safe(api: Api) -> None:
+    node = api.node(name="rp")
+    token = {"X-Client-Token": f"port-{uuid.uuid4()}"}
+    body = {"node_uuid": node["uuid"], "address": "52:54:00:00:00:bb"}
+    first = api.post("/v1/ports", body, headers=token)
+    again = api.post("/v1/ports", body, headers=token)
+    assert first.status_code == again.status_code == 201
+    assert first.json()["uuid"] == again.json()["uuid"]
+    chassis_token = {"X-Client-Token": f"chassis-{uuid.uuid4()}"}
+    c1 = api.post("/v1/chassis", {"description": "c"}, headers=chassis_token)
+    c2 = api.post("/v1/chassis", {"description": "c"}, headers=chassis_token)
+    assert c1.json()["uuid"] == c2.json()["uuid"]
+    assert len(api.get("/v1/chassis").json()["chassis"]) == 1
