@@ -265,6 +265,7 @@ class IdempotencyMiddleware:
                 raise ConfigError(f"idempotency: store_timeout must be > 0, got {store_timeout}")
             store = open_store(store, timeout=store_timeout)
         self.store: Store = store
+        self._warn_multiprocess = self.store.name.startswith("memory://")
         self._methods = frozenset(m.strip().upper() for m in methods)
         if not self._methods or not all(re.fullmatch(r"[A-Z]+", m) for m in self._methods):
             raise ConfigError(f"idempotency: methods must be HTTP method names, got {sorted(self._methods)}")
@@ -374,6 +375,12 @@ class IdempotencyMiddleware:
             versions=self._version_headers(environ),
             body=body,
         )
+        if self._warn_multiprocess and environ.get("wsgi.multiprocess"):
+            self._warn_multiprocess = False
+            LOG.warning(
+                "idempotency: the %s store lives in one process but this server runs several: "
+                "workers do not see each other's tokens; use redis:// or memcached://", self.store.name,
+            )  # fmt: skip
         key = parts.store_key(self._key_prefix, scope, token)
         owner = _owner_id()
         pending = parts.encode_pending(owner, fp, scope, time.time())

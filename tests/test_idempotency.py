@@ -807,3 +807,15 @@ def test_an_incomplete_request_body_is_400_not_500(backend: Backend, fail: bool)
     answer = call(mw, env)
     assert (answer.status, answer.code) == (400, "idempotency.body-incomplete")
     assert app.calls == 0
+
+
+def test_a_process_local_store_under_a_multiprocess_server_is_logged_once(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    mw, _ = make(backend)
+    for _ in range(2):
+        env = environ_for(token=token())
+        env["wsgi.multiprocess"] = True
+        call(mw, env)
+    warnings = [r for r in caplog.records if "lives in one process" in r.getMessage()]
+    assert len(warnings) == (1 if backend.name == "memory" else 0)

@@ -105,15 +105,18 @@ def test_store_killed_mid_test_gives_503_never_500_and_no_duplicate(killable: Se
         mw.close()
 
 
-def test_fail_open_runs_unprotected_and_says_so(killable: Server) -> None:
+def test_fail_open_runs_unprotected_and_says_so(killable: Server, caplog: pytest.LogCaptureFixture) -> None:
     app = CreateApp()
     mw = middleware(killable.url, app, on_store_error="fail_open")  # type: ignore[attr-defined]
+    secret = "never-log-this-token-7f3a"
     try:
         killable.kill()
-        answer = post(mw, "tok")
+        answer = post(mw, secret)
         assert answer.status == 201
         assert answer.header("Idempotency-Status") == "unprotected"
         assert app.calls == 1
+        assert any("unavailable" in r.getMessage() for r in caplog.records)
+        assert not any(secret in r.getMessage() for r in caplog.records)
     finally:
         killable.start()
         mw.close()
