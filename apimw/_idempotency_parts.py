@@ -58,6 +58,8 @@ def parse_client_token(value: str) -> str:
 def parse_idempotency_key(value: str) -> str:
     """``Idempotency-Key``: an RFC 8941 sf-string (``"abc"``) or, leniently, a bare token."""
     text = value.strip(" \t")
+    # draft-ietf-httpapi-idempotency-key-header: "`Idempotency-Key` is an Item Structured
+    # Header [RFC8941]. Its value MUST be a String."
     if text.startswith('"'):
         match = _SF_STRING_RE.fullmatch(text)
         if match is None:
@@ -80,7 +82,12 @@ def resolve_token(client_token: str | None, idempotency_key: str | None) -> str 
 
 @functools.lru_cache(maxsize=1024)
 def store_key(prefix: str, scope: str, token: str) -> str:
-    """``prefix + "idem:v1:" + sha256(scope US token)``: <= 250 bytes, no raw token in it."""
+    """``prefix + "idem:v1:" + sha256(scope US token)``: <= 250 bytes, no raw token in it.
+
+    The draft's security advice: "implement a unique composite key as the idempotent cache
+    lookup key ... combining the idempotency key sent by the client with other client
+    specific attributes known only to the resource server" -- here, the authenticated scope.
+    """
     digest = hashlib.sha256(f"{scope}\x1f{token}".encode("utf-8", "surrogatepass")).hexdigest()
     return f"{prefix}{KEY_VERSION}{digest}"
 

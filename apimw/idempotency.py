@@ -509,12 +509,16 @@ class IdempotencyMiddleware:
                 environ, start_response, 409, "idempotency.record-unreadable",
                 "The stored record for this X-Client-Token cannot be read; use a new token.",
             )  # fmt: skip
+        # The draft: "If there is an attempt to reuse an idempotency key with a different request
+        # payload, the resource server SHOULD reply with a HTTP 422" (OpenStack and EC2 use 409).
         if record.scope != scope or record.fp != fp:
             return self._problem(
                 environ, start_response, self._mismatch_status, "idempotency.fingerprint-mismatch",
                 "This X-Client-Token was already used for a different request "
                 "(method, path, query, body or microversion differ).",
             )  # fmt: skip
+        # The draft: "The request was retried before the original request completed. The
+        # resource server MUST respond with a resource conflict error."
         if record.state == parts.PENDING:
             return self._problem(
                 environ, start_response, 409, "idempotency.in-flight",
