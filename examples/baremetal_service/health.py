@@ -19,18 +19,15 @@ In code::
     health = make_health_app(BackendChecks(engine=service.db.engine, store=store))
     app = HealthRoute(app, health)                       # outermost
 
-With paste.deploy (the backend opens its own small pool and store from the URLs)::
+With paste.deploy, first in the pipeline (it opens its own one-connection pool
+and store from the ``database`` and ``store`` values of ``[DEFAULT]``)::
 
-    [composite:main]
-    use = egg:Paste#urlmap
-    / = api
-    /healthcheck = healthcheck
+    [pipeline:main]
+    pipeline = healthcheck request_id http_basic noauth microversion idempotency etag baremetal
 
-    [app:healthcheck]
-    paste.app_factory = oslo_middleware:Healthcheck.app_factory
-    backends = baremetal
-    database = %(database)s
-    store = %(store)s
+    [filter:healthcheck]
+    paste.filter_factory = baremetal_service.health:filter_factory
+    # path = /healthcheck   detailed = false   timeout = 2
 """
 
 from __future__ import annotations
@@ -44,7 +41,7 @@ import sqlalchemy as sa
 from oslo_middleware.healthcheck import Healthcheck
 from oslo_middleware.healthcheck.pluginbase import HealthcheckBaseExtension, HealthcheckResult
 
-from apimw.errors import StoreError
+from apimw.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -52,7 +49,7 @@ if TYPE_CHECKING:
 
     from apimw._stores import Store
 
-__all__ = ["BackendChecks", "BaremetalHealthcheck", "HealthRoute", "make_health_app"]
+__all__ = ["BackendChecks", "BaremetalHealthcheck", "HealthRoute", "filter_factory", "make_health_app"]
 
 LOG = logging.getLogger(__name__)
 
@@ -157,14 +154,48 @@ def make_health_app(checks: BackendChecks, *, detailed: bool = False) -> WSGIApp
 
 
 class HealthRoute:
-    """Answer ``GET/HEAD /healthcheck`` with *health*; everything else goes to *app*."""
+    """Answer ``GET/HEAD /healthcheck`` with *health*; everything else goes to *app*.
 
-    def __init__(self, app: WSGIApplication, health: WSGIApplication, *, path: str = HEALTH_PATH) -> None:
+    ``close()`` closes *owns* (the checks a paste filter built for itself).
+    """
+
+    def __init__(
+        self, app: WSGIApplication, health: WSGIApplication, *, path: str = HEALTH_PATH, owns: Any = None
+    ) -> None:
         self.app = app
         self.health = health
         self.path = path
+        self._owns = owns
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == self.path:
             return self.health(environ, start_response)
         return self.app(environ, start_response)
+
+    def close(self) -> None:
+        owns, self._owns = self._owns, None
+        if owns is not None:
+            owns.close()
+
+
+def filter_factory(global_conf: Mapping[str, Any], **local_conf: str) -> Any:
+    """paste.deploy: ``paste.filter_factory = baremetal_service.health:filter_factory``.
+
+    Keys (local or ``[DEFAULT]``): ``database`` and ``store`` (the service's URLs),
+    ``path`` (``/healthcheck``), ``detailed`` (false), ``timeout`` (2 seconds).
+    """
+    from apimw._options import as_bool, as_float
+
+    conf = {**global_conf, **local_conf}
+    path = str(conf.get("path") or HEALTH_PATH)
+    if not path.startswith("/"):
+        raise ConfigError(f"healthcheck: path must start with '/', got {path!r}")
+    detailed = as_bool(str(conf.get("detailed", "false")))
+    timeout = as_float(str(conf.get("timeout", "2")))
+
+    def _filter(app: WSGIApplication) -> WSGIApplication:
+        checks = _checks_from_urls(conf)
+        checks.timeout = timeout
+        return HealthRoute(app, make_health_app(checks, detailed=detailed), path=path, owns=checks)
+
+    return _filter

@@ -264,3 +264,69 @@ def _error(path: Path) -> str:
 def test_missing_htpasswd_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read the htpasswd file"):
         BasicAuthMiddleware(_seen, user_file=str(tmp_path / "absent"))
+
+
+# -- the paste.deploy sample of docs/production.md, through the real command ----------------------
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "production.md"
+
+
+def _docs_ini(marker: str) -> str:
+    text = DOCS.read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```ini\n")[1:]]
+    found = [b for b in blocks if marker in b]
+    assert len(found) == 1, f"one ini block with {marker} expected in {DOCS}"
+    return found[0]
+
+
+def test_docs_http_basic_paste_sample_serves(tmp_path: Path, redis_server: Server) -> None:
+    import subprocess
+    import sys
+
+    from tests.servers import HOST, free_port
+
+    htpasswd = write_htpasswd(tmp_path / "htpasswd", PASSWORDS)
+    ini = _docs_ini("[filter:http_basic]")
+    assert "user_file = /etc/baremetal/htpasswd" in ini
+    (tmp_path / "api-paste.ini").write_text(ini.replace("/etc/baremetal/htpasswd", str(htpasswd)))
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    with open(tmp_path / "service.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "baremetal_service.cli", "--port", str(port), "--paste",
+             str(tmp_path / "api-paste.ini"), "--database", f"sqlite:///{tmp_path / 'bm.db'}",
+             "--store", redis_server.url],
+            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        health = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                health = _health(url)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        assert health is not None, (tmp_path / "service.log").read_text()
+        assert health.status_code == 200
+        assert health.json()["reasons"] == ["database: OK; idempotency store: OK"]
+        denied = requests.get(url + "/v1/nodes", headers={**LATEST, "X-Project-Id": "p"}, timeout=10)
+        assert denied.status_code == 401
+        assert error_code(denied) == "auth.unauthenticated"
+        token = uuid.uuid4().hex
+        answers = [
+            requests.post(url + "/v1/nodes", json={"driver": "fake-hardware", "name": f"docs-{token[:8]}"},
+                          headers={**LATEST, **basic("alice", PASSWORDS["alice"]), "X-Client-Token": token,
+                                   "X-Project-Id": project}, timeout=10)
+            for project in ("a", "b")
+        ]  # fmt: skip
+        assert [a.status_code for a in answers] == [201, 201]
+        assert answers[1].headers["Idempotent-Replayed"] == "true"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
