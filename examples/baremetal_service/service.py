@@ -45,10 +45,10 @@ Nodes
     sort_key="id", sort_dir="asc", fields=None) -> [node]``; ``fields`` (any
     iterable of field names) narrows each document to those fields plus ``uuid``:
     pass the fields a list shows, it saves most of the cost of a 100-node page;
-    filters: ``provision_state``,
-    ``driver``, ``resource_class``, ``maintenance`` (bool), ``associated`` (bool),
-    ``retired`` (bool), ``chassis_uuid``, ``instance_uuid``, ``conductor_group``,
-    ``owner``, ``lessee``, ``shard``, ``fault``, ``description_contains``
+    filters: ``provision_state``, ``driver``, ``resource_class``, ``maintenance``
+    (bool), ``associated`` (bool), ``retired`` (bool), ``chassis_uuid``,
+    ``instance_uuid``, ``conductor_group``, ``owner``, ``lessee``, ``shard``,
+    ``fault``, ``description_contains``
     ``update_node(ident, changes, *, project_id=None, if_match=None) -> node``
     (``changes``: ``{field: new value}``, or a function ``current node -> changes``)
     ``delete_node(ident, *, project_id=None, if_match=None) -> None``
@@ -88,6 +88,26 @@ Events
 Conductor
     ``conductor`` (the :class:`~.conductor.Conductor`; ``conductor.run_once()`` runs
     queued work in the calling thread), ``wait_for_idle(ident, timeout=10)``
+
+Errors (status, ``code``; ``detail`` is Ironic's text):
+
+* unknown resource: 404 ``baremetal.<kind>-not-found`` ("Node X could not be
+  found."); 400 with the same code when the missing one is referenced from a body
+  (a port's ``node_uuid``, a node's ``chassis_uuid``);
+* duplicates: 409 ``baremetal.node-duplicate-name``, ``baremetal.port-duplicate-mac``...;
+* delete of a node in a non-deletable state: 409 ``baremetal.node-delete-forbidden``;
+  a node with queued work or a conductor lease: 409 ``baremetal.node-locked``;
+  a protected node undeployed, rebuilt or deleted: 403 ``baremetal.node-protected``;
+* provision action not allowed from the state: 400
+  ``baremetal.invalid-state-transition``, the allowed actions named in the text and
+  in ``extra["allowed_targets"]``; unknown driver: 400 ``baremetal.unknown-driver``;
+  any other bad value: 400 ``baremetal.invalid-parameter``;
+* stale If-Match: 412 ``etag.precondition-failed`` (the etag middleware's code);
+  an unconditional write that lost 20 races in a row: 409 ``baremetal.conflict``.
+
+Etags hash the API document minus the spec's ignored fields (node:
+``driver_internal_info``, ``updated_at``; others: ``updated_at``) and minus the
+node's conductor lease ``reservation``; see :mod:`baremetal_service.db.etags`.
 """
 
 from __future__ import annotations
