@@ -369,3 +369,52 @@ def test_only_one_claim_wins_and_expired_leases_can_be_taken_over(db: Database) 
         conn.execute(NODES.update().where(NODES.c.id == n["id"]).values(reserved_at=dt.datetime(2000, 1, 1)))
     assert db.claim_node(n["id"], "w2", lease_timeout=60)
     assert db.get("node", "lease")["reservation"] == "w2"
+
+
+def test_eight_workers_claiming_one_node_at_once_one_wins(db: Database) -> None:
+    n = node(db, name="contended")
+    db.update("node", "contended", lambda cur: {"pending_action": "provision:manage"})
+    barrier = threading.Barrier(8, timeout=10)
+    wins: list[str] = []
+
+    def claim(worker: str) -> None:
+        barrier.wait()
+        if db.claim_node(n["id"], worker, lease_timeout=60):
+            wins.append(worker)
+
+    threads = [threading.Thread(target=claim, args=(f"w{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert len(wins) == 1
+    assert db.get("node", "contended")["reservation"] == wins[0]
+
+
+def test_services_starting_at_once_on_an_empty_database_migrate_it_once(empty_database_url: str) -> None:
+    from baremetal_service.service import BaremetalService
+
+    barrier = threading.Barrier(3, timeout=20)
+    services: list[BaremetalService] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        barrier.wait()
+        try:
+            services.append(BaremetalService(empty_database_url, conductor_workers=0))
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=start) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert errors == [] and len(services) == 3
+        assert current_revision(services[0].db.engine) == head_revision()
+        created = services[0].create_node({"name": "after", "driver": "fake-hardware"})
+        assert services[2].get_node("after")["uuid"] == created["uuid"]
+    finally:
+        for svc in services:
+            svc.close()
