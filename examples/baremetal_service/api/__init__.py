@@ -37,8 +37,13 @@ def create_flask_app(service: Any) -> Flask:
     @app.before_request
     def _acceptable() -> None:
         # Every answer is JSON: a client that accepts only something else gets a 406 up front.
-        accept = request.headers.get("Accept")
-        if accept and not request.accept_mimetypes.accept_json and "*/*" not in accept:
+        accept = request.environ.get("HTTP_ACCEPT")
+        if (
+            accept
+            and "json" not in accept
+            and "*/*" not in accept
+            and (not request.accept_mimetypes.accept_json)
+        ):
             raise HTTPProblem(
                 406, "request.not-acceptable", f"Only application/json is available, not {accept}."
             )

@@ -25,12 +25,12 @@ CHASSIS = Resource(
 
 @bp.route("/v1/chassis", methods=["GET"])
 def list_chassis() -> Response:
-    return CHASSIS.list()
+    return CHASSIS.index()
 
 
 @bp.route("/v1/chassis/detail", methods=["GET"])
 def list_chassis_detail() -> Response:
-    return CHASSIS.list(True, path="chassis/detail")
+    return CHASSIS.index(True, path="chassis/detail")
 
 
 @bp.route("/v1/chassis", methods=["POST"])

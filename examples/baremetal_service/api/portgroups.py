@@ -42,12 +42,12 @@ PORTGROUPS = Resource(
 
 @bp.route("/v1/portgroups", methods=["GET"])
 def list_portgroups() -> Response:
-    return PORTGROUPS.list()
+    return PORTGROUPS.index()
 
 
 @bp.route("/v1/portgroups/detail", methods=["GET"])
 def list_portgroups_detail() -> Response:
-    return PORTGROUPS.list(True, path="portgroups/detail")
+    return PORTGROUPS.index(True, path="portgroups/detail")
 
 
 @bp.route("/v1/portgroups", methods=["POST"])
@@ -75,7 +75,7 @@ def list_portgroup_ports(ident: str) -> Response:
     PORTGROUPS.gate()
     require("Portgroup sub-resource ports", versions.PORTGROUPS_SUBCONTROLLERS)
     pg = service().get_portgroup(ident, project_id=project_id())
-    return PORTS.list(scope={"portgroup": serialize.get(pg, "uuid")}, path=f"portgroups/{ident}/ports")
+    return PORTS.index(scope={"portgroup": serialize.get(pg, "uuid")}, path=f"portgroups/{ident}/ports")
 
 
 @bp.route("/v1/nodes/<node_ident>/portgroups", methods=["GET"])
@@ -83,4 +83,4 @@ def list_node_portgroups(node_ident: str) -> Response:
     PORTGROUPS.gate()
     require("Node sub-resource portgroups", versions.PORTGROUPS_SUBCONTROLLERS)
     node = service().get_node(node_ident, project_id=project_id())
-    return PORTGROUPS.list(scope={"node": serialize.get(node, "uuid")}, path=f"nodes/{node_ident}/portgroups")
+    return PORTGROUPS.index(scope={"node": serialize.get(node, "uuid")}, path=f"nodes/{node_ident}/portgroups")

@@ -45,12 +45,12 @@ PORTS = Resource(
 
 @bp.route("/v1/ports", methods=["GET"])
 def list_ports() -> Response:
-    return PORTS.list()
+    return PORTS.index()
 
 
 @bp.route("/v1/ports/detail", methods=["GET"])
 def list_ports_detail() -> Response:
-    return PORTS.list(True, path="ports/detail")
+    return PORTS.index(True, path="ports/detail")
 
 
 @bp.route("/v1/ports", methods=["POST"])
@@ -80,9 +80,9 @@ def _node_scope(node_ident: str) -> dict[str, Any]:
 
 @bp.route("/v1/nodes/<node_ident>/ports", methods=["GET"])
 def list_node_ports(node_ident: str) -> Response:
-    return PORTS.list(scope=_node_scope(node_ident), path=f"nodes/{node_ident}/ports")
+    return PORTS.index(scope=_node_scope(node_ident), path=f"nodes/{node_ident}/ports")
 
 
 @bp.route("/v1/nodes/<node_ident>/ports/detail", methods=["GET"])
 def list_node_ports_detail(node_ident: str) -> Response:
-    return PORTS.list(True, scope=_node_scope(node_ident), path=f"nodes/{node_ident}/ports/detail")
+    return PORTS.index(True, scope=_node_scope(node_ident), path=f"nodes/{node_ident}/ports/detail")

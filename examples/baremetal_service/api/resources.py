@@ -80,7 +80,7 @@ class Resource:
 
     # -- handlers --------------------------------------------------------------------------
 
-    def list(
+    def index(
         self,
         detail: bool = False,
         *,
