@@ -83,4 +83,6 @@ def list_node_portgroups(node_ident: str) -> Response:
     PORTGROUPS.gate()
     require("Node sub-resource portgroups", versions.PORTGROUPS_SUBCONTROLLERS)
     node = service().get_node(node_ident, project_id=project_id())
-    return PORTGROUPS.index(scope={"node": serialize.get(node, "uuid")}, path=f"nodes/{node_ident}/portgroups")
+    return PORTGROUPS.index(
+        scope={"node": serialize.get(node, "uuid")}, path=f"nodes/{node_ident}/portgroups"
+    )
