@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -204,6 +205,9 @@ OPTIONS: Final = (
     Option("lease", as_float, 300.0,
            "Seconds a claim lives while the app runs; keep it above the API worker timeout.",
            kind="float"),
+    Option("renew_lease", as_bool, False,
+           "While the app runs, renew the claim every lease/3 seconds (owner-checked), so a slow "
+           "request keeps its token past the lease.", kind="bool"),
     Option("retention", as_float, 86400.0,
            "Seconds a stored response is replayed (the spec's memcache_expiration).", kind="float"),
     Option("max_request_bytes", as_int, 1024 * 1024,
@@ -246,6 +250,7 @@ class IdempotencyMiddleware:
         missing_scope: str = "reject",
         fingerprint_headers: Iterable[str] = DEFAULT_FINGERPRINT_HEADERS,
         lease: float = 300.0,
+        renew_lease: bool = False,
         retention: float = 86400.0,
         max_request_bytes: int = 1024 * 1024,
         max_response_bytes: int = 900 * 1024,
@@ -285,6 +290,7 @@ class IdempotencyMiddleware:
             if not value > 0:
                 raise ConfigError(f"idempotency: {name} must be > 0 seconds, got {value!r}")
         self._lease = float(lease)
+        self._renewer = _Renewer(self.store, self._lease) if renew_lease else None
         self._retention = float(retention)
         if max_request_bytes < 0 or max_response_bytes < 1024:
             raise ConfigError("idempotency: max_request_bytes must be >= 0 and max_response_bytes >= 1024")
@@ -313,6 +319,8 @@ class IdempotencyMiddleware:
 
     def close(self) -> None:
         """Close the store's connections (call at shutdown; the middleware reconnects if used again)."""
+        if self._renewer is not None:
+            self._renewer.stop()
         self.store.close()
 
     # -- the hot path ------------------------------------------------------------------------
@@ -639,9 +647,15 @@ class _Exchange:
         chunks, self.chunks = self.chunks, []
         return chunks
 
+    def unrenew(self) -> None:
+        renewer = self.mw._renewer
+        if renewer is not None:
+            renewer.remove(self.key, self.prefix)
+
     def release(self) -> None:
         if not self.settled:
             self.settled = True
+            self.unrenew()
             self.mw._fenced("release", self.key, lambda: self.mw.store.release(self.key, self.prefix))
 
     def go_streaming(self) -> None:
@@ -653,6 +667,7 @@ class _Exchange:
             self.release()
         elif not self.settled:
             self.settled = True
+            self.unrenew()
             record = parts.encode_tombstone(
                 self.owner, self.fp, self.scope, self.status, parts.location_of(self.headers)
             )
@@ -664,6 +679,8 @@ class _Exchange:
         self.real_write = self.real_start_response(self.status, self.headers)
 
     def run(self) -> Iterable[bytes]:
+        if self.mw._renewer is not None:
+            self.mw._renewer.add(self.key, self.prefix)
         try:
             try:
                 result = self.mw._app(self.environ, self.start_response)
@@ -723,11 +740,72 @@ class _Exchange:
                 )
             store = self.mw.store
             self.settled = True
+            self.unrenew()
             # Stored before the first byte is sent: a client that times out and retries gets the replay.
             key, prefix, retention = self.key, self.prefix, self.mw._retention
             self.mw._fenced("complete", key, lambda: store.complete(key, prefix, record, retention))
         self.real_start_response(status, self.headers)
         return [body] if body else []
+
+
+class _Renewer:
+    """One daemon thread that renews the leases of the claims whose app is still running.
+
+    Each renewal is owner-checked (``Store.extend``), so a claim that was lost is never
+    renewed for its new owner.  A claim is removed before it is completed, released or
+    tombstoned; the lock makes that wait for a renewal in progress.
+    """
+
+    def __init__(self, store: Store, lease: float) -> None:
+        self.store = store
+        self.lease = lease
+        self.every = lease / 3
+        self.claims: dict[tuple[str, bytes], float] = {}
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.stopped = False
+        self.thread: threading.Thread | None = None
+
+    def add(self, key: str, prefix: bytes) -> None:
+        with self.lock:
+            self.claims[(key, prefix)] = time.monotonic() + self.every
+            if self.thread is None or not self.thread.is_alive():
+                self.stopped = False
+                self.thread = threading.Thread(target=self._loop, name="apimw-idempotency-renew", daemon=True)
+                self.thread.start()
+
+    def remove(self, key: str, prefix: bytes) -> None:
+        with self.lock:
+            self.claims.pop((key, prefix), None)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.wake.set()
+        thread = self.thread
+        if thread is not None:
+            thread.join(5)
+        self.wake.clear()
+
+    def _loop(self) -> None:
+        while not self.stopped:
+            now = time.monotonic()
+            with self.lock:
+                due = [claim for claim, at in self.claims.items() if at <= now]
+                nearest = min(self.claims.values(), default=now + self.every)
+            for claim in due:
+                with self.lock:  # held across the store call: remove() waits for it
+                    if claim not in self.claims:
+                        continue
+                    try:
+                        kept = self.store.extend(claim[0], claim[1], self.lease)
+                    except StoreError as exc:
+                        LOG.warning("idempotency: renewing a claim failed: %s", exc)
+                        kept = True  # try again next time; the lease may still hold
+                    if kept:
+                        self.claims[claim] = time.monotonic() + self.every
+                    else:
+                        del self.claims[claim]
+            self.wake.wait(max(0.01, nearest - time.monotonic()))
 
 
 def _close(result: Iterable[bytes]) -> None:

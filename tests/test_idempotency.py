@@ -819,3 +819,31 @@ def test_a_process_local_store_under_a_multiprocess_server_is_logged_once(
         call(mw, env)
     warnings = [r for r in caplog.records if "lives in one process" in r.getMessage()]
     assert len(warnings) == (1 if backend.name == "memory" else 0)
+
+
+def test_a_renewed_lease_keeps_a_slow_request_from_running_twice(backend: Backend) -> None:
+    calls: list[int] = []
+
+    def slow(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        calls.append(1)
+        time.sleep(backend.lease * 2.5)  # well past the lease
+        start_response("201 Created", [("Content-Type", "text/plain")])
+        return [b"slow but once"]
+
+    mw, _ = make(backend, app=slow, renew_lease=True)
+    tok = token()
+    first: list[Answer] = []
+    thread = threading.Thread(target=lambda: first.append(post(mw, tok)))
+    thread.start()
+    retries: list[Answer] = []
+    try:
+        while thread.is_alive() and len(retries) < 200:
+            time.sleep(0.1)
+            retries.append(post(mw, tok))
+    finally:
+        thread.join(30)
+    assert first[0].body == b"slow but once"
+    assert len(retries) > 3
+    assert all(r.status == 409 or r.header("Idempotent-Replayed") == "true" for r in retries)
+    assert post(mw, tok).body == b"slow but once"
+    assert len(calls) == 1

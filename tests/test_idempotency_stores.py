@@ -301,6 +301,9 @@ def test_store_contract(any_store: Any) -> None:
     assert any_store.claim(key, theirs + b"{}\n", 30) == mine + b"{}\n"
     assert any_store.complete(key, theirs, b"t" * 32 + b"C{}\nx", 30) is False
     assert any_store.release(key, theirs) is False
+    assert any_store.extend(key, theirs, 30) is False
+    assert any_store.extend(key, mine, 30) is True
+    assert any_store.get(key) == mine + b"{}\n"
     done = b"m" * 32 + b"C{}\n\x00\xff binary \r\n body"
     assert any_store.complete(key, mine, done, 30) is True
     assert any_store.get(key) == done
@@ -422,6 +425,11 @@ def test_stores_match_the_model_under_random_interleavings(any_store: Any) -> No
             assert ok == expected
             if ok:
                 del self.model[k]
+
+        @rule(k=st.integers(0, 2), o=st.sampled_from(owners))
+        def extend(self, k: int, o: bytes) -> None:
+            ok = any_store.extend(self.key(k), o + b"P", 60)
+            assert ok == (k in self.model and self.model[k].startswith(o + b"P"))
 
         @rule(k=st.integers(0, 2))
         def get(self, k: int) -> None:

@@ -54,6 +54,9 @@ class Store(Protocol):
     def release(self, key: str, expect: bytes) -> bool:
         """Delete the record if it still starts with *expect*."""
 
+    def extend(self, key: str, expect: bytes, lease: float) -> bool:
+        """Give the record *lease* more seconds if it still starts with *expect*."""
+
     def get(self, key: str) -> bytes | None:
         """The record under *key*, or ``None``."""
 

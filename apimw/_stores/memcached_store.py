@@ -283,6 +283,18 @@ class MemcachedStore:
         except _ERRORS as exc:
             raise self._fail("cas", exc) from exc
 
+    def extend(self, key: str, expect: bytes, lease: float) -> bool:
+        client = self._client(key)
+        self._recall(key, expect)  # the cas below changes the token: complete will gets again
+        current, cas = self._gets(client, key)
+        if current is None or not current.startswith(expect):
+            return False
+        try:
+            # ``touch`` cannot be fenced; a cas of the same value with a new exptime can
+            return bool(client.cas(key, current, cas, expire=memcached_expire(lease), noreply=False))
+        except _ERRORS as exc:
+            raise self._fail("cas", exc) from exc
+
     def get(self, key: str) -> bytes | None:
         return self._read(self._client(key), key)
 

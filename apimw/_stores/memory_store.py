@@ -85,6 +85,15 @@ class MemoryStore:
             del self._data[key]
             return True
 
+    def extend(self, key: str, expect: bytes, lease: float) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            current = self._live(key, now)
+            if current is None or not current.startswith(expect):
+                return False
+            self._data[key] = (current, now + lease)
+            return True
+
     def get(self, key: str) -> bytes | None:
         with self._lock:
             return self._live(key, time.monotonic())

@@ -6,9 +6,9 @@ single-key Lua script, which Redis Cluster routes without hash tags.
 * Claim: ``SET key value NX PX lease GET`` (Redis >= 7.0), which creates the
   record or returns the one there in a single round trip; on older servers a
   Lua script does the same.
-* Fenced complete/release: Lua scripts compare the first 33 bytes of the
+* Fenced complete/release/extend: Lua scripts compare the first 33 bytes of the
   record (``GETRANGE``, cheap even for a large record) with the caller's owner
-  prefix, then ``SET ... PX retention`` or ``DEL`` -- the pattern of redis-py's
+  prefix, then ``SET ... PX retention``, ``DEL`` or ``PEXPIRE`` -- the pattern of redis-py's
   own ``Lock``.
 * Errors: one quick retry of a command whose connection broke (a pooled
   connection that died with a server restart); then :class:`StoreError`.
@@ -60,6 +60,12 @@ if redis.call('GETRANGE', KEYS[1], 0, {PREFIX_LEN - 1}) == ARGV[1] then
 end
 return 0
 """
+_EXTEND: Final = f"""
+if redis.call('GETRANGE', KEYS[1], 0, {PREFIX_LEN - 1}) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
 _ERRORS: Final = (redis.RedisError, OSError)
 
 
@@ -77,6 +83,7 @@ class RedisStore:
         self._set_get = True
         self._complete = client.register_script(_COMPLETE)
         self._release = client.register_script(_RELEASE)
+        self._extend = client.register_script(_EXTEND)
 
     def _fail(self, what: str, exc: BaseException) -> StoreError:
         return StoreError(f"{self.name}: {what} failed: {type(exc).__name__}: {exc}")
@@ -113,6 +120,12 @@ class RedisStore:
             return bool(self._release(keys=[key], args=[expect[:PREFIX_LEN]]))
         except _ERRORS as exc:
             raise self._fail("release", exc) from exc
+
+    def extend(self, key: str, expect: bytes, lease: float) -> bool:
+        try:
+            return bool(self._extend(keys=[key], args=[expect[:PREFIX_LEN], _ms(lease)]))
+        except _ERRORS as exc:
+            raise self._fail("extend", exc) from exc
 
     def get(self, key: str) -> bytes | None:
         try:
