@@ -60,6 +60,13 @@ __all__ = ["IDENTITY_HEADERS", "BasicAuthMiddleware", "filter_factory", "load_ht
 LOG = logging.getLogger(__name__)
 
 ENV_AUTHORIZATION: Final = "HTTP_AUTHORIZATION"
+ENV_IDENTITY_STATUS: Final = "HTTP_X_IDENTITY_STATUS"
+ENV_USER_ID: Final = "HTTP_X_USER_ID"
+ENV_USER_NAME: Final = "HTTP_X_USER_NAME"
+ENV_USER: Final = "HTTP_X_USER"
+ENV_ROLES: Final = "HTTP_X_ROLES"
+ENV_PROJECT_ID: Final = "HTTP_X_PROJECT_ID"
+WWW_AUTHENTICATE: Final = "WWW-Authenticate"
 #: environ key: the verified user name (also in X-User-Id / X-User-Name).
 ENVIRON_USER: Final = "baremetal.auth.user"
 
@@ -175,7 +182,7 @@ class BasicAuthMiddleware:
         self.roles = ",".join(role_list)
         self.cache_ttl = float(cache_ttl)
         self.error_profile = check_profile(error_profile)
-        self._challenge = (("WWW-Authenticate", f'Basic realm="{realm}"'),)
+        self._challenge = ((WWW_AUTHENTICATE, f'Basic realm="{realm}"'),)
         self._lock = threading.Lock()
         self._users = load_htpasswd(user_file)
         self._dummy = _dummy_hash(self._users)
@@ -247,7 +254,7 @@ class BasicAuthMiddleware:
         strip_identity(environ)
         user = self.authenticate(header)
         if user is None:
-            environ["HTTP_X_IDENTITY_STATUS"] = "Invalid"
+            environ[ENV_IDENTITY_STATUS] = "Invalid"
             problem = HTTPProblem(
                 401,
                 "auth.unauthenticated",
@@ -256,14 +263,14 @@ class BasicAuthMiddleware:
             )
             return respond_with_problem(environ, start_response, problem, profile=self.error_profile)
         environ[ENVIRON_USER] = user
-        environ["HTTP_X_IDENTITY_STATUS"] = "Confirmed"
-        environ["HTTP_X_USER_ID"] = user
-        environ["HTTP_X_USER_NAME"] = user
-        environ["HTTP_X_USER"] = user
+        environ[ENV_IDENTITY_STATUS] = "Confirmed"
+        environ[ENV_USER_ID] = user
+        environ[ENV_USER_NAME] = user
+        environ[ENV_USER] = user
         if self.roles:
-            environ["HTTP_X_ROLES"] = self.roles
+            environ[ENV_ROLES] = self.roles
         if self.project_id is not None:
-            environ["HTTP_X_PROJECT_ID"] = self.project_id
+            environ[ENV_PROJECT_ID] = self.project_id
         return self.app(environ, start_response)
 
 
