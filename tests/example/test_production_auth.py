@@ -330,3 +330,40 @@ def test_docs_http_basic_paste_sample_serves(tmp_path: Path, redis_server: Serve
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_a_cached_login_never_lets_another_password_in(htpasswd: Path) -> None:
+    app = BasicAuthMiddleware(_seen, user_file=str(htpasswd), cache_ttl=60)
+    right, wrong = basic("alice", PASSWORDS["alice"]), basic("alice", PASSWORDS["alice"] + "x")
+    assert Request.blank("/", headers=right).get_response(app).status_int == 200  # now cached
+    assert Request.blank("/", headers=wrong).get_response(app).status_int == 401
+    assert Request.blank("/", headers=basic("bob", PASSWORDS["alice"])).get_response(app).status_int == 401
+    uncached = BasicAuthMiddleware(_seen, user_file=str(htpasswd), cache_ttl=0)
+    for _ in range(2):
+        assert Request.blank("/", headers=right).get_response(uncached).status_int == 200
+    assert Request.blank("/", headers=wrong).get_response(uncached).status_int == 401
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        pytest.param({"BAREMETAL_AUTH_STRATEGY": "keystone"}, "BAREMETAL_AUTH_STRATEGY must be one of",
+                     id="strategy"),
+        pytest.param({"BAREMETAL_CONDUCTOR_WORKERS": "two"}, "must be an integer", id="conductors"),
+        pytest.param({"BAREMETAL_HEALTHCHECK": "maybe"}, "must be true or false", id="flag"),
+        pytest.param({"BAREMETAL_STORE": "memory://", "BAREMETAL_WORKER_PROCESSES": "3"},
+                     "cannot be used with 3 worker processes", id="memory-store"),
+        pytest.param({"BAREMETAL_AUTH_STRATEGY": "http_basic", "BAREMETAL_HTPASSWD": "/nonexistent/htpasswd"},
+                     "cannot read the htpasswd file", id="htpasswd"),
+    ],
+)  # fmt: skip
+def test_wsgi_configuration_errors_are_one_sentence(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    from baremetal_service.wsgi import make_application
+
+    # a database that would be created if anything got that far: it must not be
+    database = tmp_path / "never.db"
+    with pytest.raises(ConfigError, match=message):
+        make_application({"BAREMETAL_DATABASE": f"sqlite:///{database}", **env})
+    assert not database.exists()
