@@ -14,10 +14,11 @@ from typing import Any
 from flask import Blueprint, Response, request
 
 from apimw.errors import HTTPProblem
+from apimw.etag import mark_enforced
 
 from . import schemas, serialize, versions
 from .common import api_version, bad_request, base_url, empty_response, json_body, json_response, validate
-from .context import service
+from .context import if_match, service
 
 bp = Blueprint("resource_classes", __name__)
 
@@ -53,6 +54,34 @@ def _doc(rc: Any) -> dict[str, Any]:
     }
 
 
+def _check_if_match(name: str) -> None:
+    """If-Match on a resource class, which carries no etag (RFC 9110 section 13.1.1).
+
+    ``*`` is true when the class exists; any entity-tag can never match: 412, nothing written.
+    """
+    cond = if_match()
+    if cond is None:
+        return
+    exists = True
+    if getattr(cond, "any", False):
+        try:
+            service().get_resource_class(name)
+        except HTTPProblem as problem:
+            if problem.status != 404:
+                raise
+            exists = False
+    else:
+        exists = False
+    if not exists:
+        raise HTTPProblem(
+            412,
+            "baremetal.precondition-failed",
+            f"Resource class {name} does not match the If-Match condition "
+            "(resource classes have no etag; only If-Match: * is meaningful).",
+        )
+    mark_enforced(request.environ)
+
+
 def _location(name: str) -> list[tuple[str, str]]:
     return [("Location", f"{base_url()}/v1/resource_classes/{name}")]
 
@@ -81,6 +110,7 @@ def put_resource_class(name: str) -> Response:
             "resource class (renaming is not possible).",
         )
     _check_name(name)
+    _check_if_match(name)
     created = service().ensure_resource_class(name)
     if created:
         return empty_response(201, _location(name))
@@ -101,5 +131,6 @@ def create_resource_class() -> Response:
 @bp.route("/v1/resource_classes/<name>", methods=["DELETE"])
 def delete_resource_class(name: str) -> Response:
     _gate()
+    _check_if_match(name)
     service().delete_resource_class(name)
     return empty_response(204)

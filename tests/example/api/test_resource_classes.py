@@ -49,3 +49,16 @@ def test_delete_and_version_gate(api: Api) -> None:
     assert api.get("/v1/resource_classes/CUSTOM_TMP").status_code == 404
     assert api.request("PUT", "/v1/resource_classes/CUSTOM_OLD", version="1.116").status_code == 404
     assert api.get("/v1/resource_classes", version="1.115").status_code == 404
+
+
+def test_if_match_on_resource_classes(api: Api) -> None:
+    # Resource classes carry no etag: a tag never matches (412, nothing written); "*" means "exists".
+    path = "/v1/resource_classes/CUSTOM_COND"
+    assert api.request("PUT", path, headers={"If-Match": '"abc"'}).status_code == 412
+    assert api.request("PUT", path, headers={"If-Match": "*"}).status_code == 412
+    assert api.get(path).status_code == 404
+    assert api.request("PUT", path).status_code == 201
+    assert api.request("PUT", path, headers={"If-Match": "*"}).status_code == 204
+    assert api.delete(path, headers={"If-Match": '"abc"'}).status_code == 412
+    assert api.delete(path, headers={"If-Match": "*"}).status_code == 204
+    assert api.get(path).status_code == 404
