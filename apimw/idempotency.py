@@ -688,7 +688,7 @@ class _Exchange:
                 if self.streaming:
                     raise
                 # a deliberate error answer from the app: render it here so it is stored like any 4xx
-                self.status = None
+                self.status, self.chunks, self.size = None, [], 0
                 result = respond_with_problem(
                     self.environ, self.start_response, problem, profile=self.mw._profile
                 )

@@ -525,6 +525,8 @@ def test_an_http_problem_raised_by_the_app_is_rendered_and_stored(backend: Backe
 
     def refusing(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         calls.append(1)
+        write = start_response("201 Created", [("Content-Type", "text/plain")])
+        write(b"half an answer")  # then it changes its mind
         raise HTTPProblem(400, "node.invalid-driver", "No such driver.")
 
     mw, _ = make(backend, app=refusing, error_profile="ironic")
