@@ -178,3 +178,24 @@ def test_duplicate_name_is_409(api: Api) -> None:
     resp = api.post("/v1/nodes", {"driver": "fake-hardware", "name": "dup"})
     assert resp.status_code == 409
     assert error_of(resp)["faultstring"] == "A node with name dup already exists."
+
+
+def test_old_clients_get_old_initial_states(api: Api) -> None:
+    # Before 1.11 a new node starts AVAILABLE; before 1.2 AVAILABLE is shown as NOSTATE (null).
+    old = api.post("/v1/nodes", {"driver": "fake-hardware"}, version="1.10")
+    assert old.status_code == 201
+    assert old.json()["provision_state"] == "available"
+    assert api.get(f"/v1/nodes/{old.json()['uuid']}", version="1.1").json()["provision_state"] is None
+    new = api.post("/v1/nodes", {"driver": "fake-hardware"}, version="1.11")
+    assert new.json()["provision_state"] == "enroll"
+
+
+def test_port_fields_follow_ironic_versions(api: Api) -> None:
+    node = api.node()
+    body = {"node_uuid": node["uuid"], "address": "52:54:00:00:01:01", "name": "p0"}
+    assert api.post("/v1/ports", body, version="1.87").status_code == 406  # port name: 1.88
+    no_pxe = {"node_uuid": node["uuid"], "address": "52:54:00:00:01:02", "pxe_enabled": False}
+    assert api.post("/v1/ports", no_pxe, version="1.18").status_code == 406  # pxe_enabled: 1.19
+    created = api.post("/v1/ports", body, version="1.88")
+    assert created.status_code == 201 and created.json()["name"] == "p0"
+    assert "name" not in api.get(f"/v1/ports/{created.json()['uuid']}", version="1.87").json()
