@@ -367,3 +367,39 @@ def test_wsgi_configuration_errors_are_one_sentence(
     with pytest.raises(ConfigError, match=message):
         make_application({"BAREMETAL_DATABASE": f"sqlite:///{database}", **env})
     assert not database.exists()
+
+
+def test_health_reports_the_database_down_and_back(tmp_path: Path) -> None:
+    """A private PostgreSQL, killed under a running worker: 503 naming the database, then OK again."""
+    from baremetal_service.db.engine import create_engine
+    from baremetal_service.db.migrate import upgrade
+
+    from tests.servers import PostgresServer
+
+    pg = PostgresServer(make_workdir("prod-health-pg"))
+    pg.start()
+    gun = None
+    try:
+        url = f"postgresql+psycopg://postgres@127.0.0.1:{pg.port}/postgres"
+        engine = create_engine(url)
+        try:
+            upgrade(engine)
+        finally:
+            engine.dispose()
+        env = {"BAREMETAL_DATABASE": url, "BAREMETAL_STORE": "memory://"}
+        gun = Gunicorn(tmp_path, env, workers=1).start()
+        assert _health(gun.url).json()["reasons"] == ["database: OK; idempotency store: OK"]
+        pg.kill()  # a crash (a SIGTERM "smart" shutdown would wait for the pool's sessions)
+        down = _wait_health(gun.url, 503)
+        assert down.status_code == 503, down.text
+        assert down.json()["reasons"] == ["database: UNAVAILABLE; idempotency store: OK"]
+        assert "postgres" not in down.text
+        pg.start()
+        back = _wait_health(gun.url, 200)
+        assert back.status_code == 200, back.text
+        listed = requests.get(gun.url + "/v1/nodes", headers=LATEST, timeout=10)
+        assert listed.status_code == 200, listed.text
+    finally:
+        if gun is not None:
+            gun.stop()
+        pg.stop()
