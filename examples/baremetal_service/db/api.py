@@ -286,6 +286,13 @@ class Database:
     ) -> None:
         self.url = url
         self.engine: Engine = create_engine(url, pool_size=pool_size, echo=echo)
+        #: Reads run in autocommit on PostgreSQL: no BEGIN/ROLLBACK round trips around a
+        #: SELECT (the SQLite driver already reads outside transactions).  Same pool.
+        self.reader: Engine = (
+            self.engine.execution_options(isolation_level="AUTOCOMMIT")
+            if self.engine.dialect.name == "postgresql"
+            else self.engine
+        )
         self.etag_generator = etag_generator or make_generator()
 
     # -- lifecycle ----------------------------------------------------------------
@@ -333,7 +340,7 @@ class Database:
         self, kind: str, ident: str, *, project_id: str | None = None, internal: bool = True
     ) -> dict[str, Any]:
         """One resource by UUID (or name, for nodes, ports, portgroups); NotFound otherwise."""
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             doc = self._fetch(conn, kind, ident, project_id)
         if not internal:
             for key in _INTERNAL_TUPLE:
@@ -342,7 +349,7 @@ class Database:
 
     def get_by_id(self, kind_name: str, row_id: int) -> dict[str, Any] | None:
         kind = KINDS[kind_name]
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             row = conn.execute(kind.select.where(kind.table.c.id == row_id)).mappings().first()
         return None if row is None else kind.to_doc(row)
 
@@ -382,7 +389,7 @@ class Database:
         scope = self._scope(kind, project_id)
         if scope is not None:
             stmt = stmt.where(scope)
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             if marker is not None:
                 mrow = None
                 if is_uuid_like(str(marker)):
@@ -405,7 +412,7 @@ class Database:
 
     def count(self, kind_name: str, *where: sa.ColumnElement[bool]) -> int:
         table = KINDS[kind_name].table
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar_one())
 
     # -- the one write path -----------------------------------------------------------
@@ -547,7 +554,7 @@ class Database:
         """
         kind = KINDS[kind_name]
         for _attempt in range(MAX_WRITE_ATTEMPTS):
-            with self.engine.connect() as conn:
+            with self.reader.connect() as conn:
                 current = self._fetch(conn, kind_name, ident, project_id)
             if not _matches(if_match, current["etag"]):
                 raise exc.PreconditionFailed(kind_name, ident)
@@ -596,7 +603,7 @@ class Database:
                 if not is_retryable(error):
                     raise
             if on_conflict is not None:
-                with self.engine.connect() as conn:
+                with self.reader.connect() as conn:
                     on_conflict(self._fetch(conn, kind_name, ident, project_id))
         raise exc.Conflict(f"The {kind_name} {ident} is being modified concurrently; please retry.")
 
@@ -615,7 +622,7 @@ class Database:
         kind = KINDS[kind_name]
         table = kind.table
         for _attempt in range(MAX_WRITE_ATTEMPTS):
-            with self.engine.connect() as conn:
+            with self.reader.connect() as conn:
                 current = self._fetch(conn, kind_name, ident, project_id)
             if not _matches(if_match, current["etag"]):
                 raise exc.PreconditionFailed(kind_name, ident)
@@ -649,7 +656,7 @@ class Database:
                 if not is_retryable(error):
                     raise
             if on_conflict is not None:
-                with self.engine.connect() as conn:
+                with self.reader.connect() as conn:
                     on_conflict(self._fetch(conn, kind_name, ident, project_id))
         raise exc.Conflict(f"The {kind_name} {ident} is being modified concurrently; please retry.")
 
@@ -673,7 +680,7 @@ class Database:
         return created
 
     def get_resource_class(self, name: str) -> dict[str, Any]:
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             row = (
                 conn.execute(sa.select(RESOURCE_CLASSES).where(RESOURCE_CLASSES.c.name == name))
                 .mappings()
@@ -688,7 +695,7 @@ class Database:
         }
 
     def list_resource_classes(self) -> builtins.list[dict[str, Any]]:
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             rows = (
                 conn.execute(sa.select(RESOURCE_CLASSES).order_by(RESOURCE_CLASSES.c.name)).mappings().all()
             )
@@ -715,7 +722,7 @@ class Database:
         stmt = sa.select(EVENTS).order_by(EVENTS.c.id.desc()).limit(limit)
         if resource_uuid is not None:
             stmt = stmt.where(EVENTS.c.resource_uuid == resource_uuid)
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             rows = conn.execute(stmt).mappings().all()
         return [
             {"id": r["id"], "event_type": r["event_type"], "resource_type": r["resource_type"],
@@ -747,7 +754,7 @@ class Database:
             .order_by(NODES.c.provision_updated_at.asc().nulls_first(), NODES.c.id)
             .limit(limit)
         )
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             return [(int(r[0]), str(r[1])) for r in conn.execute(stmt)]
 
     def claim_node(
@@ -792,7 +799,7 @@ class Database:
         """Compute the etag of every row that has none; returns how many were set."""
         done = 0
         for kind_name, kind in KINDS.items():
-            with self.engine.connect() as conn:
+            with self.reader.connect() as conn:
                 rows = conn.execute(kind.select.where(kind.table.c.etag.is_(None))).mappings().all()
             for row in rows:
                 doc = kind.to_doc(row)
