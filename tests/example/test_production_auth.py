@@ -403,3 +403,26 @@ def test_health_reports_the_database_down_and_back(tmp_path: Path) -> None:
         if gun is not None:
             gun.stop()
         pg.stop()
+
+
+def test_wsgi_builds_from_a_paste_ini(tmp_path: Path, redis_server: Server) -> None:
+    """BAREMETAL_PASTE_INI: the docs' http_basic pipeline, served by wsgi.py's application."""
+    from baremetal_service.wsgi import make_application
+
+    htpasswd = write_htpasswd(tmp_path / "htpasswd", PASSWORDS)
+    ini = tmp_path / "api-paste.ini"
+    ini.write_text(_docs_ini("[filter:http_basic]").replace("/etc/baremetal/htpasswd", str(htpasswd)))
+    app = make_application({
+        "BAREMETAL_PASTE_INI": str(ini), "BAREMETAL_DATABASE": f"sqlite:///{tmp_path / 'bm.db'}",
+        "BAREMETAL_STORE": redis_server.url, "BAREMETAL_CONDUCTOR_WORKERS": "0",
+    })  # fmt: skip
+    try:
+        health = Request.blank("/healthcheck", headers={"Accept": "application/json"}).get_response(app)
+        assert health.status_int == 200
+        assert health.json["reasons"] == ["database: OK; idempotency store: OK"]
+        denied = Request.blank("/v1/nodes", headers={"X-Project-Id": "p"}).get_response(app)
+        assert denied.status_int == 401
+        allowed = Request.blank("/v1/nodes", headers=basic("bob", PASSWORDS["bob"])).get_response(app)
+        assert allowed.status_int == 200
+    finally:
+        app.close()
