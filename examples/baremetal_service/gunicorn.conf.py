@@ -56,13 +56,18 @@ control_socket_disable = True
 
 
 def on_starting(server: Any) -> None:
-    """In the master, before any worker exists: refuse memory:// with several workers.
+    """In the master, before any worker exists: refuse --preload, and memory:// with several workers.
 
     The worker count is also exported to the workers (BAREMETAL_WORKER_PROCESSES), so
     baremetal_service.wsgi refuses it again when it builds the application.
     """
     from baremetal_service.wsgi import check_store_processes
 
+    if server.cfg.preload_app:
+        raise RuntimeError(
+            "baremetal-service: preload_app (--preload) is not supported: the database pool, store "
+            "connections and conductor threads must be created in each worker, after the fork"
+        )
     processes = int(server.cfg.workers)
     store = os.environ.get("BAREMETAL_STORE") or "memory://"
     try:

@@ -363,3 +363,17 @@ def test_noauth_scopes_tokens_by_the_client_project(redis_cluster: Gunicorn) -> 
     assert answers[1].status_code == 409, answers[1].text
     assert "Idempotent-Replayed" not in answers[1].headers
     assert count_nodes(redis_cluster.db, name) == 1
+
+
+def test_preload_is_refused(tmp_path: Path, redis_server: Server) -> None:
+    """--preload would build the pool and conductor threads in the master, where a fork breaks them."""
+    db = tmp_path / "bm.db"
+    gun = Gunicorn(tmp_path, {"BAREMETAL_DATABASE": f"sqlite:///{db}", "BAREMETAL_STORE": redis_server.url,
+                              "BAREMETAL_CONDUCTOR_WORKERS": "0"}, workers=1)  # fmt: skip
+    gun.argv.insert(-1, "--preload")
+    proc = gun.spawn()
+    try:
+        assert proc.wait(timeout=60) != 0
+    finally:
+        gun.stop()
+    assert "preload_app (--preload) is not supported" in gun.output()
