@@ -180,19 +180,34 @@ class ClusterRedisServer(RedisServer):
     def url(self) -> str:
         return f"redis+cluster://{HOST}:{self.port}"
 
-    def command(self) -> list[str]:
-        from tests.servers import free_port
+    def __init__(self, workdir: Any) -> None:
+        super().__init__(workdir)
+        # the cluster bus listens on port + 10000 (Redis 6 cannot move it): find a pair that is free
+        import socket
 
-        # the bus port defaults to port + 10000, which may not exist: pick one
-        return [*super().command(), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                "--cluster-port", str(free_port())]  # fmt: skip
+        for _ in range(200):
+            with socket.socket() as low, socket.socket() as high:
+                try:
+                    low.bind((HOST, 0))
+                    port = low.getsockname()[1]
+                    if port > 55535:
+                        continue
+                    high.bind((HOST, port + 10000))
+                except OSError:
+                    continue
+            self.port = port
+            return
+        raise RuntimeError("no free port pair for a Redis Cluster node")
+
+    def command(self) -> list[str]:
+        return [*super().command(), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
 
     def start(self) -> None:
         super().start()
         import redis
 
         with redis.Redis(host=HOST, port=self.port) as client:
-            client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+            client.execute_command("CLUSTER", "ADDSLOTS", *range(16384))  # ADDSLOTSRANGE needs Redis 7
             deadline = time.monotonic() + 20
             while b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
                 if time.monotonic() > deadline:
