@@ -2,7 +2,8 @@
 
     python bench/bench_multiprocess.py [--seconds-per-case 3] [--clients 32] [--workers 4]
 
-Starts a real PostgreSQL and a real Redis on loopback (tests/servers.py), then
+Starts a real PostgreSQL and a real Redis (``--store memcached``: memcached) on
+loopback (tests/servers.py), then
 serves the bare-metal service in three shapes, each on a fresh database, with
 the same store:
 
@@ -46,7 +47,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.servers import PostgresServer, RedisServer, Server, free_port, make_workdir  # noqa: E402
+from tests.servers import (  # noqa: E402
+    MemcachedServer,
+    PostgresServer,
+    RedisServer,
+    Server,
+    free_port,
+    make_workdir,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 GUNICORN_CONF = REPO / "examples" / "baremetal_service" / "gunicorn.conf.py"
@@ -251,6 +259,7 @@ def main() -> int:
     parser.add_argument("--client-processes", type=int, default=4)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--store", choices=("redis", "memcached"), default="redis", help="the replay store")
     parser.add_argument("--skip-1x4", action="store_true", help="skip the gunicorn 1-worker shape")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -258,7 +267,8 @@ def main() -> int:
         parser.error("--seconds-per-case in (0, 60], --clients in (0, 256], --client-processes >= 1")
 
     pg = PostgresServer(make_workdir("bench-mp-pg"))
-    redis = RedisServer(make_workdir("bench-mp-redis"))
+    store_class = RedisServer if args.store == "redis" else MemcachedServer
+    store: Server = store_class(make_workdir("bench-mp-store"))
     workdir = make_workdir("bench-mp")
     results: list[dict[str, Any]] = []
     shapes: list[tuple[str, int, int]] = [("single process", 1, 8)]
@@ -268,14 +278,14 @@ def main() -> int:
     ctx = multiprocessing.get_context("fork")
     try:
         pg.start()
-        redis.start()
+        store.start()
         with ctx.Pool(args.client_processes) as pool:
             for shape, workers, threads in shapes:
-                results += bench_shape(shape, pg, redis.url, args, workers, threads, workdir, pool)
+                results += bench_shape(shape, pg, store.url, args, workers, threads, workdir, pool)
     finally:
-        redis.stop()
+        store.stop()
         pg.stop()
-        for server in (pg, redis):
+        for server in (pg, store):
             shutil.rmtree(server.workdir, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -284,7 +294,7 @@ def main() -> int:
         return 0
     base = {r["case"]: r["rps"] for r in results if r["shape"] == "single process"}
     print(f"\n{args.clients} concurrent keep-alive clients ({args.client_processes} processes), "
-          f"{args.seconds_per_case:.0f} s per case, PostgreSQL + Redis on loopback, "
+          f"{args.seconds_per_case:.0f} s per case, PostgreSQL + {args.store} on loopback, "
           f"{os.cpu_count()} CPUs (shared with the load generator)")  # fmt: skip
     print(f"{'shape':<16} {'case':<16} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs single':>10}")
     for row in results:
