@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import hmac
 import importlib
 import json
 import logging
@@ -58,6 +57,8 @@ from apimw.errors import (
 from apimw.microversion import ENVIRON_VERSION, VersionGate
 
 if TYPE_CHECKING:
+    from _hashlib import HASH as _Hash
+
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 __all__ = [
@@ -136,7 +137,11 @@ _TIMESPECS: Final = ("seconds", "milliseconds", "microseconds")
 def _datetime(value: _dt.datetime, timespec: str) -> str:
     # Naive datetimes are taken as UTC (what SQLAlchemy's DateTime gives back from SQLite
     # for a value saved as aware UTC), so the tag is the same before save and after reload.
-    if value.tzinfo is not None:
+    if type(value) is _dt.datetime:  # the same text as below, sooner (no replace() call)
+        if value.tzinfo is None:
+            return value.isoformat("T", timespec) + "Z"
+        return value.astimezone(_UTC).isoformat("T", timespec)[:-6] + "Z"  # drop "+00:00"
+    if value.tzinfo is not None:  # a subclass: its own astimezone/replace/isoformat
         value = value.astimezone(_UTC).replace(tzinfo=None)
     return value.isoformat(timespec=timespec) + "Z"
 
@@ -237,6 +242,87 @@ _ENCODER: Final = json.JSONEncoder(
 )
 
 
+def _stdlib_json(doc: Any, timespec: str) -> bytes:
+    """The reference encoding: every value normalised in Python, then the stdlib encoder."""
+    try:
+        return _ENCODER.encode(_normalise(doc, timespec)).encode("utf-8")
+    except RecursionError:
+        raise CanonicalizationError("document nested too deeply for an etag") from None
+
+
+# -- the fast path: orjson, only where its bytes are provably the stdlib path's ----------------
+#
+# orjson (optional) encodes a document several times faster than the stdlib, but not always
+# to the same bytes: floats are formatted differently (1e16 vs 1e+16) and integral floats
+# are not made integers, NaN/Infinity become null instead of being refused, ints beyond 64
+# bits and non-str keys raise, and Enums, dataclasses and str/int/dict/list subclasses are
+# encoded natively.  So it only gets documents made of the exact types below, which it
+# writes byte for byte as the stdlib path does (keys sorted by code point = UTF-8 byte
+# order, the same control-character escapes, UTF-8 output, UUIDs as str(uuid)); datetimes,
+# dates and times come back to _fast_default through OPT_PASSTHROUGH_DATETIME.  Anything
+# else -- one float anywhere, a set, a Decimal, a subclass, an int key -- and anything orjson
+# refuses (big ints, non-str keys, lone surrogates, nesting deeper than 255) takes the stdlib
+# path, which gives the same bytes or raises as before.  tests/test_etag_generate.py checks
+# the two paths against each other on generated documents; _fast_agrees() re-checks a probe
+# at import, so that an orjson release that changes its output only costs speed.
+_FAST_LEAVES: Final[frozenset[type]] = frozenset(
+    {str, int, bool, type(None), _dt.datetime, _dt.date, _dt.time, uuid.UUID}
+)
+
+
+def _fast_ok(container: Any, leaves: frozenset[type] = _FAST_LEAVES) -> bool:
+    """True if every value under *container* (an exact dict, list or tuple) has a fast type."""
+    for item in container.values() if type(container) is dict else container:
+        if type(item) in leaves:
+            continue
+        kind = type(item)
+        if (kind is dict or kind is list or kind is tuple) and _fast_ok(item):
+            continue
+        return False
+    return True
+
+
+def _fast_default(timespec: str) -> Callable[[Any], str]:
+    def default(value: Any) -> str:
+        if type(value) is _dt.datetime:
+            return _datetime(value, timespec)
+        if type(value) is _dt.date or type(value) is _dt.time:
+            return value.isoformat()
+        raise TypeError(type(value).__name__)  # not reached: _fast_ok let only these through
+
+    return default
+
+
+_fast_dumps: Callable[..., bytes] | None = None
+_FAST_ERROR: type[Exception] = TypeError
+_FAST_OPTION = 0
+_FAST_DEFAULTS: Final = {timespec: _fast_default(timespec) for timespec in _TIMESPECS}
+_FAST_CONTAINERS: Final = (dict, list, tuple)
+try:
+    import orjson
+except ImportError:  # optional: the stdlib path gives the same bytes, more slowly
+    pass
+else:
+    _fast_dumps = orjson.dumps
+    _FAST_ERROR = orjson.JSONEncodeError
+    _FAST_OPTION = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def _fast_json(doc: Any, timespec: str) -> bytes | None:
+    """The canonical bytes through orjson, or None where only the stdlib path can tell."""
+    dumps = _fast_dumps
+    default = _FAST_DEFAULTS.get(timespec)
+    if dumps is None or default is None:
+        return None
+    kind = type(doc)
+    try:
+        if kind not in _FAST_LEAVES and not (kind in _FAST_CONTAINERS and _fast_ok(doc)):
+            return None
+        return dumps(doc, default=default, option=_FAST_OPTION)
+    except (_FAST_ERROR, RecursionError):
+        return None
+
+
 def canonical_json(doc: Any, *, timespec: str = "microseconds") -> bytes:
     """The canonical UTF-8 JSON of *doc*: the bytes an etag is computed over.
 
@@ -244,11 +330,42 @@ def canonical_json(doc: Any, *, timespec: str = "microseconds") -> bytes:
     UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (naive ones taken as UTC), integral floats as
     integers, tuples as lists, sets as sorted lists, UUIDs and Decimals as their JSON
     values.  NaN, Infinity and unknown types raise :class:`CanonicalizationError`.
+    The same bytes with or without orjson installed (it only makes this faster).
     """
+    data = _fast_json(doc, timespec)
+    return _stdlib_json(doc, timespec) if data is None else data
+
+
+def _fast_agrees() -> bool:
+    """Does the installed orjson still write this probe exactly as the stdlib path does?"""
+
+    class Key(str):
+        pass
+
+    text = "".join(map(chr, range(0x80))) + "\x80\x9f\xa0é\u2028\u2029\ud7ff\ue000\ufeff\uffff\U0010ffff"
+    keys = ["", "a", "B", "a\x00", "aa", "\x7f", "é", "\ue000", "\uffff", "\U00010000", "\U0010ffff", text]
+    leaves = [
+        None, True, False, 0, -1, 2**53 + 1, 2**63 - 1, -(2**63), 2**64 - 1, text,
+        _dt.datetime(2026, 5, 1, 12, 0, 0, 5), _dt.datetime(2026, 5, 1, 12, tzinfo=_UTC),
+        _dt.datetime(2026, 5, 1, 14, tzinfo=_dt.timezone(_dt.timedelta(hours=2))),
+        _dt.date(2026, 5, 1), _dt.time(12, 30, 1, 7), uuid.UUID(int=2**128 - 1),
+    ]  # fmt: skip
+    probe: dict[str, Any] = {
+        key: [leaves, (index, {}), {"z": [], "y": ()}] for index, key in enumerate(reversed(keys))
+    }
     try:
-        return _ENCODER.encode(_normalise(doc, timespec)).encode("utf-8")
-    except RecursionError:
-        raise CanonicalizationError("document nested too deeply for an etag") from None
+        for timespec in _TIMESPECS:
+            if _fast_json(probe, timespec) != _stdlib_json(probe, timespec):
+                return False
+    except Exception:  # noqa: BLE001 - any surprise disables the fast path, never the etags
+        return False
+    # str-subclass and int keys must be refused (the stdlib path checks them for duplicates)
+    return _fast_json({Key("a"): 1}, "seconds") is None and _fast_json({1: 1}, "seconds") is None
+
+
+if _fast_dumps is not None and not _fast_agrees():
+    LOG.warning("orjson %s writes differently from the stdlib: etags use the stdlib", orjson.__version__)
+    _fast_dumps = None
 
 
 def format_etag(opaque: str, *, weak: bool = True) -> str:
@@ -264,6 +381,19 @@ def split_etag(value: str) -> tuple[bool, str]:
     if value.startswith('"') and value.endswith('"') and len(value) >= 2:
         return False, value[1:-1]
     return False, value
+
+
+_SHA512_BLOCK: Final = 128
+_IPAD: Final = bytes(x ^ 0x36 for x in range(256))
+_OPAD: Final = bytes(x ^ 0x5C for x in range(256))
+
+
+def _hmac_pads(key: bytes) -> tuple[_Hash, _Hash]:
+    """SHA-512 states after the inner and outer key pads (RFC 2104 §2), to copy per message."""
+    if len(key) > _SHA512_BLOCK:
+        key = hashlib.sha512(key).digest()
+    key = key.ljust(_SHA512_BLOCK, b"\0")
+    return hashlib.sha512(key.translate(_IPAD)), hashlib.sha512(key.translate(_OPAD))
 
 
 class ETagGenerator:
@@ -283,7 +413,7 @@ class ETagGenerator:
         MySQL ``DATETIME`` without fractional seconds).
     """
 
-    __slots__ = ("_key", "_plain", "_ignored", "weak", "timespec", "algorithm")
+    __slots__ = ("_inner", "_outer", "_plain", "_ignored", "weak", "timespec", "algorithm")
 
     def __init__(
         self,
@@ -306,7 +436,7 @@ class ETagGenerator:
             )
         self.algorithm = algorithm
         self._plain = algorithm == "sha512"
-        self._key = raw_key or b""
+        self._inner, self._outer = _hmac_pads(raw_key or b"")
         self._ignored = {name: frozenset(fields) for name, fields in ignored_fields.items()}
         self.weak = weak
         self.timespec = timespec
@@ -321,13 +451,23 @@ class ETagGenerator:
 
     def digest(self, doc: Mapping[str, Any], resource_type: str | None = None) -> str:
         """The 128 hex digits for *doc* (store these, or the wire form from :meth:`etag`)."""
-        fields = dict(doc)
-        for name in self.ignored(resource_type):
-            fields.pop(name, None)
+        ignored = self.ignored(resource_type)
+        if type(doc) is dict and not any(map(doc.__contains__, ignored)):
+            fields: Any = doc  # nothing to drop: canonical_json never changes its argument
+        else:
+            fields = dict(doc)
+            for name in ignored:
+                fields.pop(name, None)
         data = canonical_json(fields, timespec=self.timespec)
         if self._plain:
             return hashlib.sha512(data).hexdigest()
-        return hmac.digest(self._key, data, "sha512").hex()
+        # HMAC-SHA-512 (RFC 2104) from the key pads hashed once in __init__: the same digest as
+        # hmac.digest(key, data, "sha512"), without setting up the key on every call.
+        inner = self._inner.copy()
+        inner.update(data)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.hexdigest()
 
     def etag(self, doc: Mapping[str, Any], resource_type: str | None = None) -> str:
         """The wire form ``W/"<128 hex>"``: the ETag header and the body ``etag`` field."""

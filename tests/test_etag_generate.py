@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import datetime as dt
+import enum
+import functools
 import hashlib
 import hmac
 import json
@@ -12,6 +16,8 @@ import re
 import subprocess
 import sys
 import uuid
+import zoneinfo
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -19,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from apimw import etag as etag_module
 from apimw.errors import ConfigError
 from apimw.etag import CanonicalizationError, ETagGenerator, canonical_json
 
@@ -216,3 +223,304 @@ def test_bad_generator_config(kwargs: dict[str, Any]) -> None:
 
 def test_repr_never_shows_the_key() -> None:
     assert KEY not in repr(GEN)
+
+
+# -- the orjson fast path gives the stdlib path's bytes, or steps aside ------------------------
+
+
+class Text(str):
+    pass
+
+
+class Number(int):
+    pass
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+
+
+class Stamp(dt.datetime):
+    pass
+
+
+class NoOffset(dt.tzinfo):
+    """An aware-looking datetime whose utcoffset() is None (taken as local time)."""
+
+    def utcoffset(self, value: dt.datetime | None) -> None:
+        return None
+
+    def dst(self, value: dt.datetime | None) -> None:
+        return None
+
+    def tzname(self, value: dt.datetime | None) -> None:
+        return None
+
+
+ALMOST_A_DAY = dt.timedelta(hours=23, minutes=59)
+zones = (
+    st.none()
+    | st.just(dt.UTC)
+    | st.builds(dt.timezone, st.timedeltas(-ALMOST_A_DAY, ALMOST_A_DAY))
+    | st.just(NoOffset())
+)
+if zoneinfo.available_timezones():  # the system tz database, with DST folds and gaps
+    zones |= st.timezones()
+
+texts = (
+    st.text(max_size=12)
+    | st.text(st.characters(max_codepoint=0x3F), max_size=6)  # control characters, quotes
+    | st.sampled_from(["\x00\x1f\x7f\x80\x9f", "\u2028\u2029", "é\ufeff\uffff", "\U0010ffff", '"\\/'])
+    | st.sampled_from(["\ud800", "a\udfffb"])  # lone surrogates: not UTF-8, refused either way
+)
+stamps = st.builds(
+    Stamp, st.integers(1, 9999), st.integers(1, 12), st.integers(1, 28), st.integers(0, 23), tzinfo=zones
+)  # a datetime subclass: its own methods, the stdlib path
+fast_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | texts
+    | st.datetimes(timezones=zones)
+    | st.dates()
+    | st.times(timezones=st.none() | st.just(dt.UTC))
+    | st.uuids()
+)
+other_leaves = (
+    st.integers(2**64, 2**80)
+    | st.integers(-(2**80), -(2**63) - 1)
+    | st.floats()  # NaN and Infinity included
+    | st.sampled_from([0.0, -0.0, 100.0, 1e16, 1e-5, 0.1, 2.5e-7, 1e300, 2.0**53, -(2.0**60)])
+    | st.decimals()
+    | st.builds(Text, texts)
+    | st.builds(Number, st.integers(-5, 5))
+    | st.sampled_from([Colour.RED, Level.LOW, b"bytes"])
+    | stamps
+    | st.frozensets(st.integers(-3, 3) | st.text(max_size=3), max_size=4)
+)
+keys = st.text(max_size=6) | st.sampled_from(["", "a", "B", "é", "\ue000", "\U00010000", "\ufeff"])
+
+
+def json_like(leaves: st.SearchStrategy[Any], odd_keys: bool) -> st.SearchStrategy[Any]:
+    key = keys | st.integers(-3, 3) | st.builds(Text, keys) if odd_keys else keys
+    return st.recursive(
+        leaves,
+        lambda inner: st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(key, inner, max_size=5),
+        max_leaves=25,
+    )
+
+
+fast_docs = json_like(fast_leaves, odd_keys=False)
+any_docs = json_like(fast_leaves | other_leaves, odd_keys=True)
+
+
+def outcome(encode: Any, doc: Any, timespec: str) -> bytes | type[BaseException]:
+    try:
+        return encode(doc, timespec)
+    except Exception as exc:  # the same refusal, whichever path
+        return type(exc)
+
+
+def stdlib_path(doc: Any, timespec: str) -> bytes:
+    return etag_module._stdlib_json(doc, timespec)
+
+
+def public(doc: Any, timespec: str) -> bytes:
+    return canonical_json(doc, timespec=timespec)
+
+
+timespecs = st.sampled_from(["seconds", "milliseconds", "microseconds"])
+
+
+@settings(RELAXED, max_examples=200)
+@given(fast_docs, timespecs)
+def test_orjson_writes_the_stdlib_bytes_for_documents_of_fast_types(doc: Any, timespec: str) -> None:
+    fast = outcome(etag_module._fast_json, doc, timespec)
+    reference = outcome(stdlib_path, doc, timespec)
+    assert outcome(public, doc, timespec) == reference
+    if isinstance(reference, bytes):
+        assert fast == reference  # taken, and byte for byte
+    else:  # refused (a lone surrogate, a datetime out of range): by the stdlib path, as before
+        assert fast is None
+
+
+@settings(RELAXED, max_examples=250)
+@given(any_docs, timespecs)
+def test_canonical_json_is_the_stdlib_paths_for_any_document(doc: Any, timespec: str) -> None:
+    fast = outcome(etag_module._fast_json, doc, timespec)
+    reference = outcome(stdlib_path, doc, timespec)
+    assert outcome(public, doc, timespec) == reference
+    assert fast is None or fast == reference
+
+
+
+def reference_datetime(value: dt.datetime, timespec: str) -> str:
+    """The datetime text etags have always hashed (the formula before the fast path)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    return value.isoformat(timespec=timespec) + "Z"
+
+
+@RELAXED
+@given(st.datetimes(timezones=zones) | stamps, timespecs)
+def test_datetime_text_is_the_reference_formula(value: dt.datetime, timespec: str) -> None:
+    try:
+        expected: str | type[BaseException] = reference_datetime(value, timespec)
+    except (OverflowError, ValueError) as exc:  # out of range once moved to UTC
+        expected = type(exc)
+    if isinstance(expected, str):
+        assert canonical_json({"t": value}, timespec=timespec) == f'{{"t":"{expected}"}}'.encode()
+    else:
+        assert outcome(public, {"t": value}, timespec) == expected
+
+
+@pytest.mark.parametrize("key_size", [16, 32, 64, 127, 128, 129, 300])
+def test_keyed_digest_is_rfc2104_hmac_sha512(key_size: int) -> None:
+    key = bytes(range(256))[:key_size] if key_size <= 256 else os.urandom(key_size)
+    generator = ETagGenerator(key=key)
+    for doc in ({"a": 1}, {}, {"x": "é" * 3000, "t": dt.datetime(2026, 1, 1)}):
+        assert generator.digest(doc) == hmac.new(key, canonical_json(doc), hashlib.sha512).hexdigest()
+
+
+@contextlib.contextmanager
+def without_orjson() -> Iterator[None]:
+    """The stdlib path only, as on a machine where orjson is not installed."""
+    saved = etag_module._fast_dumps
+    etag_module._fast_dumps = None
+    try:
+        yield
+    finally:
+        etag_module._fast_dumps = saved
+
+
+@RELAXED
+@given(st.dictionaries(keys, json_like(fast_leaves | other_leaves, odd_keys=False), max_size=6))
+def test_the_etag_is_the_same_with_and_without_orjson(doc: dict[str, Any]) -> None:
+    def tag() -> str | type[BaseException]:
+        try:
+            return GEN.etag(doc, "node")
+        except Exception as exc:
+            return type(exc)
+
+    with_it = tag()
+    with without_orjson():
+        assert tag() == with_it
+
+
+def node() -> dict[str, Any]:
+    return {
+        "uuid": str(uuid.UUID(int=1)), "name": "compute-0001", "driver": "redfish",
+        "driver_info": {"redfish_address": "https://10.0.0.1", "redfish_password": "******"},
+        "driver_internal_info": {"agent_url": "http://10.0.0.5:9999"},
+        "properties": {"cpus": 32, "memory_mb": 262144, "capabilities": "boot_mode:uefi"},
+        "extra": {f"key{i}": f"value-{i}" for i in range(10)}, "traits": ["CUSTOM_GPU", "HW_CPU_X86_AVX2"],
+        "maintenance": False, "last_error": None, "raid_config": {}, "owner": None,
+        "created_at": dt.datetime(2026, 11, 1, 8, 30, tzinfo=dt.UTC), "updated_at": None,
+    }  # fmt: skip
+
+
+def test_an_ordinary_node_takes_the_fast_path_and_is_left_unchanged() -> None:
+    doc = node()
+    before = copy.deepcopy(doc)
+    fields = {k: v for k, v in doc.items() if k not in {"driver_internal_info", "updated_at", "etag"}}
+    assert etag_module._fast_json(fields, "microseconds") == etag_module._stdlib_json(fields, "microseconds")
+    tag = GEN.etag(doc, "node")
+    with without_orjson():
+        assert GEN.etag(doc, "node") == tag
+    assert doc == before
+    port = {"uuid": "p", "address": "52:54:00:12:34:56"}  # nothing to drop: not copied, not changed
+    assert GEN.etag(port, "port") == GEN.etag({**port, "etag": "x", "updated_at": None}, "port")
+    assert port == {"uuid": "p", "address": "52:54:00:12:34:56"}
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        pytest.param({"n": 1.5, "s": "x"}, id="one-float"),
+        pytest.param({"n": [2**64]}, id="int-beyond-64-bits"),
+        pytest.param({"d": {1: "a"}}, id="int-key"),
+        pytest.param({"d": {Text("a"): 1}}, id="str-subclass-key"),
+        pytest.param({"s": Text("x")}, id="str-subclass"),
+        pytest.param({"s": {"b", "a"}}, id="set"),
+        pytest.param({"l": functools.reduce(lambda inner, _: [inner], range(300), [])}, id="nested-300-deep"),
+    ],
+)
+def test_documents_orjson_cannot_write_alike_take_the_stdlib_path(doc: dict[str, Any]) -> None:
+    assert etag_module._fast_json(doc, "microseconds") is None
+    with without_orjson():
+        expected = canonical_json(doc)
+    assert canonical_json(doc) == expected
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")], ids=["nan", "inf", "minus-inf"])
+def test_nan_in_an_otherwise_fast_document_is_still_refused(bad: float) -> None:
+    doc = {**node(), "properties": {"cpus": 4, "ratio": [1, bad]}}
+    with pytest.raises(CanonicalizationError):
+        GEN.etag(doc, "node")
+
+
+def test_a_cycle_is_refused_with_or_without_orjson() -> None:
+    doc: dict[str, Any] = {"a": []}
+    doc["a"].append(doc)
+    with pytest.raises(CanonicalizationError):
+        canonical_json(doc)
+    with without_orjson(), pytest.raises(CanonicalizationError):
+        canonical_json(doc)
+
+
+def test_the_installed_orjson_passes_the_import_time_probe() -> None:
+    assert etag_module._fast_dumps is not None
+    assert etag_module._fast_agrees()
+
+
+def test_the_probe_catches_an_orjson_that_writes_differently(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = etag_module._fast_dumps
+    assert real is not None
+    upper = lambda *a, **kw: real(*a, **kw).replace(b"\\u001f", b"\\u001F")  # noqa: E731
+    monkeypatch.setattr(etag_module, "_fast_dumps", upper)
+    assert not etag_module._fast_agrees()
+
+
+SUBPROCESS_CODE = """
+import json, sys
+{prelude}
+from apimw import etag
+doc = json.loads(sys.argv[1])
+print(json.dumps([etag._fast_dumps is None, etag.ETagGenerator(key={key!r}).etag(doc, "node")]))
+"""
+# an orjson that escapes control characters in upper case, as a future release might
+DIFFERENT_ORJSON = """
+import types, orjson as real
+fake = types.ModuleType("orjson")
+fake.__dict__.update({k: getattr(real, k) for k in dir(real) if not k.startswith("__")})
+fake.__version__ = "99.0-test"
+fake.dumps = lambda *a, **kw: real.dumps(*a, **kw).replace(b"\\\\u001f", b"\\\\u001F")
+sys.modules["orjson"] = fake
+"""
+
+
+@pytest.mark.parametrize(
+    ("prelude", "fast_path_off"),
+    [
+        pytest.param("", False, id="orjson"),
+        pytest.param("sys.modules['orjson'] = None  # not importable", True, id="no-orjson"),
+        pytest.param(DIFFERENT_ORJSON, True, id="orjson-writing-differently"),
+    ],
+)
+def test_same_etag_in_a_process_without_a_usable_orjson(prelude: str, fast_path_off: bool) -> None:
+    doc = {**node(), "created_at": "2026-11-01T08:30:00Z", "control": "\x1f\x00", "n": 2.5}
+    code = SUBPROCESS_CODE.format(prelude=prelude, key=KEY)
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(doc)], capture_output=True, text=True, check=True
+    )
+    off, tag = json.loads(out.stdout)
+    assert off is fast_path_off
+    assert tag == GEN.etag(doc, "node")
+    if prelude == DIFFERENT_ORJSON:
+        assert "writes differently from the stdlib" in out.stderr
