@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 from automaton import machines
+from baremetal_service import exceptions as exc
 from baremetal_service.conductor import Conductor, LeaseLost, drain, states
 from baremetal_service.db.api import Database
 from baremetal_service.drivers import (
@@ -24,6 +25,8 @@ from baremetal_service.drivers import (
     Task,
 )
 from baremetal_service.service import BaremetalService
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -438,3 +441,44 @@ def test_database_is_the_only_shared_state(database_url: str) -> None:
         assert b.conductor.run_once() == 1
         assert a.get_node("shared")["provision_state"] == "manageable"
         assert isinstance(a.db, Database)
+
+
+_ACTIONS = st.sampled_from(sorted(states.ACTIONS))
+_STEPS = st.sets(st.sampled_from(["power_validate", "inspect", "clean", "deploy", "tear_down"]), max_size=2)
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(actions=st.lists(st.tuples(_ACTIONS, _STEPS), min_size=1, max_size=10))
+def test_any_action_sequence_keeps_the_node_consistent(
+    svc: BaremetalService, recorder: Recorder, actions: list[tuple[str, set[str]]]
+) -> None:
+    """Model check: an action is refused (400, naming the allowed ones) exactly when the
+    machine does not allow it; after the conductor runs, the node is idle in a stable state."""
+    name = f"m{len(svc.list_nodes())}"
+    enrolled(svc, name)
+    for action, failing in actions:
+        recorder.fail = set(failing)
+        before = svc.get_node(name)["provision_state"]
+        allowed = states.allowed_actions(before)
+        steps = [{"interface": "deploy", "step": "x"}] if action == "clean" else None
+        try:
+            svc.set_provision_state(name, action, clean_steps=steps)
+        except exc.InvalidStateRequested as error:
+            assert action not in allowed
+            assert error.extra["allowed_targets"] == allowed
+            continue
+        assert action in allowed
+        node = run(svc, name)
+        assert states.is_stable(node["provision_state"])
+        assert (node["target_provision_state"], node["reservation"]) == (None, None)
+        assert svc.db.get("node", name)["pending_action"] is None
+        assert (node["last_error"] is not None) == (node["provision_state"] in _FAILED_STATES)
+
+
+_FAILED_STATES = frozenset(
+    {states.ENROLL, states.INSPECTFAIL, states.CLEANFAIL, states.DEPLOYFAIL, states.ERROR}
+)
