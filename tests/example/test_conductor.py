@@ -28,6 +28,8 @@ from baremetal_service.service import BaremetalService
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from apimw.errors import ConfigError
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -482,3 +484,12 @@ def test_any_action_sequence_keeps_the_node_consistent(
 _FAILED_STATES = frozenset(
     {states.ENROLL, states.INSPECTFAIL, states.CLEANFAIL, states.DEPLOYFAIL, states.ERROR}
 )
+
+
+def test_bad_conductor_and_driver_configuration_fails_at_startup(database_url: str) -> None:
+    with pytest.raises(ConfigError, match="unknown hardware type 'ipmi'"):
+        BaremetalService(database_url, enabled_hardware_types=("fake-hardware", "ipmi"))
+    with BaremetalService(database_url, conductor_workers=0) as svc:
+        for bad in ({"workers": 0}, {"poll_interval": 0}, {"lease_timeout": -1}):
+            with pytest.raises(ConfigError):
+                Conductor(svc.db, svc.drivers, **bad)  # type: ignore[arg-type]

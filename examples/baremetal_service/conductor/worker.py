@@ -34,6 +34,8 @@ import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any, Final
 
+from apimw.errors import ConfigError
+
 from ..db.api import NODES, Database, iso, utcnow
 from ..drivers import (
     POWER_OFF,
@@ -86,8 +88,10 @@ class Conductor:
         lease_timeout: float = 120.0,
         step_timeout: float = 60.0,
     ) -> None:
-        if workers < 1:
-            raise ValueError("workers must be >= 1")
+        if workers < 1 or poll_interval <= 0 or lease_timeout <= 0 or step_timeout <= 0:
+            raise ConfigError(
+                "conductor workers must be >= 1 and poll_interval, lease_timeout, step_timeout > 0"
+            )
         self.db = db
         self.drivers = drivers
         self.host = socket.gethostname()
