@@ -13,9 +13,12 @@ the same store:
   gunicorn.conf.py);
 * ``gunicorn NxT``: gunicorn with ``--workers`` processes x ``--threads`` threads.
 
-and drives each with ``--clients`` concurrent keep-alive clients (spread over
-``--client-processes`` processes, so the load generator is not one GIL) for
-``--seconds-per-case`` seconds per case:
+All three run at once (idle ones cost little) and are driven in turn: each case
+runs ``--rounds`` interleaved rounds over the shapes, so background load on a
+shared machine falls on every shape alike.  Each shape gets ``--clients``
+concurrent keep-alive clients (spread over ``--client-processes`` processes, so
+the load generator is not one GIL) for ``--seconds-per-case`` seconds per case
+in total:
 
 * GET one node, GET /v1/nodes with 100 nodes, POST /v1/nodes (create),
   replayed POST (same X-Client-Token; answered from Redis).
@@ -101,6 +104,12 @@ def _client_thread(
         return _call(conn, "POST", "/v1/nodes", {"driver": "fake-hardware", "name": f"c-{tag}-{n}"})[0]
 
     wanted = EXPECTED[case]
+    try:
+        for _ in range(5):  # warm-up: connections, worker pools and per-process caches
+            once()
+    except OSError as exc:
+        errors.append(repr(exc))
+        return
     while time.time() < start_at:
         time.sleep(0.001)
     try:
@@ -142,9 +151,10 @@ def _client_process(args: Job) -> tuple[list[float], list[str]]:
 
 
 def drive(port: int, case: str, ctx: dict[str, Any], *, clients: int, processes: int,
-          seconds: float, pool: Any) -> dict[str, Any]:  # fmt: skip
+          seconds: float, pool: Any) -> list[float]:  # fmt: skip
+    """Latencies (seconds) of every request *clients* clients completed in *seconds*."""
     per = [clients // processes + (1 if i < clients % processes else 0) for i in range(processes)]
-    start_at = time.time() + 1.0  # every client connects, then all start together
+    start_at = time.time() + 1.0  # every client connects and warms up, then all start together
     stop_at = start_at + seconds
     run = uuid.uuid4().hex[:8]
     jobs = [(port, case, ctx, start_at, stop_at, n, f"{run}-{i}") for i, n in enumerate(per) if n]
@@ -155,8 +165,13 @@ def drive(port: int, case: str, ctx: dict[str, Any], *, clients: int, processes:
         errors.extend(errs)
     if errors:
         raise SystemExit(f"{case}: unexpected answers: {errors[:5]}")
-    samples.sort()
+    return samples
+
+
+def summarize(shape: str, case: str, samples: list[float], seconds: float) -> dict[str, Any]:
+    samples = sorted(samples)
     return {
+        "shape": shape,
         "case": case,
         "requests": len(samples),
         "rps": len(samples) / seconds,
@@ -225,8 +240,9 @@ def _new_database(pg: Server) -> str:
     return f"postgresql+psycopg://postgres@127.0.0.1:{pg.port}/{name}"
 
 
-def bench_shape(shape: str, pg: Server, store: str, args: argparse.Namespace, workers: int, threads: int,
-                workdir: Path, pool: Any) -> list[dict[str, Any]]:  # fmt: skip
+def prepare_shape(shape: str, pg: Server, store: str, workers: int, threads: int,
+                  workdir: Path) -> tuple[subprocess.Popen[bytes], int, dict[str, Any]]:  # fmt: skip
+    """Start *shape* on a fresh database with 100 nodes: (process, port, context)."""
     port = free_port()
     proc = _start(shape, port, _new_database(pg), store, workers, threads, workdir / f"{port}.log")
     try:
@@ -240,21 +256,16 @@ def bench_shape(shape: str, pg: Server, store: str, args: argparse.Namespace, wo
                 raise SystemExit(f"setup create: {status} {payload[:200]!r}")
             uuids.append(json.loads(payload)["uuid"])
         conn.close()
-        ctx = {"target": uuids[0]}
-        rows = []
-        for case in CASES:
-            row = drive(port, case, ctx, clients=args.clients, processes=args.client_processes,
-                        seconds=args.seconds_per_case, pool=pool)  # fmt: skip
-            row["shape"] = shape
-            rows.append(row)
-        return rows
-    finally:
+    except BaseException:
         _stop(proc)
+        raise
+    return proc, port, {"target": uuids[0]}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds-per-case", type=float, default=3.0)
+    parser.add_argument("--seconds-per-case", type=float, default=3.0, help="per shape, over all rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per case (default 3)")
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--client-processes", type=int, default=4)
     parser.add_argument("--workers", type=int, default=4)
@@ -265,6 +276,8 @@ def main() -> int:
     args = parser.parse_args()
     if not 0 < args.seconds_per_case <= 60 or not 0 < args.clients <= 256 or args.client_processes < 1:
         parser.error("--seconds-per-case in (0, 60], --clients in (0, 256], --client-processes >= 1")
+    if not 1 <= args.rounds <= 20:
+        parser.error("--rounds in [1, 20]")
 
     pg = PostgresServer(make_workdir("bench-mp-pg"))
     store_class = RedisServer if args.store == "redis" else MemcachedServer
@@ -276,13 +289,33 @@ def main() -> int:
         shapes.append((f"gunicorn 1x{args.threads}", 1, args.threads))
     shapes.append((f"gunicorn {args.workers}x{args.threads}", args.workers, args.threads))
     ctx = multiprocessing.get_context("fork")
+    running: dict[str, tuple[subprocess.Popen[bytes], int, dict[str, Any]]] = {}
     try:
         pg.start()
         store.start()
+        for shape, workers, threads in shapes:
+            running[shape] = prepare_shape(shape, pg, store.url, workers, threads, workdir)
+        # Interleaved rounds: each case runs on every shape in turn, `rounds` times, so that
+        # background load on a shared machine falls on all shapes alike.
+        samples: dict[tuple[str, str], list[float]] = {}
+        round_seconds = args.seconds_per_case / args.rounds
         with ctx.Pool(args.client_processes) as pool:
-            for shape, workers, threads in shapes:
-                results += bench_shape(shape, pg, store.url, args, workers, threads, workdir, pool)
+            for case in CASES:
+                for _ in range(args.rounds):
+                    for shape, _w, _t in shapes:
+                        _proc, port, context = running[shape]
+                        samples.setdefault((shape, case), []).extend(
+                            drive(port, case, context, clients=args.clients, processes=args.client_processes,
+                                  seconds=round_seconds, pool=pool)
+                        )  # fmt: skip
+        results = [
+            summarize(shape, case, samples[(shape, case)], args.seconds_per_case)
+            for shape, _w, _t in shapes
+            for case in CASES
+        ]
     finally:
+        for proc, _port, _context in running.values():
+            _stop(proc)
         store.stop()
         pg.stop()
         for server in (pg, store):
@@ -294,7 +327,8 @@ def main() -> int:
         return 0
     base = {r["case"]: r["rps"] for r in results if r["shape"] == "single process"}
     print(f"\n{args.clients} concurrent keep-alive clients ({args.client_processes} processes), "
-          f"{args.seconds_per_case:.0f} s per case, PostgreSQL + {args.store} on loopback, "
+          f"{args.seconds_per_case:.0f} s per case in {args.rounds} interleaved rounds, "
+          f"PostgreSQL + {args.store} on loopback, "
           f"{os.cpu_count()} CPUs (shared with the load generator)")  # fmt: skip
     print(f"{'shape':<16} {'case':<16} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs single':>10}")
     for row in results:
