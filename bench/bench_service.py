@@ -187,8 +187,12 @@ def bench_baseline(seconds: float, threads: int) -> dict[str, Any]:
         def hello(_: int) -> None:
             client.call("GET", "/")
 
-        return measure("baseline: bare WSGI app, same server", seconds, hello)
+        result = measure("baseline: bare WSGI app, same server", seconds, hello)
+        client.conn.close()
+        return result
     finally:
+        # Let the worker threads finish before the sockets go (else they write to a closed trigger).
+        server.task_dispatcher.shutdown(timeout=5)
         server.close()
 
 
