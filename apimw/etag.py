@@ -458,7 +458,9 @@ class ETagGenerator:
             fields = dict(doc)
             for name in ignored:
                 fields.pop(name, None)
-        data = canonical_json(fields, timespec=self.timespec)
+        data = _fast_json(fields, self.timespec)  # canonical_json(), one call less
+        if data is None:
+            data = _stdlib_json(fields, self.timespec)
         if self._plain:
             return hashlib.sha512(data).hexdigest()
         # HMAC-SHA-512 (RFC 2104) from the key pads hashed once in __init__: the same digest as
@@ -471,7 +473,8 @@ class ETagGenerator:
 
     def etag(self, doc: Mapping[str, Any], resource_type: str | None = None) -> str:
         """The wire form ``W/"<128 hex>"``: the ETag header and the body ``etag`` field."""
-        return format_etag(self.digest(doc, resource_type), weak=self.weak)
+        digest = self.digest(doc, resource_type)
+        return f'W/"{digest}"' if self.weak else f'"{digest}"'  # format_etag(), inline
 
 
 # == parsing (sans-IO) ========================================================================

@@ -6,15 +6,21 @@ Targets (issue 3): etag of a ~4 KB node document <= 20 us; ETagMiddleware adds
 <= 3 us to a GET without conditional headers and <= 8 us to a PATCH with If-Match.
 The absolute numbers depend on the machine; the ratios to the baselines do not
 (much): the naive etag (``sha512(json.dumps(doc, sort_keys=True))``, what the spec
-describes) and a bare WSGI app.
+describes) and a bare WSGI app.  20 us is about 0.47 x the naive etag on the machine
+the target was set on (naive ~42 us there).
+
+The etag rows also show the stdlib path (what runs without orjson, or for a document
+with a float): the same bytes, more slowly.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import hashlib
 import json
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from webob import Request
 
+from apimw import etag as etag_module
 from apimw.etag import ETagGenerator, ETagMiddleware, canonical_json, mark_enforced, set_response_etag
 from bench._timing import per_call_us, report, wsgi_caller
 
@@ -63,32 +70,71 @@ def naive_etag(doc: dict[str, Any]) -> str:
     return 'W/"' + hashlib.sha512(data).hexdigest() + '"'
 
 
-def _fn_us(fn: Any) -> float:
-    # short timing windows: the best of many is robust on a shared, loaded machine
-    return per_call_us(fn, number=200, repeat=60)
+def _interleaved_us(cases: dict[str, Any], *, number: int = 100, rounds: int = 120) -> dict[str, float]:
+    """Best-of-*rounds* us per call of each case, the cases taking turns round after round.
+
+    Taking turns puts every case through the same load swings of a shared machine, so
+    the ratios hold even when the absolute numbers move.
+    """
+    for fn in cases.values():  # warm up
+        for _ in range(number):
+            fn()
+    best = dict.fromkeys(cases, float("inf"))
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for name, fn in cases.items():
+                start = time.perf_counter_ns()
+                for _ in range(number):
+                    fn()
+                best[name] = min(best[name], (time.perf_counter_ns() - start) / number / 1000)
+    finally:
+        if gc_was:
+            gc.enable()
+    return best
+
+
+def _without_orjson(fn: Any) -> Any:
+    def call() -> Any:
+        saved = etag_module._fast_dumps
+        etag_module._fast_dumps = None
+        try:
+            return fn()
+        finally:
+            etag_module._fast_dumps = saved
+
+    return call
 
 
 def bench_generation() -> None:
     doc = node_document()
     keyed = ETagGenerator(key=KEY)
     plain = ETagGenerator(algorithm="sha512")
+    with_float = {**doc, "properties": {**doc["properties"], "cpu_ghz": 2.4}}
     size = len(canonical_json(doc))
-    baseline = _fn_us(lambda: naive_etag(doc))
-    rows = [
-        ("naive sha512(json.dumps(sort_keys)) (baseline)", baseline),
-        ("canonical_json only", _fn_us(lambda: canonical_json(doc))),
-        ("ETagGenerator sha512", _fn_us(lambda: plain.etag(doc, "node"))),
-        ("ETagGenerator hmac-sha512 (default)", _fn_us(lambda: keyed.etag(doc, "node"))),
-    ]
-    print(f"\nEtag of a {size}-byte node document (best of 60 x 200 calls)")
+    version = getattr(sys.modules.get("orjson"), "__version__", "?")
+    path = f"orjson {version}" if etag_module._fast_dumps is not None else "no usable orjson: stdlib only"
+    ours = "ETagGenerator hmac-sha512 (default)"
+    baseline = "naive sha512(json.dumps(sort_keys)) (baseline)"
+    timings = _interleaved_us({
+        baseline: lambda: naive_etag(doc),
+        "canonical_json": lambda: canonical_json(doc),
+        "ETagGenerator sha512": lambda: plain.etag(doc, "node"),
+        ours: lambda: keyed.etag(doc, "node"),
+        "canonical_json, stdlib path": _without_orjson(lambda: canonical_json(doc)),
+        "ETagGenerator hmac-sha512, stdlib path": _without_orjson(lambda: keyed.etag(doc, "node")),
+        "  the node with one float (stdlib path)": lambda: keyed.etag(with_float, "node"),
+    })  # fmt: skip
+    print(f"\nEtag of a {size}-byte node document (best of 120 x 100 calls, cases in turn; {path})")
     print(f"  {'case':52} {'us':>9} {'x baseline':>11}")
-    for name, value in rows:
-        print(f"  {name:52} {value:9.2f} {value / baseline:11.2f}")
-    ours = rows[-1][1]
-    print(f"\n  hmac-sha512 etag: {ours:.2f} us (target <= 20 us: {'OK' if ours <= 20 else 'MISSED'}), "
-          f"{ours / baseline:.2f} x the naive etag")  # fmt: skip
-    if baseline > 20:
-        print(f"  (the naive recipe alone takes {baseline:.2f} us on this machine: read the ratio)")
+    for name, value in timings.items():
+        print(f"  {name:52} {value:9.2f} {value / timings[baseline]:11.2f}")
+    tag_us, naive_us = timings[ours], timings[baseline]
+    print(f"\n  hmac-sha512 etag: {tag_us:.2f} us (target <= 20 us: {'OK' if tag_us <= 20 else 'MISSED'}), "
+          f"{tag_us / naive_us:.2f} x the naive etag (the target is ~0.47 x where it was set)")  # fmt: skip
+    if naive_us > 42:
+        print(f"  (the naive recipe alone takes {naive_us:.2f} us on this machine now: read the ratio)")
 
 
 TAG = ETagGenerator(key=KEY).etag(node_document(), "node")
