@@ -12,10 +12,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from baremetal_service import exceptions as exc
 from baremetal_service.db.api import NODES, Database, public
-from baremetal_service.db.engine import create_engine
+from baremetal_service.db.engine import create_engine, make_sessionmaker
 from baremetal_service.db.etags import make_generator
 from baremetal_service.db.migrate import current_revision, head_revision, upgrade
-from baremetal_service.db.models import Base
+from baremetal_service.db.models import Base, Node
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -117,6 +117,14 @@ def test_etag_columns_come_from_their_own_migration_and_old_rows_get_etags(
         assert db.backfill_etags() == 0
     finally:
         db.dispose()
+
+
+def test_orm_sessions_read_what_the_data_api_wrote(db: Database) -> None:
+    created = node(db, name="orm", properties={"cpus": 2})
+    with make_sessionmaker(db.engine)() as session:
+        row = session.execute(sa.select(Node).where(Node.uuid == created["uuid"])).scalar_one()
+        assert (row.name, row.properties, row.etag) == ("orm", {"cpus": 2}, created["etag"])
+        assert row.created_at.isoformat() + "+00:00" == created["created_at"]
 
 
 def test_lookup_columns_are_indexed(db: Database) -> None:

@@ -12,10 +12,11 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import Session, sessionmaker
 
 from apimw.errors import ConfigError
 
-__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "create_engine", "is_postgres", "is_sqlite"]
+__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "create_engine", "is_postgres", "is_sqlite", "make_sessionmaker"]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -73,3 +74,13 @@ def create_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> Engin
         sa.event.listen(engine, "connect", _psycopg_json)
         return engine
     raise ConfigError(f"unsupported database URL {url!r}: use sqlite:///file or postgresql+psycopg://")
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    """ORM sessions on *engine* (the models in ``db.models``), for scripts and admin tools.
+
+    The service's own hot paths use SQLAlchemy Core through ``db.api`` (no identity
+    map, no per-row object construction); anything that writes a resource through an
+    ORM session must keep its ``etag`` right itself, so prefer ``db.api`` for writes.
+    """
+    return sessionmaker(engine, expire_on_commit=False)
