@@ -45,6 +45,9 @@ MICROVERSION_OPTIONS: Final[dict[str, Any]] = {
 #: again atomically in the database write.
 ETAG_OPTIONS: Final[dict[str, Any]] = {
     "min_version": str(versions.ETAG_VERSION),
+    # The API sets the ETag header itself on single-resource answers; lists have none, so
+    # the middleware must not parse every list body looking for one.
+    "etag_from_body": False,
 }
 
 #: The idempotency middleware's settings: tokens are scoped per project; requests without
