@@ -145,3 +145,20 @@ def test_every_create_post_is_replay_safe(api: Api) -> None:
     c2 = api.post("/v1/chassis", {"description": "c"}, headers=chassis_token)
     assert c1.json()["uuid"] == c2.json()["uuid"]
     assert len(api.get("/v1/chassis").json()["chassis"]) == 1
+
+
+def test_malformed_project_header_is_400(api: Api) -> None:
+    resp = api.get("/v1/nodes", headers={"X-Project-Id": "bad project/../x"})
+    assert resp.status_code == 400
+    assert error_of(resp)["code"] == "auth.invalid-project"
+
+
+def test_a_project_owns_what_it_creates(api: Api) -> None:
+    alice = api.as_project("alice")
+    node = alice.node(name="owned")
+    assert node["owner"] == "alice"
+    # An unscoped (admin / noauth) caller sees every project's nodes.
+    assert [n["uuid"] for n in api.get("/v1/nodes").json()["nodes"]] == [node["uuid"]]
+    port = alice.post("/v1/ports", {"node_uuid": node["uuid"], "address": "52:54:00:00:02:01"})
+    assert port.status_code == 201
+    assert api.as_project("bob").get(f"/v1/ports/{port.json()['uuid']}").status_code == 404
