@@ -296,6 +296,25 @@ def test_a_dead_workers_lease_expires_and_the_stale_worker_cannot_write(database
             svc.conductor.process(node_id, "dead-worker")
 
 
+def test_a_slow_step_keeps_its_lease_alive(database_url: str) -> None:
+    """A step that takes longer than the lease timeout is not taken over: the heartbeat renews it."""
+    hw = Recorder(delay=1.2)
+    with make_service(database_url, hw, lease_timeout=0.45) as svc:
+        enrolled(svc)
+        svc.set_provision_state("n", "manage")
+        other = Conductor(svc.db, svc.drivers, name="other", lease_timeout=0.45)
+        slow = threading.Thread(target=svc.conductor.run_once)
+        slow.start()
+        time.sleep(0.1)
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            other.run_once()
+            time.sleep(0.05)
+        slow.join(10)
+        assert hw.count("power_validate") == 1
+        assert svc.get_node("n")["provision_state"] == "manageable"
+
+
 def test_racing_worker_threads_carry_out_each_transition_exactly_once(database_url: str) -> None:
     hw = Recorder(delay=0.01)
     with make_service(database_url, hw) as svc:

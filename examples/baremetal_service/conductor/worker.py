@@ -16,8 +16,10 @@ moves a node into a transitional state (or sets ``target_power_state``) it sets
 4. clears ``pending_action`` and the lease in the same UPDATE as the final state,
    so the work cannot be picked up again.
 
-A worker that dies mid-step leaves its lease behind; after ``lease_timeout``
-seconds another worker may take the node over and redo the current step.  A
+While a worker carries out an action, a heartbeat renews its lease every
+``lease_timeout / 3`` seconds, so a slow driver step keeps the node.  A worker that
+dies mid-step leaves its lease behind; ``lease_timeout`` seconds after its last
+heartbeat another worker may take the node over and redo the current step.  A
 worker whose lease was taken over cannot write anything (``WHERE
 reservation=:me`` fails): it drops the node.  Driver failures land in
 ``last_error`` and the machine's ``fail`` transition.
@@ -25,13 +27,15 @@ reservation=:me`` fails): it drops the node.  Driver failures land in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
 import time
 import uuid as uuidlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from types import MappingProxyType
 from typing import Any, Final
 
 from apimw.errors import ConfigError
@@ -167,12 +171,35 @@ class Conductor:
         if doc is None or doc["reservation"] != worker:
             raise LeaseLost(str(node_id))
         pending = doc["pending_action"] or ""
-        if pending.startswith(PENDING_POWER):
-            self._power(doc, worker, pending[len(PENDING_POWER) :])
-        elif pending.startswith(PENDING_PROVISION):
-            self._provision(doc, worker, pending[len(PENDING_PROVISION) :])
-        else:
-            self._write(doc, worker, {}, finished=True)
+        with self._heartbeat(node_id, worker):
+            if pending.startswith(PENDING_POWER):
+                self._power(doc, worker, pending[len(PENDING_POWER) :])
+            elif pending.startswith(PENDING_PROVISION):
+                self._provision(doc, worker, pending[len(PENDING_PROVISION) :])
+            else:
+                self._write(doc, worker, {}, finished=True)
+
+    @contextlib.contextmanager
+    def _heartbeat(self, node_id: int, worker: str) -> Iterator[None]:
+        """Renew the lease every ``lease_timeout / 3`` seconds while a (slow) step runs, so
+        the lease only expires when this worker is really gone."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(self.lease_timeout / 3):
+                try:
+                    if not self.db.renew_lease(node_id, worker):
+                        return  # taken over or finished
+                except Exception:  # the next beat may succeed; the lease has slack
+                    LOG.exception("worker %s: renewing the lease of node %s failed", worker, node_id)
+
+        thread = threading.Thread(target=beat, name=f"lease-{node_id}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(5)
 
     # -- writing ----------------------------------------------------------------
 
@@ -204,7 +231,7 @@ class Conductor:
 
     def _task(self, doc: dict[str, Any]) -> Task:
         return Task(
-            node=doc,
+            node=MappingProxyType(doc),
             driver_internal_info=dict(doc.get("driver_internal_info") or {}),
             deadline=time.monotonic() + self.step_timeout,
         )
