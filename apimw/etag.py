@@ -413,7 +413,7 @@ class ETagGenerator:
         MySQL ``DATETIME`` without fractional seconds).
     """
 
-    __slots__ = ("_inner", "_outer", "_plain", "_ignored", "weak", "timespec", "algorithm")
+    __slots__ = ("_key", "_inner", "_outer", "_plain", "_ignored", "weak", "timespec", "algorithm")
 
     def __init__(
         self,
@@ -436,13 +436,18 @@ class ETagGenerator:
             )
         self.algorithm = algorithm
         self._plain = algorithm == "sha512"
-        self._inner, self._outer = _hmac_pads(raw_key or b"")
+        self._key = raw_key or b""
+        self._inner, self._outer = _hmac_pads(self._key)
         self._ignored = {name: frozenset(fields) for name, fields in ignored_fields.items()}
         self.weak = weak
         self.timespec = timespec
 
     def __repr__(self) -> str:  # never show the key
         return f"ETagGenerator(algorithm={self.algorithm!r}, weak={self.weak})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy, deepcopy, pickle: rebuilt (hash objects don't pickle)
+        options = {"key": self._key or None, "algorithm": self.algorithm, "ignored_fields": self._ignored}
+        return (_generator, (options, self.weak, self.timespec))
 
     def ignored(self, resource_type: str | None) -> frozenset[str]:
         if resource_type is None:
@@ -475,6 +480,10 @@ class ETagGenerator:
         """The wire form ``W/"<128 hex>"``: the ETag header and the body ``etag`` field."""
         digest = self.digest(doc, resource_type)
         return f'W/"{digest}"' if self.weak else f'"{digest}"'  # format_etag(), inline
+
+
+def _generator(options: dict[str, Any], weak: bool, timespec: str) -> ETagGenerator:
+    return ETagGenerator(**options, weak=weak, timespec=timespec)
 
 
 # == parsing (sans-IO) ========================================================================

@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import os
+import pickle
 import random
 import re
 import subprocess
@@ -524,3 +525,20 @@ def test_same_etag_in_a_process_without_a_usable_orjson(prelude: str, fast_path_
     assert tag == GEN.etag(doc, "node")
     if prelude == DIFFERENT_ORJSON:
         assert "writes differently from the stdlib" in out.stderr
+
+
+@pytest.mark.parametrize(
+    "generator",
+    [
+        pytest.param(GEN, id="hmac"),
+        pytest.param(ETagGenerator(algorithm="sha512", weak=False, timespec="seconds"), id="sha512"),
+        pytest.param(ETagGenerator(key=KEY, ignored_fields={"port": ["uuid"]}), id="custom-ignored"),
+    ],
+)
+def test_a_copied_or_pickled_generator_gives_the_same_etags(generator: ETagGenerator) -> None:
+    doc = {**node(), "created_at": dt.datetime(2026, 1, 1, 0, 0, 0, 123456)}
+    pickled = pickle.loads(pickle.dumps(generator))  # noqa: S301 - our own bytes
+    for other in (copy.copy(generator), copy.deepcopy(generator), pickled):
+        assert repr(other) == repr(generator)
+        for kind in ("node", "port", None):
+            assert other.etag(doc, kind) == generator.etag(doc, kind)
