@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -55,6 +56,7 @@ def private_redis() -> Iterator[Server]:
         yield server
     finally:
         server.stop()
+        shutil.rmtree(server.workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -403,6 +405,7 @@ def test_health_reports_the_database_down_and_back(tmp_path: Path) -> None:
         if gun is not None:
             gun.stop()
         pg.stop()
+        shutil.rmtree(pg.workdir, ignore_errors=True)
 
 
 def test_wsgi_builds_from_a_paste_ini(tmp_path: Path, redis_server: Server) -> None:
