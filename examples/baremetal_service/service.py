@@ -172,6 +172,9 @@ _NODE_FILTERS: Final = {
     "fault": NODES.c.fault,
     "instance_uuid": NODES.c.instance_uuid,
 }
+#: UPDATE conditions: no conductor lease / no lease and no queued work.
+_UNRESERVED: Final = {"reservation": None}
+_IDLE: Final = {"reservation": None, "pending_action": None}
 _MAC_RE: Final = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$")
 _NAME_RE: Final = re.compile(r"^[a-zA-Z0-9\-._~]{1,255}$")
 RESOURCE_CLASS_RE: Final = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
@@ -405,7 +408,7 @@ class BaremetalService:
 
         doc = self.db.update(
             "node", ident, mutate, if_match=if_match, project_id=project_id,
-            where=[NODES.c.reservation.is_(None)], on_conflict=self._locked,
+            match=_UNRESERVED, on_conflict=self._locked,
         )  # fmt: skip
         return self._node_out(doc)
 
@@ -432,7 +435,7 @@ class BaremetalService:
 
         self.db.delete(
             "node", ident, check=check, if_match=if_match, project_id=project_id,
-            where=[NODES.c.reservation.is_(None), NODES.c.pending_action.is_(None)],
+            match=_IDLE,
             on_conflict=lambda cur: self._busy(cur, self.conductor.name),
         )  # fmt: skip
 
@@ -483,7 +486,7 @@ class BaremetalService:
         doc = self.db.update(
             "node", ident, mutate, if_match=if_match, project_id=project_id,
             event_type="baremetal.node.provision_set.start",
-            where=[NODES.c.reservation.is_(None), NODES.c.pending_action.is_(None)],
+            match=_IDLE,
             on_conflict=lambda cur: self._busy(cur, self.conductor.name),
         )  # fmt: skip
         self.conductor.wake()
@@ -520,7 +523,7 @@ class BaremetalService:
         doc = self.db.update(
             "node", ident, mutate, if_match=if_match, project_id=project_id,
             event_type="baremetal.node.power_set.start",
-            where=[NODES.c.reservation.is_(None), NODES.c.pending_action.is_(None)],
+            match=_IDLE,
             on_conflict=lambda cur: self._busy(cur, self.conductor.name),
         )  # fmt: skip
         self.conductor.wake()

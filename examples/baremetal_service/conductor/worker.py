@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from apimw.errors import ConfigError
 
-from ..db.api import NODES, Database, iso, utcnow
+from ..db.api import Database, iso, utcnow
 from ..drivers import (
     POWER_OFF,
     POWER_ON,
@@ -225,7 +225,7 @@ class Conductor:
             doc["uuid"],
             mutate,
             event_type="baremetal.node.conductor.end" if finished else "baremetal.node.conductor.step",
-            where=[NODES.c.reservation == worker],
+            match={"reservation": worker},
             on_conflict=check,
         )
 

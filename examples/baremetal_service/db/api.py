@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from apimw.etag import CanonicalizationError, ETagGenerator, IfMatch, parse_if_match
-from apimw.etag_db import is_retryable
+from apimw.etag_db import cas_update, is_retryable
 
 from .. import exceptions as exc
 from . import migrate
@@ -127,9 +127,6 @@ class _Kind:
         self.json_cols = frozenset(c.name for c in table.c if isinstance(_base_type(c), sa.JSON))
         self.columns = frozenset(c.name for c in table.c)
         self._narrowed: dict[frozenset[str], sa.Select[Any]] = {}
-        self.cas_update = table.update().where(
-            table.c.id == sa.bindparam("b_id"), table.c.etag == sa.bindparam("b_etag")
-        )
         # Prebuilt lookups: bound parameters, so SQLAlchemy's compiled cache hits every time.
         scope: sa.ColumnElement[bool] | None = None
         if owner_cols is not None:
@@ -541,6 +538,7 @@ class Database:
         if_match: IfMatchArg = None,
         project_id: str | None = None,
         event_type: str | None = None,
+        match: Mapping[str, Any] | None = None,
         where: Sequence[sa.ColumnElement[bool]] = (),
         on_conflict: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
@@ -548,9 +546,14 @@ class Database:
 
         Returns the new document.  ``mutate`` may raise a domain error (it sees the
         current state) and is called again if a concurrent write won the race.  An
-        empty change set writes nothing (no etag change, no event).  *where* adds
-        conditions to the UPDATE; when they fail, *on_conflict* (given the current
-        document) may raise a precise error before the next attempt.
+        empty change set writes nothing (no etag change, no event).  *match* (column ->
+        value, ``None`` meaning IS NULL) and *where* (any SQL conditions) add conditions
+        to the UPDATE; when they fail, *on_conflict* (given the current document) may
+        raise a precise error before the next attempt.
+
+        The write itself is :func:`apimw.etag_db.cas_update` (``UPDATE ... WHERE id AND
+        match AND etag IN (:read)``) in the transaction that also records the event;
+        only writes with arbitrary *where* conditions build their own statement.
         """
         kind = KINDS[kind_name]
         for _attempt in range(MAX_WRITE_ATTEMPTS):
@@ -575,14 +578,18 @@ class Database:
                     table = kind.table
                     if where or current["etag"] is None:
                         stmt = table.update().where(
-                            table.c.id == current["id"], _etag_is(table, current["etag"]), *where
+                            table.c.id == current["id"],
+                            _etag_is(table, current["etag"]),
+                            *(table.c[k] == v for k, v in (match or {}).items()),
+                            *where,
                         )
-                        params = values
-                    else:  # prebuilt: the SET clause comes from the parameters (cached compile)
-                        stmt = kind.cas_update
-                        params = {**values, "b_id": current["id"], "b_etag": current["etag"]}
-                    if conn.execute(stmt, params).rowcount != 1:
-                        raise _LostRace
+                        if conn.execute(stmt, values).rowcount != 1:
+                            raise _LostRace
+                    else:
+                        key = {"id": current["id"], **(match or {})}
+                        outcome = cas_update(conn, table, key, values, expected=(current["etag"],))
+                        if outcome != "updated":
+                            raise _LostRace
                     doc["etag"] = etag
                     self._event(
                         conn,
@@ -615,6 +622,7 @@ class Database:
         check: Callable[[dict[str, Any]], None] | None = None,
         if_match: IfMatchArg = None,
         project_id: str | None = None,
+        match: Mapping[str, Any] | None = None,
         where: Sequence[sa.ColumnElement[bool]] = (),
         on_conflict: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
@@ -635,7 +643,10 @@ class Database:
                         conn.execute(PORTS.delete().where(PORTS.c.node_id == current["id"]))
                         conn.execute(PORTGROUPS.delete().where(PORTGROUPS.c.node_id == current["id"]))
                     stmt = table.delete().where(
-                        table.c.id == current["id"], _etag_is(table, current["etag"]), *where
+                        table.c.id == current["id"],
+                        _etag_is(table, current["etag"]),
+                        *(table.c[k] == v for k, v in (match or {}).items()),
+                        *where,
                     )
                     if conn.execute(stmt).rowcount != 1:
                         raise _LostRace
