@@ -12,9 +12,10 @@ Writes are compare-and-swap on the stored etag, in one function per shape
 1. read the current document (one indexed SELECT);
 2. evaluate the caller's If-Match against it (412 when stale) and let the caller
    compute its changes from it (state checks run here);
-3. ``UPDATE ... SET ..., etag=:new WHERE id=:id AND etag=:read`` in a transaction
-   that also inserts the event record; 0 rows means somebody else wrote in
-   between: go back to 1 (where a stale If-Match now fails with 412).
+3. ``UPDATE ... SET ..., etag=:new WHERE id=:id AND etag=:read`` (through
+   :func:`apimw.etag_db.cas_update`, plus the caller's lease/queue conditions) in a
+   transaction that also inserts the event record; 0 rows means somebody else wrote
+   in between: go back to 1 (where a stale If-Match now fails with 412).
 
 So a conditional write is atomic with the check on every backend (one UPDATE
 statement decides), and the etag is recomputed for every create and modify in
