@@ -276,9 +276,19 @@ def _fast_ok(container: Any, leaves: frozenset[type] = _FAST_LEAVES) -> bool:
         if type(item) in leaves:
             continue
         kind = type(item)
-        if (kind is dict or kind is list or kind is tuple) and _fast_ok(item):
-            continue
-        return False
+        if kind is dict:
+            children = item.values()
+        elif kind is list or kind is tuple:
+            children = item
+        else:
+            return False
+        for child in children:  # one level inline: most containers hold only leaves
+            if type(child) in leaves:
+                continue
+            kind = type(child)
+            if (kind is dict or kind is list or kind is tuple) and _fast_ok(child):
+                continue
+            return False
     return True
 
 
