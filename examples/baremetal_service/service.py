@@ -194,7 +194,7 @@ def _mac(value: Any) -> str:
 
 def _check_uuid(field: str, value: Any) -> str:
     if not isinstance(value, str) or not is_uuid_like(value):
-        raise exc.InvalidParameterValue(f"Expected a UUID for {field} but received {value}.")
+        raise exc.InvalidParameterValue(f"Expected a UUID but received {value}.", field=field)
     return value.lower()
 
 
