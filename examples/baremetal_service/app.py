@@ -82,9 +82,44 @@ class ServiceApp:
         self.service.close()
 
 
-def make_service(database_url: str, *, run_conductor: bool = True) -> BaremetalService:
+DEFAULT_HARDWARE_TYPES: tuple[str, ...] = ("fake-hardware",)
+#: Seconds between power-state syncs (out-of-band changes made on the BMC); 0 disables it.
+DEFAULT_POWER_SYNC_INTERVAL = 60.0
+
+
+class _PowerSyncCloser:
+    """Adapts a started PowerSync to the ``close()`` the ServiceApp closers expect."""
+
+    def __init__(self, sync: Any) -> None:
+        self.sync = sync
+
+    def close(self) -> None:
+        self.sync.stop()
+
+
+def make_service(
+    database_url: str,
+    *,
+    run_conductor: bool = True,
+    enabled_hardware_types: Iterable[str] = DEFAULT_HARDWARE_TYPES,
+) -> BaremetalService:
     """The domain facade on *database_url*: schema migrated, conductor workers started."""
-    return BaremetalService(database_url, conductor_workers=1 if run_conductor else 0)
+    return BaremetalService(
+        database_url,
+        conductor_workers=1 if run_conductor else 0,
+        enabled_hardware_types=tuple(enabled_hardware_types),
+    )
+
+
+def start_power_sync(service: BaremetalService, interval: float) -> list[Any]:
+    """Start the periodic power-state sync next to the conductor; its closer, or none if off."""
+    if interval <= 0:
+        return []
+    from baremetal_service.conductor.power_sync import PowerSync
+
+    sync = PowerSync(service.db, service.drivers, interval=interval)
+    sync.start()
+    return [_PowerSyncCloser(sync)]
 
 
 def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://",
@@ -119,11 +154,15 @@ def build_app(
     store_url: str = "memory://",
     *,
     run_conductor: bool = True,
+    enabled_hardware_types: Iterable[str] = DEFAULT_HARDWARE_TYPES,
+    power_sync_interval: float = DEFAULT_POWER_SYNC_INTERVAL,
 ) -> ServiceApp:
-    """The whole service: domain facade, conductor worker, Flask app and middleware stack."""
-    service = make_service(database_url, run_conductor=run_conductor)
+    """The whole service: domain facade, conductor worker, power sync, Flask app and middleware stack."""
+    service = make_service(
+        database_url, run_conductor=run_conductor, enabled_hardware_types=enabled_hardware_types
+    )
     try:
-        closers: list[Any] = []
+        closers: list[Any] = start_power_sync(service, power_sync_interval) if run_conductor else []
         wsgi = wrap(create_flask_app(service).wsgi_app, store_url=store_url, closers=closers)
     except BaseException:
         service.close()
@@ -138,8 +177,23 @@ def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp
     """``[app:baremetal] paste.app_factory = baremetal_service.app:app_factory``: the bare Flask app."""
     database_url = local_conf.get("database", global_conf.get("database", "sqlite:///baremetal.sqlite"))
     run = str(local_conf.get("run_conductor", global_conf.get("run_conductor", "true"))).lower()
-    service = make_service(database_url, run_conductor=run in ("1", "true", "yes", "on"))
-    app = ServiceApp(create_flask_app(service).wsgi_app, service)
+    run_conductor = run in ("1", "true", "yes", "on")
+    types = local_conf.get("enabled_hardware_types", global_conf.get("enabled_hardware_types"))
+    interval = local_conf.get("power_sync_interval", global_conf.get("power_sync_interval"))
+    service = make_service(
+        database_url,
+        run_conductor=run_conductor,
+        enabled_hardware_types=[t.strip() for t in types.split(",") if t.strip()]
+        if types
+        else DEFAULT_HARDWARE_TYPES,
+    )
+    try:
+        sync_interval = DEFAULT_POWER_SYNC_INTERVAL if interval is None else float(interval)
+    except ValueError:
+        service.close()
+        raise ValueError(f"power_sync_interval must be a number of seconds, got {interval!r}") from None
+    closers = start_power_sync(service, sync_interval) if run_conductor else []
+    app = ServiceApp(create_flask_app(service).wsgi_app, service, closers)
     instance = global_conf.get("instance")
     if instance:
         _CREATED[str(instance)] = app

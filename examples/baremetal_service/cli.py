@@ -57,12 +57,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--threads", type=int, default=8, help="worker threads (default 8)")
     parser.add_argument("--no-conductor", action="store_true", help="do not run the conductor worker")
+    parser.add_argument(
+        "--enabled-hardware-types",
+        default="fake-hardware",
+        help="comma-separated hardware types to enable (fake-hardware, redfish; default fake-hardware)",
+    )
+    parser.add_argument(
+        "--power-sync-interval",
+        type=float,
+        default=60.0,
+        help="seconds between power-state syncs with the BMCs; 0 turns the sync off (default 60)",
+    )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:
         parser.error(f"--port must be between 1 and 65535, got {args.port}")
     if args.threads < 1:
         parser.error("--threads must be at least 1")
+    if args.power_sync_interval < 0:
+        parser.error("--power-sync-interval must be 0 (off) or a positive number of seconds")
     return args
 
 
@@ -81,7 +94,13 @@ def build(args: argparse.Namespace) -> Any:
             "BAREMETAL_AUTH_STRATEGY": args.auth_strategy, "BAREMETAL_HTPASSWD": args.htpasswd,
             "BAREMETAL_CONDUCTOR_WORKERS": "0" if args.no_conductor else "1",
         })  # fmt: skip
-    return build_app(database_url=args.database, store_url=args.store, run_conductor=not args.no_conductor)
+    return build_app(
+        database_url=args.database,
+        store_url=args.store,
+        run_conductor=not args.no_conductor,
+        enabled_hardware_types=[t.strip() for t in args.enabled_hardware_types.split(",") if t.strip()],
+        power_sync_interval=args.power_sync_interval,
+    )
 
 
 def serve(app: Any, host: str, port: int, threads: int) -> None:
