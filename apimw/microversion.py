@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from apimw import _discovery
+from apimw import discovery as _discovery
 from apimw._options import (
     Option,
     as_bool,

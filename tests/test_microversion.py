@@ -414,6 +414,19 @@ def test_non_discovery_paths_and_methods_reach_the_app() -> None:
     assert resp.json == {"served": "1.1"}
 
 
+def test_discovery_helpers_are_usable_on_their_own() -> None:
+    from apimw.discovery import major_document, request_base_url, root_document
+
+    environ = Request.blank("/x", environ={"SCRIPT_NAME": "/baremetal"}, headers={"Host": "h:6385"}).environ
+    base = request_base_url(environ)
+    assert base == "http://h:6385/baremetal"
+    lo, hi = Version(1, 1), Version(1, 9)
+    root = root_document(base_url=base, min_version=lo, max_version=hi, name="svc")
+    assert root["versions"][0]["links"][0]["href"] == "http://h:6385/baremetal/v1/"
+    v1 = major_document(base_url=base, min_version=lo, max_version=hi, resources=["nodes"])
+    assert v1["version"]["min_version"] == "1.1" and v1["nodes"][0]["rel"] == "self"
+
+
 def test_without_discovery_the_root_reaches_the_app() -> None:
     assert served(get(make(), path="/")) == "1.1"
 

@@ -12,6 +12,7 @@ import apimw
 MODULES = [
     "apimw",
     "apimw.client",
+    "apimw.discovery",
     "apimw.errors",
     "apimw.etag",
     "apimw.etag_db",

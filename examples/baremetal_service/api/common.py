@@ -12,6 +12,7 @@ import jsonschema
 from flask import Request, Response, request
 
 from apimw._version import Version
+from apimw.discovery import request_base_url
 from apimw.errors import ENVIRON_PROFILE, HTTPProblem, render_problem
 
 from . import versions
@@ -138,14 +139,7 @@ def base_url() -> str:
     cached = environ.get("baremetal.base_url")
     if cached is not None:
         return str(cached)
-    scheme = environ.get("wsgi.url_scheme", "http")
-    host = environ.get("HTTP_HOST")
-    if not host:
-        host = environ.get("SERVER_NAME", "localhost")
-        port = environ.get("SERVER_PORT", "")
-        if port and (scheme, port) not in (("http", "80"), ("https", "443")):
-            host = f"{host}:{port}"
-    url = f"{scheme}://{host}{environ.get('SCRIPT_NAME', '')}".rstrip("/")
+    url = request_base_url(environ)
     environ["baremetal.base_url"] = url
     return url
 
