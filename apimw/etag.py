@@ -259,10 +259,14 @@ def _stdlib_json(doc: Any, timespec: str) -> bytes:
 # encoded natively.  So it only gets documents made of the exact types below, which it
 # writes byte for byte as the stdlib path does (keys sorted by code point = UTF-8 byte
 # order, the same control-character escapes, UTF-8 output, UUIDs as str(uuid)); datetimes,
-# dates and times come back to _fast_default through OPT_PASSTHROUGH_DATETIME.  Anything
-# else -- one float anywhere, a set, a Decimal, a subclass, an int key -- and anything orjson
-# refuses (big ints, non-str keys, lone surrogates, nesting deeper than 255) takes the stdlib
-# path, which gives the same bytes or raises as before.  tests/test_etag_generate.py checks
+# dates and times come back to _fast_default through OPT_PASSTHROUGH_DATETIME.  A document
+# with floats gets a copy (of the containers on the way to a float) in which each float is
+# what the stdlib path writes for it -- an integer if integral below 2**53, else
+# float.__repr__ (the stdlib encoder's text) as an orjson.Fragment (orjson >= 3.9); NaN and
+# Infinity leave the fast path to be refused there.  Anything else -- a set, a Decimal, a
+# subclass, an int key -- and anything orjson refuses (big ints, non-str keys, lone
+# surrogates, nesting deeper than 255) takes the stdlib path, which gives the same bytes or
+# raises as before.  tests/test_etag_generate.py checks
 # the two paths against each other on generated documents; _fast_agrees() re-checks a probe
 # at import, so that an orjson release that changes its output only costs speed.
 _FAST_LEAVES: Final[frozenset[type]] = frozenset(
@@ -292,6 +296,46 @@ def _fast_ok(container: Any, leaves: frozenset[type] = _FAST_LEAVES) -> bool:
     return True
 
 
+_SLOW: Final = object()  # _with_fragments: only the stdlib path can tell
+
+
+def _with_fragments(value: Any, leaves: frozenset[type] = _FAST_LEAVES) -> Any:
+    """*value* with its floats written as the stdlib path writes them (copying only what
+    changes), or _SLOW if it holds anything else that orjson cannot write alike."""
+    kind = type(value)
+    if kind is dict:
+        out: dict[str, Any] | None = None
+        for key, item in value.items():
+            if type(item) in leaves:
+                continue
+            new = _with_fragments(item)
+            if new is _SLOW:
+                return _SLOW
+            if new is not item:
+                if out is None:
+                    out = dict(value)
+                out[key] = new
+        return value if out is None else out
+    if kind is list or kind is tuple:
+        items: list[Any] | None = None
+        for index, item in enumerate(value):
+            if type(item) in leaves:
+                continue
+            new = _with_fragments(item)
+            if new is _SLOW:
+                return _SLOW
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else items
+    if kind is float and _Fragment is not None and math.isfinite(value):
+        if value.is_integer() and abs(value) < 2**53:  # as _normalise: 100.0 is 100
+            return int(value)
+        return _Fragment(float.__repr__(value))
+    return _SLOW
+
+
 def _fast_default(timespec: str) -> Callable[[Any], str]:
     def default(value: Any) -> str:
         if type(value) is _dt.datetime:
@@ -304,6 +348,7 @@ def _fast_default(timespec: str) -> Callable[[Any], str]:
 
 
 _fast_dumps: Callable[..., bytes] | None = None
+_Fragment: Callable[[str], Any] | None = None  # orjson >= 3.9: JSON text written as is
 _FAST_ERROR: type[Exception] = TypeError
 _FAST_OPTION = 0
 _FAST_DEFAULTS: Final = {timespec: _fast_default(timespec) for timespec in _TIMESPECS}
@@ -316,6 +361,7 @@ else:
     _fast_dumps = orjson.dumps
     _FAST_ERROR = orjson.JSONEncodeError
     _FAST_OPTION = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
+    _Fragment = getattr(orjson, "Fragment", None)
 
 
 def _fast_json(doc: Any, timespec: str) -> bytes | None:
@@ -327,7 +373,9 @@ def _fast_json(doc: Any, timespec: str) -> bytes | None:
     kind = type(doc)
     try:
         if kind not in _FAST_LEAVES and not (kind in _FAST_CONTAINERS and _fast_ok(doc)):
-            return None
+            doc = _with_fragments(doc)
+            if doc is _SLOW:
+                return None
         return dumps(doc, default=default, option=_FAST_OPTION)
     except (_FAST_ERROR, RecursionError):
         return None
@@ -354,12 +402,14 @@ def _fast_agrees() -> bool:
 
     text = "".join(map(chr, range(0x80))) + "\x80\x9f\xa0é\u2028\u2029\ud7ff\ue000\ufeff\uffff\U0010ffff"
     keys = ["", "a", "B", "a\x00", "aa", "\x7f", "é", "\ue000", "\uffff", "\U00010000", "\U0010ffff", text]
-    leaves = [
+    leaves: list[Any] = [
         None, True, False, 0, -1, 2**53 + 1, 2**63 - 1, -(2**63), 2**64 - 1, text,
         _dt.datetime(2026, 5, 1, 12, 0, 0, 5), _dt.datetime(2026, 5, 1, 12, tzinfo=_UTC),
         _dt.datetime(2026, 5, 1, 14, tzinfo=_dt.timezone(_dt.timedelta(hours=2))),
         _dt.date(2026, 5, 1), _dt.time(12, 30, 1, 7), uuid.UUID(int=2**128 - 1),
     ]  # fmt: skip
+    if _Fragment is not None:  # floats take the fast path too
+        leaves += [0.1, -0.0, 100.0, 1e16, 2.0**53, 1.5e-7, 1e300, 5e-324, -1.7976931348623157e308]
     probe: dict[str, Any] = {
         key: [leaves, (index, {}), {"z": [], "y": ()}] for index, key in enumerate(reversed(keys))
     }
