@@ -410,9 +410,8 @@ def _fast_agrees() -> bool:
     ]  # fmt: skip
     if _Fragment is not None:  # floats take the fast path too
         leaves += [0.1, -0.0, 100.0, 1e16, 2.0**53, 1.5e-7, 1e300, 5e-324, -1.7976931348623157e308]
-    probe: dict[str, Any] = {
-        key: [leaves, (index, {}), {"z": [], "y": ()}] for index, key in enumerate(reversed(keys))
-    }
+    probe: dict[str, Any] = {key: [index, (index, {}), {"z": [], "y": ()}] for index, key in enumerate(keys)}
+    probe["a"] = [leaves, tuple(leaves), dict(zip(reversed(keys), leaves, strict=False))]
     try:
         for timespec in _TIMESPECS:
             if _fast_json(probe, timespec) != _stdlib_json(probe, timespec):
