@@ -466,3 +466,35 @@ def test_paging_matches_a_python_sort_for_any_data(
             break
         marker = page[-1]["uuid"]
     assert seen == expected
+
+
+_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8)
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(extra=st.dictionaries(_TEXT, _JSON, max_size=4), properties=st.dictionaries(_TEXT, _JSON, max_size=3))
+def test_written_documents_and_etags_survive_the_database_round_trip(
+    db: Database, extra: dict[str, Any], properties: dict[str, Any]
+) -> None:
+    """What a write returns is what a read gives back, and the stored etag is the etag of it
+    (JSONB turns 1e20 into 100000000000000000000: no drift allowed)."""
+    gen = make_generator(KEY)
+    created = node(db, extra=extra)
+    assert public(created) == public(db.get("node", created["uuid"]))
+    updated = db.update("node", created["uuid"], lambda cur: {"properties": properties, "description": "x"})
+    fresh = db.get("node", created["uuid"])
+    assert public(updated) == public(fresh)
+    assert fresh["etag"] == updated["etag"] == gen.etag(public(fresh), "node")

@@ -30,6 +30,7 @@ import builtins
 import datetime as dt
 import uuid as uuidlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Final, cast
 
 import sqlalchemy as sa
@@ -142,6 +143,19 @@ class _Kind:
             c.name for c in table.c
             if c.name not in self.json_cols and c.name not in INTERNAL_KEYS - {"id"}
         )  # fmt: skip
+
+    def normalise_json(self, values: dict[str, Any]) -> dict[str, Any]:
+        """JSON column values as the database gives them back (in place; returns *values*).
+
+        PostgreSQL's JSONB stores numbers as ``numeric``: an integral float (``1e20``,
+        ``4.0``) comes back as an int.  Converting before the write keeps the document
+        we return, the etag we compute and every later read identical on both backends.
+        """
+        for key in self.json_cols:
+            value = values.get(key)
+            if value is not None:
+                values[key] = _integral_floats_as_ints(value)
+        return values
 
     def narrowed(self, fields: Iterable[str]) -> sa.Select[Any]:
         """The SELECT of this kind restricted to *fields* (and ``uuid``, ``id``)."""
@@ -510,6 +524,7 @@ class Database:
             else:
                 row[column.name] = None
         row.update({k: v for k, v in values.items() if k not in _REFS[kind_name]})
+        kind.normalise_json(row)
         row["uuid"] = str(row.get("uuid") or uuidlib.uuid4()).lower()
         row["created_at"] = now
         row["updated_at"] = None
@@ -565,6 +580,7 @@ class Database:
             changes = mutate(dict(current))
             if not changes:
                 return current
+            changes = kind.normalise_json(dict(changes))
             now = utcnow()
             doc = {**current, **self._doc_values(kind, changes), "updated_at": iso(now)}
             try:
@@ -823,6 +839,35 @@ class Database:
                         .values(etag=etag)
                     ).rowcount
         return done
+
+
+def _integral_floats_as_ints(value: Any) -> Any:
+    """*value* with every finite integral float replaced by the int (same object if none)."""
+    kind = type(value)
+    if kind is float:
+        if not value.is_integer():
+            return value
+        # the number JSON text says (what PostgreSQL's numeric parses), not the binary value
+        return int(value) if abs(value) < 2**53 else int(Decimal(repr(value)))
+    if kind is dict:
+        out = None
+        for key, item in value.items():
+            new = _integral_floats_as_ints(item)
+            if new is not item:
+                if out is None:
+                    out = dict(value)
+                out[key] = new
+        return value if out is None else out
+    if kind is list:
+        items = None
+        for index, item in enumerate(value):
+            new = _integral_floats_as_ints(item)
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else items
+    return value
 
 
 class _LostRace(Exception):
