@@ -498,3 +498,22 @@ def test_written_documents_and_etags_survive_the_database_round_trip(
     fresh = db.get("node", created["uuid"])
     assert public(updated) == public(fresh)
     assert fresh["etag"] == updated["etag"] == gen.etag(public(fresh), "node")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param({"name": "a\x00b"}, id="column"),
+        pytest.param({"extra": {"k": "a\x00b"}}, id="json-value"),
+        pytest.param({"properties": {"k\x00": 1}}, id="json-key"),
+        pytest.param({"extra": {"k": [1, {"deep": "\x00"}]}}, id="json-nested"),
+    ],
+)
+def test_nul_characters_are_400_on_every_backend(db: Database, values: dict[str, Any]) -> None:
+    with pytest.raises(exc.InvalidParameterValue) as info:
+        node(db, **values)
+    assert info.value.status == 400 and "NUL" in info.value.detail
+    n = node(db, name="clean")
+    with pytest.raises(exc.InvalidParameterValue):
+        db.update("node", "clean", lambda cur: values)
+    assert db.get("node", "clean")["etag"] == n["etag"]

@@ -150,11 +150,16 @@ class _Kind:
         PostgreSQL's JSONB stores numbers as ``numeric``: an integral float (``1e20``,
         ``4.0``) comes back as an int.  Converting before the write keeps the document
         we return, the etag we compute and every later read identical on both backends.
+        NUL characters, which PostgreSQL cannot store in text or JSONB, are refused on
+        both backends alike (400).
         """
+        for key, value in values.items():
+            if value.__class__ is str and "\x00" in value:
+                raise exc.InvalidParameterValue(f"The {key} of a {self.name} cannot contain NUL characters")
         for key in self.json_cols:
             value = values.get(key)
             if value is not None:
-                values[key] = _integral_floats_as_ints(value)
+                values[key] = _integral_floats_as_ints(value, key, self.name)
         return values
 
     def narrowed(self, fields: Iterable[str]) -> sa.Select[Any]:
@@ -841,7 +846,7 @@ class Database:
         return done
 
 
-def _integral_floats_as_ints(value: Any) -> Any:
+def _integral_floats_as_ints(value: Any, field: str, kind_name: str) -> Any:
     """*value* with every finite integral float replaced by the int (same object if none)."""
     kind = type(value)
     if kind is float:
@@ -849,10 +854,16 @@ def _integral_floats_as_ints(value: Any) -> Any:
             return value
         # the number JSON text says (what PostgreSQL's numeric parses), not the binary value
         return int(value) if abs(value) < 2**53 else int(Decimal(repr(value)))
+    if kind is str:
+        if "\x00" in value:
+            raise exc.InvalidParameterValue(f"The {field} of a {kind_name} cannot contain NUL characters")
+        return value
     if kind is dict:
         out = None
         for key, item in value.items():
-            new = _integral_floats_as_ints(item)
+            if "\x00" in key:
+                raise exc.InvalidParameterValue(f"The {field} of a {kind_name} cannot contain NUL characters")
+            new = _integral_floats_as_ints(item, field, kind_name)
             if new is not item:
                 if out is None:
                     out = dict(value)
@@ -861,7 +872,7 @@ def _integral_floats_as_ints(value: Any) -> Any:
     if kind is list:
         items = None
         for index, item in enumerate(value):
-            new = _integral_floats_as_ints(item)
+            new = _integral_floats_as_ints(item, field, kind_name)
             if new is not item:
                 if items is None:
                     items = list(value)
