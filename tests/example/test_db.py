@@ -507,12 +507,16 @@ def test_written_documents_and_etags_survive_the_database_round_trip(
         pytest.param({"extra": {"k": "a\x00b"}}, id="json-value"),
         pytest.param({"properties": {"k\x00": 1}}, id="json-key"),
         pytest.param({"extra": {"k": [1, {"deep": "\x00"}]}}, id="json-nested"),
+        pytest.param({"name": "n" * 256}, id="too-long-name"),
+        pytest.param({"resource_class": "R" * 81}, id="too-long-resource-class"),
     ],
 )
-def test_nul_characters_are_400_on_every_backend(db: Database, values: dict[str, Any]) -> None:
+def test_values_postgresql_cannot_store_are_400_on_every_backend(
+    db: Database, values: dict[str, Any]
+) -> None:
     with pytest.raises(exc.InvalidParameterValue) as info:
         node(db, **values)
-    assert info.value.status == 400 and "NUL" in info.value.detail
+    assert info.value.status == 400 and ("NUL" in info.value.detail or "longer than" in info.value.detail)
     n = node(db, name="clean")
     with pytest.raises(exc.InvalidParameterValue):
         db.update("node", "clean", lambda cur: values)

@@ -128,6 +128,12 @@ class _Kind:
         self.datetimes = tuple(c.name for c in table.c if isinstance(_base_type(c), sa.DateTime))
         self.json_cols = frozenset(c.name for c in table.c if isinstance(_base_type(c), sa.JSON))
         self.columns = frozenset(c.name for c in table.c)
+        #: VARCHAR limits, checked on every backend (SQLite would not enforce them).
+        self.max_lengths = {
+            c.name: int(c.type.length)
+            for c in table.c
+            if isinstance(c.type, sa.String) and not isinstance(c.type, sa.Text) and c.type.length
+        }
         self._narrowed: dict[frozenset[str], sa.Select[Any]] = {}
         # Prebuilt lookups: bound parameters, so SQLAlchemy's compiled cache hits every time.
         scope: sa.ColumnElement[bool] | None = None
@@ -150,12 +156,20 @@ class _Kind:
         PostgreSQL's JSONB stores numbers as ``numeric``: an integral float (``1e20``,
         ``4.0``) comes back as an int.  Converting before the write keeps the document
         we return, the etag we compute and every later read identical on both backends.
-        NUL characters, which PostgreSQL cannot store in text or JSONB, are refused on
-        both backends alike (400).
+        NUL characters, which PostgreSQL cannot store in text or JSONB, and strings
+        longer than their column are refused on both backends alike (400).
         """
         for key, value in values.items():
-            if value.__class__ is str and "\x00" in value:
-                raise exc.InvalidParameterValue(f"The {key} of a {self.name} cannot contain NUL characters")
+            if value.__class__ is str:
+                if "\x00" in value:
+                    raise exc.InvalidParameterValue(
+                        f"The {key} of a {self.name} cannot contain NUL characters"
+                    )
+                limit = self.max_lengths.get(key)
+                if limit is not None and len(value) > limit:
+                    raise exc.InvalidParameterValue(
+                        f"The {key} of a {self.name} is longer than {limit} characters"
+                    )
         for key in self.json_cols:
             value = values.get(key)
             if value is not None:
