@@ -345,7 +345,7 @@ class BaremetalService:
                 chassis = self.db.get("chassis", str(value))
                 where.append(NODES.c.chassis_id == chassis["id"])
             elif name == "description_contains":
-                where.append(NODES.c.description.contains(str(value), autoescape=True))
+                where.append(NODES.c.description.icontains(str(value), autoescape=True))
             else:
                 raise exc.InvalidParameterValue(f"Unknown node filter {name!r}")
         docs = self.db.list(

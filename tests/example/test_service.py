@@ -115,6 +115,7 @@ def test_list_filters(svc: BaremetalService) -> None:
     assert names(driver="fake-hardware") == ["a", "b", "c"]
     assert names(driver="other") == []
     assert names(description_contains="row B") == ["c"]
+    assert names(description_contains="RACK 7") == ["c"]  # case-insensitive on every backend
     assert names(description_contains="%") == []
     assert [n["name"] for n in svc.list_nodes(sort_key="name", sort_dir="desc", limit=2)] == ["c", "b"]
     with pytest.raises(exc.InvalidParameterValue):
