@@ -312,6 +312,31 @@ def test_store_contract(any_store: Any) -> None:
     assert any_store.get(key) == done
 
 
+def test_redis_scripts_forgotten_by_the_server_still_fence(redis_server: Server) -> None:
+    """After SCRIPT FLUSH (as after a restart) the fenced writes still compare the owner."""
+    import redis
+
+    store = open_store(redis_server.url, timeout=0.5)  # type: ignore[attr-defined]
+    admin = redis.Redis.from_url(redis_server.url)  # type: ignore[attr-defined]
+    try:
+        key = "flush:" + uuid.uuid4().hex
+        mine, theirs = b"m" * 32 + b"P", b"t" * 32 + b"P"
+        assert store.claim(key, mine + b"{}\n", 30) is None
+        admin.script_flush()
+        assert store.complete(key, theirs, b"t" * 32 + b"C{}\nx", 30) is False
+        admin.script_flush()
+        assert store.extend(key, mine, 30) is True
+        admin.script_flush()
+        assert store.complete(key, mine, b"m" * 32 + b"C{}\nbody", 30) is True
+        assert admin.get(key) == b"m" * 32 + b"C{}\nbody"
+        admin.script_flush()
+        assert store.release(key, mine) is False
+        assert store.get(key) == b"m" * 32 + b"C{}\nbody"
+    finally:
+        store.close()
+        admin.close()
+
+
 def test_memcached_ttl_beyond_30_days_is_sent_as_absolute_time(memcached_server: Server) -> None:
     """memcached reads an exptime > 30 days as a Unix time; a relative one would expire at once."""
     store = open_store(memcached_server.url)
