@@ -19,7 +19,11 @@ def run(app: Any, req: Request, *, validate: bool = True) -> Response:
         captured["status"], captured["headers"] = status, headers
         return written.append
 
-    result = (validator(app) if validate else app)(req.environ, start_response)
+    environ = req.environ
+    if validate:
+        # the validator wraps wsgi.input in a non-seekable reader: don't let webob think otherwise
+        environ = {k: v for k, v in environ.items() if k != "webob.is_body_seekable"}
+    result = (validator(app) if validate else app)(environ, start_response)
     try:
         body = b"".join([*written, *result])
     finally:

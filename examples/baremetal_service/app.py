@@ -102,10 +102,16 @@ def make_service(
     *,
     run_conductor: bool = True,
     enabled_hardware_types: Iterable[str] = DEFAULT_HARDWARE_TYPES,
+    etag_key: str | bytes | None = None,
 ) -> BaremetalService:
-    """The domain facade on *database_url*: schema migrated, conductor workers started."""
+    """The domain facade on *database_url*: schema migrated, conductor workers started.
+
+    *etag_key* is the HMAC key of the etags; without one each process draws a random
+    key (etags stay correct, but processes sharing a database should share a key).
+    """
     return BaremetalService(
         database_url,
+        etag_key=etag_key,
         conductor_workers=1 if run_conductor else 0,
         enabled_hardware_types=tuple(enabled_hardware_types),
     )
@@ -156,10 +162,14 @@ def build_app(
     run_conductor: bool = True,
     enabled_hardware_types: Iterable[str] = DEFAULT_HARDWARE_TYPES,
     power_sync_interval: float = DEFAULT_POWER_SYNC_INTERVAL,
+    etag_key: str | bytes | None = None,
 ) -> ServiceApp:
     """The whole service: domain facade, conductor worker, power sync, Flask app and middleware stack."""
     service = make_service(
-        database_url, run_conductor=run_conductor, enabled_hardware_types=enabled_hardware_types
+        database_url,
+        run_conductor=run_conductor,
+        enabled_hardware_types=enabled_hardware_types,
+        etag_key=etag_key,
     )
     try:
         closers: list[Any] = start_power_sync(service, power_sync_interval) if run_conductor else []

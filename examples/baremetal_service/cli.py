@@ -17,7 +17,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 DEFAULT_HOST = "127.0.0.1"
@@ -63,6 +64,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="comma-separated hardware types to enable (fake-hardware, redfish; default fake-hardware)",
     )
     parser.add_argument(
+        "--etag-key-file",
+        default=None,
+        help="file holding the etag HMAC key shared by every process on this database "
+        "(default: $BAREMETAL_ETAG_KEY, else a random key per process)",
+    )
+    parser.add_argument(
         "--power-sync-interval",
         type=float,
         default=60.0,
@@ -77,6 +84,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.power_sync_interval < 0:
         parser.error("--power-sync-interval must be 0 (off) or a positive number of seconds")
     return args
+
+
+def read_etag_key(path: str | None, environ: Mapping[str, str]) -> bytes | None:
+    """The etag key from *path* (whitespace stripped), else ``BAREMETAL_ETAG_KEY``, else None.
+
+    A key on the command line would show in ``ps``: only a file or the environment.
+    """
+    if path:
+        key = Path(path).read_bytes().strip()
+        if not key:
+            raise ValueError(f"--etag-key-file {path} is empty")
+        return key
+    value = environ.get("BAREMETAL_ETAG_KEY")
+    return value.encode("utf-8") if value else None
 
 
 def build(args: argparse.Namespace) -> Any:
@@ -95,6 +116,7 @@ def build(args: argparse.Namespace) -> Any:
             "BAREMETAL_CONDUCTOR_WORKERS": "0" if args.no_conductor else "1",
         })  # fmt: skip
     return build_app(
+        etag_key=read_etag_key(args.etag_key_file, os.environ),
         database_url=args.database,
         store_url=args.store,
         run_conductor=not args.no_conductor,

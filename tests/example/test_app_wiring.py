@@ -5,9 +5,11 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from baremetal_service.app import build_app
-from baremetal_service.cli import parse_args
+from baremetal_service.cli import parse_args, read_etag_key
 from webob import Request
 
 from tests.wsgi import run
@@ -71,3 +73,45 @@ def test_cli_options() -> None:
     args = parse_args(["--enabled-hardware-types", "fake-hardware, redfish", "--power-sync-interval", "0"])
     assert args.enabled_hardware_types == "fake-hardware, redfish"
     assert args.power_sync_interval == 0
+
+
+def _request(app: object, method: str, path: str, body: object = None, etag: str | None = None) -> Any:
+    headers = dict(LATEST)
+    if etag:
+        headers["If-Match"] = etag
+    req = Request.blank(path, method=method, headers=headers)
+    if body is not None:
+        req.json_body = body
+    return run(app, req)
+
+
+def test_processes_sharing_an_etag_key_agree_on_etags(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'e.sqlite'}"
+    key = b"k" * 32
+    first = build_app(url, etag_key=key, run_conductor=False, power_sync_interval=0)
+    try:
+        created = _request(first, "POST", "/v1/nodes", {"driver": "fake-hardware", "name": "n1"}).json
+    finally:
+        first.close()
+    # a second process (fresh app, same key) changes the node and changes it back
+    second = build_app(url, etag_key=key, run_conductor=False, power_sync_interval=0)
+    try:
+        add = [{"op": "add", "path": "/description", "value": "x"}]
+        patched = _request(second, "PATCH", "/v1/nodes/n1", add, etag=created["etag"])
+        assert patched.status_int == 200 and patched.json["etag"] != created["etag"]
+        back = _request(second, "PATCH", "/v1/nodes/n1", [{"op": "remove", "path": "/description"}],
+                        etag=patched.json["etag"])  # fmt: skip
+        assert back.json["etag"] == created["etag"]
+    finally:
+        second.close()
+
+
+def test_etag_key_comes_from_a_file_or_the_environment(tmp_path: Path) -> None:
+    keyfile = tmp_path / "etag.key"
+    keyfile.write_text("  s3cret-s3cret-s3cret \n")
+    assert read_etag_key(str(keyfile), {}) == b"s3cret-s3cret-s3cret"
+    assert read_etag_key(None, {"BAREMETAL_ETAG_KEY": "from-env-from-env"}) == b"from-env-from-env"
+    assert read_etag_key(None, {}) is None
+    keyfile.write_text("\n")
+    with pytest.raises(ValueError, match="empty"):
+        read_etag_key(str(keyfile), {})
