@@ -223,7 +223,11 @@ def next_link(
     *,
     path: str | None = None,
 ) -> str | None:
-    """Ironic's ``next`` link when the page is full."""
+    """Ironic's ``next`` link when the page is full.
+
+    *items* are the stored records (they always carry ``uuid``), not the rendered
+    documents, which hold only the fields the client asked for.
+    """
     if not items or len(items) < paging["limit"]:
         return None
     query: dict[str, str] = {"sort_key": paging["sort_key"], "sort_dir": paging["sort_dir"]}

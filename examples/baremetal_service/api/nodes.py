@@ -116,6 +116,19 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
         filters["instance_uuid"] = instance
     extra = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in filters.items()}
     filters.update(scope or {})
+    if detail:
+        shown: list[str] | None = None
+    else:
+        shown = fields if fields is not None else list(serialize.NODE_LIST_FIELDS)
+        if fields is None:
+            shown = [f for f in shown if versions.NODE_FIELD_VERSIONS.get(f, versions.MIN_VERSION) <= served]
+    # Fetch only what is shown (a list of six fields does not decode sixty); masking
+    # driver_info needs the driver, and the next link the sort key.
+    wanted: set[str] | None = None
+    if shown is not None:
+        wanted = {*shown, paging["sort_key"]} - {"id"}
+        if "driver_info" in wanted:
+            wanted.add("driver")
     nodes = service().list_nodes(
         project_id=project_id(),
         filters=filters,
@@ -123,14 +136,9 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
         marker=paging["marker"],
         sort_key=paging["sort_key"],
         sort_dir=paging["sort_dir"],
+        fields=wanted,
     )
     base = base_url()
-    if detail:
-        shown: list[str] | None = None
-    else:
-        shown = fields if fields is not None else list(serialize.NODE_LIST_FIELDS)
-        if fields is None:
-            shown = [f for f in shown if versions.NODE_FIELD_VERSIONS.get(f, versions.MIN_VERSION) <= served]
     if shown is not None and "driver_info" not in shown:
         docs = [serialize.node_doc(n, served, base, shown) for n in nodes]
     else:
@@ -143,7 +151,7 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
                 secrets[driver] = svc.secret_fields(driver)
             docs.append(serialize.node_doc(n, served, base, shown, secrets[driver]))
     out: dict[str, Any] = {"nodes": docs}
-    nxt = next_link("nodes", docs, paging, shown or [], extra, path=path)
+    nxt = next_link("nodes", nodes, paging, shown or [], extra, path=path)
     if nxt:
         out["next"] = nxt
     return json_response(out)

@@ -126,7 +126,7 @@ class Resource:
         docs = [self.doc(i, shown) for i in items]
         out: dict[str, Any] = {self.collection: docs}
         extra = {k: str(v) for k, v in filters.items()}
-        nxt = next_link(self.collection, docs, paging, shown or [], extra, path=path)
+        nxt = next_link(self.collection, items, paging, shown or [], extra, path=path)
         if nxt:
             out["next"] = nxt
         return json_response(out)
