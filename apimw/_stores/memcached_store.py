@@ -24,10 +24,13 @@ records, and it may evict records under memory pressure (run a dedicated
 instance, or ``-M``).  URL parameters: ``timeout``, ``connect_timeout`` (seconds),
 ``max_pool_size``.
 
-The claim pipelines ``add`` and ``gets`` in one write on a pooled pymemcache
-connection (``PooledClient.client_pool`` and ``Client.sock``, which pymemcache
-has no public call for); the replies are parsed here.  Every other command
-goes through pymemcache's public API.
+The two commands of every protected request -- the claim (``add`` and ``gets``
+pipelined in one write) and the completion ``cas`` with the remembered token --
+go over sockets of the store's own (TCP_NODELAY, the same timeouts), with the
+replies parsed here: pymemcache's pool checkout and command machinery cost a
+third of a loopback round trip.  A reused socket that turns out closed (the
+server restarted) is replaced and the command sent once more on a fresh one.
+Every other command goes through pymemcache's public API.
 """
 
 from __future__ import annotations
@@ -69,11 +72,13 @@ class _Reader:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buf = b""
+        self.got = False  # any reply byte arrived
 
     def _more(self) -> None:
         data = self.sock.recv(65536)
         if not data:
             raise MemcacheUnexpectedCloseError("connection closed")
+        self.got = True
         self.buf += data
 
     def line(self) -> bytes:
@@ -87,6 +92,14 @@ class _Reader:
             self._more()
         data, self.buf = self.buf[:size], self.buf[size:]
         return data
+
+
+def _cas_token(cas: Any) -> bytes:
+    """pymemcache gives cas tokens as bytes (or int); the wire wants the digits."""
+    token = cas if isinstance(cas, bytes) else str(cas).encode("ascii")
+    if not token.isdigit():
+        raise StoreError(f"memcached store: bad cas token {token[:30]!r}")
+    return token
 
 
 def _parse_server(text: str, url: str) -> tuple[str, int]:
@@ -154,6 +167,50 @@ class MemcachedStore:
     def _connect(self) -> None:
         self._pid = os.getpid()
         self._clients = [PooledClient(server, **self._kwargs) for server in self.servers]
+        self._socks: dict[PooledClient, list[socket.socket]] = {c: [] for c in self._clients}
+
+    def _new_socket(self, client: PooledClient) -> socket.socket:
+        sock = socket.create_connection(client.server, timeout=self._kwargs["connect_timeout"])
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(self._kwargs["timeout"])
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def _roundtrip(self, client: PooledClient, command: bytes, parse: Any) -> Any:
+        """Send *command* on one of our sockets to *client*'s server; ``parse(reader)`` reads the reply.
+
+        A reused socket found closed (a restarted server never saw the command) is
+        replaced by a fresh one, once; any other failure closes the socket and raises.
+        """
+        idle = self._socks[client]
+        for attempt in (0, 1):
+            try:
+                sock = idle.pop()
+                reused = True
+            except IndexError:
+                sock = self._new_socket(client)
+                reused = False
+            reader = _Reader(sock)
+            try:
+                sock.sendall(command)
+                result = parse(reader)
+            except (MemcacheUnexpectedCloseError, ConnectionError) as exc:
+                sock.close()
+                if attempt or not reused or (isinstance(exc, MemcacheUnexpectedCloseError) and reader.got):
+                    raise
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            if reader.buf:  # more than one reply: out of step with the server
+                sock.close()
+                raise MemcacheUnexpectedCloseError("unexpected data after the reply")
+            idle.append(sock)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _client(self, key: str) -> PooledClient:
         if self._pid != os.getpid():  # forked: never share sockets with the parent
@@ -201,11 +258,8 @@ class MemcachedStore:
         """
         bkey = key.encode("ascii")
         command = b"add %b 0 %d %d\r\n%b\r\ngets %b\r\n" % (bkey, expire, len(value), value, bkey)
-        with client.client_pool.get_and_release(destroy_on_fail=True) as conn:
-            if conn.sock is None:
-                conn._connect()
-            conn.sock.sendall(command)
-            reader = _Reader(conn.sock)
+
+        def parse(reader: _Reader) -> tuple[bytes, bytes | None, bytes | None]:
             stored = reader.line()
             if stored not in (b"STORED", b"NOT_STORED"):
                 raise MemcacheUnexpectedCloseError(f"add answered {stored[:60]!r}")
@@ -222,11 +276,31 @@ class MemcachedStore:
                 line = reader.line()
             if line != b"END":
                 raise MemcacheUnexpectedCloseError(f"gets answered {line[:60]!r}")
+            return stored, current, cas
+
+        stored, current, cas = self._roundtrip(client, command, parse)
         if stored == b"STORED":
             if current is not None and cas is not None and current[:PREFIX_LEN] == value[:PREFIX_LEN]:
                 self._remember(key, value[:PREFIX_LEN], cas)
             return None
         return b"" if current is None else current
+
+    def _cas_write(self, client: PooledClient, key: str, value: bytes, cas: bytes, expire: int) -> bool:
+        """``cas`` on our own socket: True if stored, False if the record changed or vanished."""
+        command = b"cas %b 0 %d %d %b\r\n%b\r\n" % (key.encode("ascii"), expire, len(value), cas, value)
+
+        def parse(reader: _Reader) -> bool:
+            line = reader.line()
+            if line == b"STORED":
+                return True
+            if line in (b"EXISTS", b"NOT_FOUND"):
+                return False
+            raise MemcacheUnexpectedCloseError(f"cas answered {line[:60]!r}")
+
+        try:
+            return bool(self._roundtrip(client, command, parse))
+        except (*_ERRORS, ValueError) as exc:
+            raise self._fail("cas", exc) from exc
 
     def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
         client = self._client(key)
@@ -264,11 +338,8 @@ class MemcachedStore:
             current, cas = self._gets(client, key)
             if current is None or not current.startswith(expect):
                 return False
-        try:
-            # the cas token is this claim's: if anyone replaced the record since, cas fails
-            return bool(client.cas(key, value, cas, expire=memcached_expire(ttl), noreply=False))
-        except _ERRORS as exc:
-            raise self._fail("cas", exc) from exc
+        # the cas token is this claim's: if anyone replaced the record since, cas fails
+        return self._cas_write(client, key, value, _cas_token(cas), memcached_expire(ttl))
 
     def release(self, key: str, expect: bytes) -> bool:
         client = self._client(key)
@@ -277,11 +348,8 @@ class MemcachedStore:
             current, cas = self._gets(client, key)
             if current is None or not current.startswith(expect):
                 return False
-        try:
-            # exptime < 0: "the item is immediately expired" -> a compare-and-delete.
-            return bool(client.cas(key, b"", cas, expire=-1, noreply=False))
-        except _ERRORS as exc:
-            raise self._fail("cas", exc) from exc
+        # exptime < 0: "the item is immediately expired" -> a compare-and-delete.
+        return self._cas_write(client, key, b"", _cas_token(cas), -1)
 
     def extend(self, key: str, expect: bytes, lease: float) -> bool:
         client = self._client(key)
@@ -304,4 +372,7 @@ class MemcachedStore:
 
     def close(self) -> None:
         for client in self._clients:
+            for sock in self._socks[client]:
+                sock.close()
+            self._socks[client] = []
             client.close()
