@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple
 from urllib.parse import parse_qsl
 
+import orjson
+
 from apimw._stores import PREFIX_LEN
 
 MAX_TOKEN_LENGTH: Final = 255
@@ -214,13 +216,20 @@ def _json_str(text: str) -> bytes:
     return json.dumps(text, ensure_ascii=True).encode()
 
 
+def _json_headers(headers: list[tuple[str, str]]) -> bytes:
+    """The headers as a JSON array of pairs (orjson; the stdlib for what orjson refuses)."""
+    try:
+        return orjson.dumps(headers)
+    except TypeError:  # a lone surrogate, a str subclass: ASCII-escaped by the stdlib encoder
+        return _COMPACT.encode(headers).encode()
+
+
 def encode_complete(
     owner: bytes, fp: str, scope: str, status: str, headers: Iterable[tuple[str, str]], body: bytes
 ) -> bytes:
     # by hand around one encoder call: the hot path of every first POST
     return b"%bC{\"v\":1,\"fp\":\"%b\",\"sc\":%b,\"s\":%b,\"h\":%b}\n%b" % (
-        owner, fp.encode(), _json_str(scope), _json_str(status),
-        _COMPACT.encode(list(headers)).encode(), body,
+        owner, fp.encode(), _json_str(scope), _json_str(status), _json_headers(list(headers)), body,
     )  # fmt: skip
 
 
@@ -246,7 +255,10 @@ def _decode(raw: bytes) -> Record:
     if not sep or state not in (PENDING, COMPLETE, TOMBSTONE):
         raise RecordError("not an apimw idempotency record")
     try:
-        meta = json.loads(head)
+        try:
+            meta = orjson.loads(head)
+        except orjson.JSONDecodeError:  # e.g. an escaped lone surrogate, which only the stdlib reads
+            meta = json.loads(head)
         if meta["v"] != 1:
             raise RecordError(f"unknown record version {meta['v']!r}")
         fp, scope = str(meta["fp"]), str(meta["sc"])

@@ -119,6 +119,23 @@ def test_record_round_trip_keeps_binary_bodies_and_header_order() -> None:
             parts.decode_record(garbage)
 
 
+ANY_TEXT = st.text(st.characters(blacklist_categories=()), max_size=12)  # lone surrogates too
+
+
+@given(
+    headers=st.lists(st.tuples(ANY_TEXT, ANY_TEXT | st.sampled_from(["caf\u00e9", "\ud800x"])), max_size=5),
+    scope=ANY_TEXT.filter(bool),
+    body=st.binary(max_size=64),
+)
+def test_any_header_text_and_scope_survive_a_record_round_trip(
+    headers: list[tuple[str, str]], scope: str, body: bytes
+) -> None:
+    """Non-ASCII and even lone surrogates (which the fast JSON path refuses) come back unchanged."""
+    raw = parts.encode_complete(b"0" * 32, "f" * 64, scope, "201 Created", headers, body)
+    rec = parts.decode_record(raw)
+    assert (rec.scope, rec.status, rec.headers, rec.body) == (scope, "201 Created", headers, body)
+
+
 @pytest.mark.parametrize(
     "seconds, expected",
     [pytest.param(0.3, 2, id="sub-second-becomes-2"), pytest.param(1, 2, id="1-becomes-2"),
