@@ -337,6 +337,29 @@ def test_redis_scripts_forgotten_by_the_server_still_fence(redis_server: Server)
         admin.close()
 
 
+@pytest.mark.parametrize("scheme", ["memcached", "redis"])
+def test_a_silent_server_times_out_as_store_error(scheme: str) -> None:
+    """A server that accepts connections but never answers costs a few timeouts, never a hang."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # connections complete in the backlog; nothing is ever read or written
+    port = silent.getsockname()[1]
+    url = f"memcached://127.0.0.1:{port}" if scheme == "memcached" else f"redis://127.0.0.1:{port}/0"
+    store = open_store(url, timeout=0.2)
+    try:
+        for call in (lambda: store.claim("k", b"m" * 32 + b"P{}\n", 5),
+                     lambda: store.complete("k", b"m" * 32 + b"P", b"m" * 32 + b"C{}\n", 5)):  # fmt: skip
+            started = time.monotonic()
+            with pytest.raises(StoreError):
+                call()
+            assert time.monotonic() - started < 3
+    finally:
+        store.close()
+        silent.close()
+
+
 def test_memcached_ttl_beyond_30_days_is_sent_as_absolute_time(memcached_server: Server) -> None:
     """memcached reads an exptime > 30 days as a Unix time; a relative one would expire at once."""
     store = open_store(memcached_server.url)

@@ -39,6 +39,8 @@ import hashlib
 import math
 import os
 import socket
+import struct
+import sys
 import threading
 import time
 from typing import Any, Final
@@ -56,6 +58,8 @@ MIN_TTL: Final = 2
 #: cas tokens remembered for our own claims (older ones fall back to gets + cas).
 MAX_REMEMBERED: Final = 10_000
 _ERRORS: Final = (MemcacheError, OSError)
+#: Linux: socket timeouts as SO_RCVTIMEO/SO_SNDTIMEO on a blocking socket (see _new_socket).
+_KERNEL_TIMEOUTS: Final = sys.platform.startswith("linux")
 
 
 def memcached_expire(seconds: float, *, now: float | None = None) -> int:
@@ -75,7 +79,10 @@ class _Reader:
         self.got = False  # any reply byte arrived
 
     def _more(self) -> None:
-        data = self.sock.recv(65536)
+        try:
+            data = self.sock.recv(65536)
+        except BlockingIOError:  # SO_RCVTIMEO passed
+            raise TimeoutError("memcached store: read timed out") from None
         if not data:
             raise MemcacheUnexpectedCloseError("connection closed")
         self.got = True
@@ -173,7 +180,17 @@ class MemcachedStore:
         sock = socket.create_connection(client.server, timeout=self._kwargs["connect_timeout"])
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.settimeout(self._kwargs["timeout"])
+            timeout = self._kwargs["timeout"]
+            if _KERNEL_TIMEOUTS:
+                # The kernel enforces the timeout on each send/recv (EAGAIN when it passes): no
+                # poll() before every call, as Python's own socket timeout does.
+                sec = int(timeout)
+                timeval = struct.pack("@ll", sec, int((timeout - sec) * 1_000_000))
+                sock.settimeout(None)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+            else:
+                sock.settimeout(timeout)
         except BaseException:
             sock.close()
             raise
@@ -195,7 +212,10 @@ class MemcachedStore:
                 reused = False
             reader = _Reader(sock)
             try:
-                sock.sendall(command)
+                try:
+                    sock.sendall(command)
+                except BlockingIOError:  # SO_SNDTIMEO passed
+                    raise TimeoutError("memcached store: write timed out") from None
                 result = parse(reader)
             except (MemcacheUnexpectedCloseError, ConnectionError) as exc:
                 sock.close()
