@@ -27,7 +27,7 @@ from webob import Request
 
 from apimw.errors import ConfigError
 from tests.example.conftest import drop_pg_database, new_pg_database, pg_url
-from tests.example.production_support import LATEST, Gunicorn, error_code, pid_of
+from tests.example.production_support import LATEST, Gunicorn, burst, error_code, pid_of
 from tests.servers import RedisServer, Server, make_workdir
 
 pytestmark = pytest.mark.slow
@@ -108,11 +108,17 @@ def test_no_or_wrong_credentials_get_401_with_a_challenge(auth_cluster: Gunicorn
 
 
 def test_right_credentials_pass_on_every_worker(auth_cluster: Gunicorn) -> None:
+    # Sequential requests may all be accepted by one worker; concurrent bursts reach both.
+    users = list(PASSWORDS.items())
+
+    def get(i: int) -> requests.Response:
+        user, password = users[i % len(users)]
+        return requests.get(auth_cluster.url + "/v1/nodes", headers={**LATEST, **basic(user, password)},
+                            timeout=10)  # fmt: skip
+
     pids = set()
-    for _ in range(30):
-        for user, password in PASSWORDS.items():
-            resp = requests.get(auth_cluster.url + "/v1/nodes", headers={**LATEST, **basic(user, password)},
-                                timeout=10)  # fmt: skip
+    for _ in range(25):
+        for resp in burst(8, get):
             assert resp.status_code == 200, resp.text
             assert "nodes" in resp.json()
             pids.add(pid_of(resp))
