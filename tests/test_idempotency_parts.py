@@ -44,6 +44,42 @@ def shuffled(doc: Any, rng: random.Random) -> Any:
     return doc
 
 
+ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=2**63 - 2, max_value=2**70)
+    | st.floats() | st.text(st.characters(blacklist_categories=()), max_size=8),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(st.characters(blacklist_categories=()), max_size=6), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(doc=ANY_JSON, indent=st.sampled_from([None, 1]), ascii_only=st.booleans())
+def test_fast_canonical_json_is_byte_for_byte_the_stdlib_one(
+    doc: Any, indent: int | None, ascii_only: bool
+) -> None:
+    """orjson's canonical form, where it is used, is exactly the stdlib's: fingerprints never change."""
+    body = json.dumps(doc, indent=indent, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    fast = parts._fast_canonical(body)
+    if fast is not None:
+        assert fast == parts._CANONICAL.encode(json.loads(body)).encode()
+    # and the public function gives the stdlib path's answer either way
+    try:
+        expected = b"json:" + parts._CANONICAL.encode(json.loads(body)).encode()
+    except ValueError:
+        expected = b"raw:" + body
+    assert parts.canonical_body("application/json", body) == expected
+
+
+def test_fast_canonical_json_is_used_for_plain_documents() -> None:
+    body = b'{"name": "node-1", "properties": {"cpus": 8, "tags": ["a", "b\\n\\u0001"]}, "ok": true, "x": null}'
+    assert parts._fast_canonical(body) == parts._CANONICAL.encode(json.loads(body)).encode()
+    slow_ones = (b"[1.5]", b"[18446744073709551616]", b'["\xc3\xa9"]', b'["\\ud800"]', b"[NaN]",
+                 b"\xef\xbb\xbf[1]", b'["\x7f"]')  # fmt: skip
+    for slow in slow_ones:
+        assert parts._fast_canonical(slow) is None
+
+
 @settings(max_examples=150, deadline=None)
 @given(doc=JSON, seed=st.integers(0, 2**16))
 def test_json_key_order_and_whitespace_never_change_the_fingerprint(doc: Any, seed: int) -> None:
