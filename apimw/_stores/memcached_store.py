@@ -280,6 +280,22 @@ class MemcachedStore:
         command = b"add %b 0 %d %d\r\n%b\r\ngets %b\r\n" % (bkey, expire, len(value), value, bkey)
 
         def parse(reader: _Reader) -> tuple[bytes, bytes | None, bytes | None]:
+            reader._more()
+            buf = reader.buf
+            if buf.endswith(b"END\r\n"):  # usually the whole reply comes in one piece: parse it at once
+                head = buf.find(b"\r\n")
+                stored = buf[:head]
+                if stored == b"STORED" or stored == b"NOT_STORED":
+                    if len(buf) == head + 7:  # nothing there
+                        reader.buf = b""
+                        return stored, None, None
+                    end = buf.find(b"\r\n", head + 2)
+                    fields = buf[head + 2 : end].split()
+                    if len(fields) == 5 and fields[:2] == [b"VALUE", bkey] and fields[3].isdigit():
+                        size = int(fields[3])
+                        if len(buf) == end + size + 9 and buf[end + 2 + size :] == b"\r\nEND\r\n":
+                            reader.buf = b""
+                            return stored, buf[end + 2 : end + 2 + size], fields[4]
             stored = reader.line()
             if stored not in (b"STORED", b"NOT_STORED"):
                 raise MemcacheUnexpectedCloseError(f"add answered {stored[:60]!r}")
