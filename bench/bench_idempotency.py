@@ -10,6 +10,10 @@ same token).  It prints the added latency (median) against the issue's targets:
 * replay     <= 1 round trip + 30 us
 * first POST <= 2 round trips + 50 us
 * no token   <= 2 us added (memory store; no store call is made at all)
+
+For scale it also prints the same ``GET`` over a bare socket: the network's share
+of the baseline round trip (the rest is the client library's per-command cost,
+which the middleware's stores avoid on their hot path).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import io
 import shutil
+import socket
 import statistics
 import sys
 import time
@@ -111,7 +116,24 @@ def verdict(added: float, target: float) -> str:
     return f"{added:8.1f} us  target {target:7.1f} us  ratio {added / target:5.2f}  {mark}"
 
 
-def bench_store(name: str, url: str, n: int, raw_get: Callable[[str], Any]) -> None:
+def socket_get(port: int, command: bytes, end: bytes) -> Callable[[str], bytes]:
+    """A GET over a bare socket (no client library): the network's own share of a round trip."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def get(key: str) -> bytes:
+        sock.sendall(command)
+        data = sock.recv(65536)
+        while not data.endswith(end):
+            data += sock.recv(65536)
+        return data
+
+    return get
+
+
+def bench_store(
+    name: str, url: str, n: int, raw_get: Callable[[str], Any], wire_get: Callable[[str], Any]
+) -> None:
     prefix = f"b{uuid.uuid4().hex[:6]}:"
     mw = IdempotencyMiddleware(app, store=url, lease=30, retention=600, key_prefix=prefix)
     try:
@@ -125,6 +147,7 @@ def bench_store(name: str, url: str, n: int, raw_get: Callable[[str], Any]) -> N
         run(memory, environ("replayed-token"))
         got = interleaved(n, {
             "rtt": lambda i: raw_get("bench:baseline"),
+            "wire": lambda i: wire_get("bench:baseline"),
             "bare": lambda i: run(app, environ(None)),
             "first": lambda i: run(mw, environ(f"{prefix}-{i}")),
             "replay": lambda i: run(mw, environ("replayed-token")),
@@ -136,6 +159,7 @@ def bench_store(name: str, url: str, n: int, raw_get: Callable[[str], Any]) -> N
         first, replay = got["first"] - bare, got["replay"] - bare
         cpu_first, cpu_replay = got["cpu-first"] - bare, got["cpu-replay"] - bare
         print(f"\n{name}: store round trip {rtt:.1f} us (baseline, same run); app alone {bare:.1f} us")
+        print(f"  (the same GET over a bare socket, no client library: {got['wire']:.1f} us)")
         print(f"  first POST added {verdict(first, 2 * rtt + 50)}  ({first / rtt:.2f} round trips;"
               f" middleware CPU on memory:// {cpu_first:.1f} us)")
         print(f"  replay     added {verdict(replay, rtt + 30)}  ({replay / rtt:.2f} round trips;"
@@ -170,8 +194,10 @@ def main() -> None:
 
         rclient = redis.Redis(host="127.0.0.1", port=servers[0].port)
         mclient = Client(("127.0.0.1", servers[1].port), default_noreply=False, no_delay=True)
-        bench_store("redis", servers[0].url, args.n, rclient.get)  # type: ignore[attr-defined]
-        bench_store("memcached", servers[1].url, args.n, mclient.get)  # type: ignore[attr-defined]
+        rwire = socket_get(servers[0].port, b"*2\r\n$3\r\nGET\r\n$14\r\nbench:baseline\r\n", b"\r\n")  # type: ignore[attr-defined]
+        mwire = socket_get(servers[1].port, b"get bench:baseline\r\n", b"END\r\n")  # type: ignore[attr-defined]
+        bench_store("redis", servers[0].url, args.n, rclient.get, rwire)  # type: ignore[attr-defined]
+        bench_store("memcached", servers[1].url, args.n, mclient.get, mwire)  # type: ignore[attr-defined]
         rclient.close()
         mclient.close()
     finally:
