@@ -72,7 +72,7 @@ def test_fast_canonical_json_is_byte_for_byte_the_stdlib_one(
 
 
 def test_fast_canonical_json_is_used_for_plain_documents() -> None:
-    body = b'{"name": "node-1", "properties": {"cpus": 8, "tags": ["a", "b\\n\\u0001"]}, "ok": true, "x": null}'
+    body = b'{"name": "node-1", "properties": {"cpus": 8, "tags": ["a", "b\\n\\u0001"]}, "ok": true}'
     assert parts._fast_canonical(body) == parts._CANONICAL.encode(json.loads(body)).encode()
     slow_ones = (b"[1.5]", b"[18446744073709551616]", b'["\xc3\xa9"]', b'["\\ud800"]', b"[NaN]",
                  b"\xef\xbb\xbf[1]", b'["\x7f"]')  # fmt: skip
