@@ -286,6 +286,11 @@ class IdempotencyMiddleware:
         self._fp_prefixes = tuple(
             "HTTP_" + h.strip().upper().replace("-", "_").split("*", 1)[0] for h in headers if "*" in h
         )
+        # a cheap filter for every environ key: an exact name or the literal start of a pattern
+        self._fp_starts = tuple(self._fp_exact) + self._fp_prefixes
+        self._fp_match: Callable[[str], object] = (
+            self._fp_pattern.fullmatch if self._fp_pattern is not None else (lambda key: None)
+        )
         for name, value in (("lease", lease), ("retention", retention)):
             if not value > 0:
                 raise ConfigError(f"idempotency: {name} must be > 0 seconds, got {value!r}")
@@ -403,13 +408,12 @@ class IdempotencyMiddleware:
         return self._answer_existing(environ, start_response, current, fp, scope)
 
     def _version_headers(self, environ: WSGIEnvironment) -> list[tuple[str, str]]:
-        found = [(k, str(environ[k]).strip()) for k in self._fp_exact if k in environ]
-        pattern = self._fp_pattern
-        if pattern is not None:
-            prefixes, exact = self._fp_prefixes, self._fp_exact
-            for k in [k for k in environ if k.startswith(prefixes)]:
-                if k not in exact and pattern.fullmatch(k):
-                    found.append((k, str(environ[k]).strip()))
+        # one pass over environ; the order does not matter (the fingerprint sorts them)
+        found = []
+        starts, exact, match = self._fp_starts, self._fp_exact, self._fp_match
+        for k in environ:
+            if k.startswith(starts) and (k in exact or match(k)):
+                found.append((k, str(environ[k]).strip()))
         served = environ.get(ENVIRON_MICROVERSION)
         if served is not None:
             found.append((ENVIRON_MICROVERSION, str(served)))

@@ -171,6 +171,24 @@ def test_same_token_for_a_different_request_is_a_conflict(backend: Backend, vari
     assert post(mw, tok, **base).header("Idempotent-Replayed") == "true"
 
 
+@pytest.mark.parametrize("names", [["X-Flavor-Class"], ["X-Flavor-*", "OpenStack-API-Version"]])
+def test_only_the_named_fingerprint_headers_count(names: list[str]) -> None:
+    """Exact names and patterns: a header that merely starts like one is not part of the request."""
+    mw = IdempotencyMiddleware(CreateApp(), fingerprint_headers=names)
+    tok = token()
+    base = {"X-Flavor-Class": "gold", "X-Flavor-Class-Note": "a", "X-Other": "a"}
+    assert post(mw, tok, headers=base).status == 201
+    pattern = "*" in names[0]  # it covers every X-Flavor-... header
+    note_changed = post(mw, tok, headers={**base, "X-Flavor-Class-Note": "b"})
+    assert post(mw, tok, headers={**base, "X-Other": "b"}).header("Idempotent-Replayed") == "true"
+    if pattern:
+        assert note_changed.code == "idempotency.fingerprint-mismatch"
+    else:
+        assert note_changed.header("Idempotent-Replayed") == "true"
+    changed = post(mw, tok, headers={**base, "X-Flavor-Class": "silver"})
+    assert changed.code == "idempotency.fingerprint-mismatch"
+
+
 def test_ietf_profile_answers_422_to_a_reused_key(backend: Backend) -> None:
     mw, _ = make(backend, mismatch_status=422)
     tok = token()
