@@ -48,6 +48,10 @@ def _require(binary: str) -> str:
     return path
 
 
+class _ExitedAtStart(RuntimeError):
+    """The server process ended during start-up (most often: its port was taken)."""
+
+
 class Server:
     """A server process on loopback that can be stopped and restarted on its port."""
 
@@ -56,6 +60,7 @@ class Server:
         self.port = port
         self.workdir = workdir
         self.proc: subprocess.Popen[bytes] | None = None
+        self._started = False
 
     # subclasses provide the command line and a readiness probe
     def command(self) -> list[str]:
@@ -72,6 +77,25 @@ class Server:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
+        """Start the server; a first start retries on a new port if the chosen one was taken.
+
+        ``free_port()`` probes a port and lets it go, so another process can bind it before
+        the server does.  A restart (after ``stop()``/``kill()``) keeps its port: tests
+        rely on the store coming back where it was.
+        """
+        attempts = 1 if self._started else 3
+        for attempt in range(attempts):
+            try:
+                self._start_once()
+            except _ExitedAtStart:
+                if attempt == attempts - 1:
+                    raise
+                self.port = free_port()
+            else:
+                self._started = True
+                return
+
+    def _start_once(self) -> None:
         # the child keeps its own copy of the log descriptor; ours is closed at once
         with open(self.workdir / f"{self.name}.log", "ab") as log:
             self.proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own binaries
@@ -85,7 +109,7 @@ class Server:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited at start; see {log.name}")
+                raise _ExitedAtStart(f"{self.name} exited at start (port {self.port}); see {log.name}")
             if self.ready():
                 return
             time.sleep(0.05)
