@@ -653,7 +653,27 @@ def _join(value: str | Sequence[str]) -> str:
     return value if isinstance(value, str) else ",".join(value)
 
 
-class IfMatch:
+class _Condition:
+    """What If-Match and If-None-Match share: the parsed list, ``*``, the raw header value."""
+
+    __slots__ = ("_parsed", "raw")
+
+    def __init__(self, parsed: _Parsed, *, raw: str) -> None:
+        self._parsed = parsed
+        self.raw = raw
+
+    @property
+    def any(self) -> bool:
+        """The header was ``*``."""
+        return self._parsed.any
+
+    @property
+    def tags(self) -> frozenset[str]:
+        """The opaque tags listed (without ``W/`` and quotes)."""
+        return self._parsed.weak
+
+
+class IfMatch(_Condition):
     """A parsed If-Match for one request; the app's data layer enforces it and says so.
 
     ``any`` is ``If-Match: *``; ``tags`` are the opaque-tags sent.  :meth:`matches` is the
@@ -663,21 +683,12 @@ class IfMatch:
     re-parse there with :func:`parse_if_match`.
     """
 
-    __slots__ = ("_parsed", "strong", "raw", "enforced")
+    __slots__ = ("strong", "enforced")
 
     def __init__(self, parsed: _Parsed, *, strong: bool, raw: str) -> None:
-        self._parsed = parsed
+        super().__init__(parsed, raw=raw)
         self.strong = strong
-        self.raw = raw
         self.enforced = False
-
-    @property
-    def any(self) -> bool:
-        return self._parsed.any
-
-    @property
-    def tags(self) -> frozenset[str]:
-        return self._parsed.weak
 
     def matches(self, current: str | None) -> bool:
         """Whether the condition holds for the resource's *current* etag (``None``: no resource).
@@ -707,22 +718,10 @@ class IfMatch:
         return f"IfMatch({self.raw!r})"
 
 
-class IfNoneMatch:
+class IfNoneMatch(_Condition):
     """A parsed If-None-Match; always compared weakly (RFC 9110 §13.1.2)."""
 
-    __slots__ = ("_parsed", "raw")
-
-    def __init__(self, parsed: _Parsed, *, raw: str) -> None:
-        self._parsed = parsed
-        self.raw = raw
-
-    @property
-    def any(self) -> bool:
-        return self._parsed.any
-
-    @property
-    def tags(self) -> frozenset[str]:
-        return self._parsed.weak
+    __slots__ = ()
 
     def matches(self, current: str | None) -> bool:
         """True if *current* is one of the tags (so the condition "none match" is false)."""
