@@ -13,7 +13,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple
 from urllib.parse import parse_qsl
 
-import orjson
+try:  # orjson only makes these faster: every path below has a stdlib twin with the same result
+    import orjson
+except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
+    orjson = None  # type: ignore[assignment]
 
 from apimw._stores import PREFIX_LEN
 
@@ -136,6 +139,8 @@ def _fast_canonical(body: bytes) -> bytes | None:
     here too.  ``test_fast_canonical_json_is_byte_for_byte_the_stdlib_one`` checks the two
     paths against each other.
     """
+    if orjson is None:
+        return None
     try:
         doc = orjson.loads(body)
         kind = type(doc)
@@ -259,6 +264,8 @@ def _json_str(text: str) -> bytes:
 
 def _json_headers(headers: list[tuple[str, str]]) -> bytes:
     """The headers as a JSON array of pairs (orjson; the stdlib for what orjson refuses)."""
+    if orjson is None:
+        return _COMPACT.encode(headers).encode()
     try:
         return orjson.dumps(headers)
     except TypeError:  # a lone surrogate, a str subclass: ASCII-escaped by the stdlib encoder
@@ -296,10 +303,13 @@ def _decode(raw: bytes) -> Record:
     if not sep or state not in (PENDING, COMPLETE, TOMBSTONE):
         raise RecordError("not an apimw idempotency record")
     try:
-        try:
-            meta = orjson.loads(head)
-        except orjson.JSONDecodeError:  # e.g. an escaped lone surrogate, which only the stdlib reads
+        if orjson is None:
             meta = json.loads(head)
+        else:
+            try:
+                meta = orjson.loads(head)
+            except orjson.JSONDecodeError:  # e.g. an escaped lone surrogate, only the stdlib reads
+                meta = json.loads(head)
         if meta["v"] != 1:
             raise RecordError(f"unknown record version {meta['v']!r}")
         fp, scope = str(meta["fp"]), str(meta["sc"])

@@ -308,3 +308,35 @@ def test_options_table_documents_every_option() -> None:
     doc = (Path(__file__).resolve().parent.parent / "docs" / "idempotency.md").read_text()
     for opt in OPTIONS:
         assert f"`{opt.name}`" in doc, opt.name
+
+
+_PROBE = r"""
+import json, sys
+if sys.argv[1] == "blocked":
+    sys.modules["orjson"] = None  # not importable
+from apimw import _idempotency_parts as parts
+bodies = [b'{"b": [1, {"y": null, "x": true}], "a": "t\\u00e9xt"}',
+          b'{"n": 2.5, "big": 123456789012345678901234}', b'[1, 2, "\\u001f"]', b'not json']
+canon = [parts.canonical_body("application/json", b).decode("latin-1") for b in bodies]
+raw = parts.encode_complete(b"o" * (parts.PREFIX_LEN - 1), "fp", "proj", "201 Created",
+                            [("Location", "/v1/nodes/1"), ("X-Odd", "\u00e9")], b"body")
+rec = parts.decode_record(raw)
+print(json.dumps({"canon": canon, "record": [rec.status, rec.headers, rec.body.decode()],
+                  "orjson": parts.orjson is not None}))
+"""
+
+
+def test_fingerprints_and_records_are_the_same_without_orjson() -> None:
+    import json as _json
+    import subprocess
+    import sys
+
+    def probe(mode: str) -> dict[str, object]:
+        out = subprocess.run([sys.executable, "-c", _PROBE, mode], capture_output=True, text=True,
+                             check=True, timeout=60)  # fmt: skip
+        return dict(_json.loads(out.stdout))
+
+    with_orjson, without = probe("normal"), probe("blocked")
+    assert with_orjson["orjson"] is True and without["orjson"] is False
+    assert with_orjson["canon"] == without["canon"]
+    assert with_orjson["record"] == without["record"]
