@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from sqlalchemy import and_, delete, select, update
 from sqlalchemy.exc import DBAPIError
@@ -144,6 +144,31 @@ def cas_update(
     return "updated" if new is not None and row[0] == new else "stale"
 
 
+#: Returned by one attempt of a conditional write that lost a race without If-Match: try again.
+_AGAIN: Final = object()
+
+
+def _retrying(
+    engine: Engine, once: Callable[[Connection], object], *, retries: int, backoff: float
+) -> object:
+    """Run ``once(conn)`` in its own transaction until it returns something other than
+    :data:`_AGAIN`, retrying serialization failures and deadlocks (``is_retryable``) with
+    backoff, at most ``retries + 1`` times; :data:`_AGAIN` if every attempt asked again."""
+    attempts = max(1, retries + 1)
+    for attempt in range(attempts):
+        try:
+            with engine.begin() as conn:
+                result = once(conn)
+            if result is not _AGAIN:
+                return result
+        except DBAPIError as exc:
+            if not is_retryable(exc):
+                raise
+        if attempt + 1 < attempts:
+            _backoff(attempt, backoff)
+    return _AGAIN
+
+
 def _backoff(attempt: int, base: float) -> None:
     if base > 0:
         time.sleep(base * (2**attempt) * (0.5 + random.random()))  # noqa: S311 - jitter only
@@ -196,41 +221,37 @@ def update_if_match(
     :raises ResourceGone: 404.  :raises StaleEtag: 412.  :raises ConcurrentUpdate: 409
         (only without If-Match).
     """
+    def once(conn: Connection) -> dict[str, Any] | object:
+        row = _read(conn, table, key)
+        if row is None:
+            raise ResourceGone()
+        current = row[etag_column]
+        if if_match is not None:
+            if_match.mark_enforced()
+            if not if_match.matches(current):
+                if already_applied and _applied(row, changes, etag_of, etag_column):
+                    return row
+                raise StaleEtag()
+        new_values = dict(changes(dict(row)) if callable(changes) else changes)
+        new_values.pop(etag_column, None)
+        merged = {**row, **new_values}
+        new_etag = etag_of(merged)
+        merged[etag_column] = new_etag
+        new_values[etag_column] = new_etag
+        outcome = cas_update(conn, table, key, new_values, expected=(current,), etag_column=etag_column)
+        if outcome == "updated":
+            return merged
+        if outcome == "gone":
+            raise ResourceGone()
+        if if_match is not None:
+            # Someone committed between our read and our write: the client's tag is stale now.
+            raise StaleEtag()
+        return _AGAIN
+
+    result = _retrying(engine, once, retries=retries, backoff=backoff)
+    if result is not _AGAIN:
+        return cast("dict[str, Any]", result)
     attempts = max(1, retries + 1)
-    for attempt in range(attempts):
-        try:
-            with engine.begin() as conn:
-                row = _read(conn, table, key)
-                if row is None:
-                    raise ResourceGone()
-                current = row[etag_column]
-                if if_match is not None:
-                    if_match.mark_enforced()
-                    if not if_match.matches(current):
-                        if already_applied and _applied(row, changes, etag_of, etag_column):
-                            return row
-                        raise StaleEtag()
-                new_values = dict(changes(dict(row)) if callable(changes) else changes)
-                new_values.pop(etag_column, None)
-                merged = {**row, **new_values}
-                new_etag = etag_of(merged)
-                merged[etag_column] = new_etag
-                new_values[etag_column] = new_etag
-                outcome = cas_update(
-                    conn, table, key, new_values, expected=(current,), etag_column=etag_column
-                )
-                if outcome == "updated":
-                    return merged
-                if outcome == "gone":
-                    raise ResourceGone()
-                if if_match is not None:
-                    # Someone committed between our read and our write: the client's tag is stale now.
-                    raise StaleEtag()
-        except DBAPIError as exc:
-            if not is_retryable(exc):
-                raise
-        if attempt + 1 < attempts:
-            _backoff(attempt, backoff)
     if if_match is not None:
         raise StaleEtag(
             f"The resource kept changing under concurrent updates ({attempts} attempts): your "
@@ -253,36 +274,30 @@ def delete_if_match(
 
     :returns: the deleted row.  :raises ResourceGone: 404.  :raises StaleEtag: 412.
     """
+    def once(conn: Connection) -> dict[str, Any] | object:
+        row = _read(conn, table, key)
+        if row is None:
+            raise ResourceGone()
+        current = row[etag_column]
+        if if_match is not None:
+            if_match.mark_enforced()
+            if not if_match.matches(current):
+                raise StaleEtag()
+        result = conn.execute(delete(table).where(_where(table, key), table.c[etag_column] == current))
+        if result.rowcount == 1:
+            return row
+        if result.rowcount > 1:
+            raise ApimwError(f"conditional delete matched {result.rowcount} rows: the key is not unique")
+        if _current_etag(conn, table, key, etag_column) is None:
+            raise ResourceGone()
+        if if_match is not None:
+            raise StaleEtag()
+        return _AGAIN
+
+    deleted = _retrying(engine, once, retries=retries, backoff=backoff)
+    if deleted is not _AGAIN:
+        return cast("dict[str, Any]", deleted)
     attempts = max(1, retries + 1)
-    for attempt in range(attempts):
-        try:
-            with engine.begin() as conn:
-                row = _read(conn, table, key)
-                if row is None:
-                    raise ResourceGone()
-                current = row[etag_column]
-                if if_match is not None:
-                    if_match.mark_enforced()
-                    if not if_match.matches(current):
-                        raise StaleEtag()
-                result = conn.execute(
-                    delete(table).where(_where(table, key), table.c[etag_column] == current)
-                )
-                if result.rowcount == 1:
-                    return row
-                if result.rowcount > 1:
-                    raise ApimwError(
-                        f"conditional delete matched {result.rowcount} rows: the key is not unique"
-                    )
-                if _current_etag(conn, table, key, etag_column) is None:
-                    raise ResourceGone()
-                if if_match is not None:
-                    raise StaleEtag()
-        except DBAPIError as exc:
-            if not is_retryable(exc):
-                raise
-        if attempt + 1 < attempts:
-            _backoff(attempt, backoff)
     if if_match is not None:
         raise StaleEtag()
     raise ConcurrentUpdate(attempts)
