@@ -56,7 +56,6 @@ from .base import (
     POWER_OFF,
     POWER_ON,
     SOFT_POWER_OFF,
-    DeployInterface,
     DriverError,
     DriverValidationError,
     HardwareType,
@@ -65,6 +64,7 @@ from .base import (
     PowerInterface,
     Task,
 )
+from .fake import FakeDeploy
 
 __all__ = ["RedfishConnectionInfo", "RedfishHardware", "parse_driver_info"]
 
@@ -530,21 +530,6 @@ class RedfishManagement(ManagementInterface):
             }
 
 
-class RedfishFakeDeploy(DeployInterface):
-    """Writes no image (Ironic's ``fake`` deploy); power and boot go through the real BMC."""
-
-    name = "fake"
-
-    def deploy(self, task: Task) -> None:
-        return None
-
-    def tear_down(self, task: Task) -> None:
-        return None
-
-    def clean(self, task: Task, clean_steps: list[dict[str, Any]] | None = None) -> None:
-        return None
-
-
 class RedfishInspect(InspectInterface):
     name = "redfish"
 
@@ -606,7 +591,8 @@ class RedfishHardware(HardwareType):
         )
         self.power = RedfishPower(self.settings)
         self.management = RedfishManagement(self.settings)
-        self.deploy = RedfishFakeDeploy()
+        # Writes no image (Ironic's ``fake`` deploy); power and boot go through the real BMC.
+        self.deploy = FakeDeploy()
         self.inspect = RedfishInspect(self.settings)
 
     @classmethod
