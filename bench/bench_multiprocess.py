@@ -10,7 +10,7 @@ the same store:
 * ``single process``: ``baremetal-service`` (the console command: waitress,
   8 threads, one process, conductor on) -- the in-process single worker;
 * ``gunicorn 1x4``: gunicorn with 1 worker process x 4 threads (our
-  gunicorn.conf.py);
+  gunicorn_conf.py);
 * ``gunicorn NxT``: gunicorn with ``--workers`` processes x ``--threads`` threads.
 
 All three run at once (idle ones cost little) and are driven in turn: each case
@@ -60,7 +60,7 @@ from tests.servers import (  # noqa: E402
 )
 
 REPO = Path(__file__).resolve().parent.parent
-GUNICORN_CONF = REPO / "examples" / "baremetal_service" / "gunicorn.conf.py"
+GUNICORN_CONF = "python:baremetal_service.gunicorn_conf"
 VERSION = {"X-OpenStack-Ironic-API-Version": "latest", "Content-Type": "application/json"}
 CASES = ("get node", "list 100 nodes", "replayed POST", "create node")
 EXPECTED = {"get node": 200, "list 100 nodes": 200, "replayed POST": 201, "create node": 201}

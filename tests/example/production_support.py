@@ -1,6 +1,6 @@
 """Helpers of the production-shape tests: a real gunicorn running baremetal_service.wsgi.
 
-:class:`Gunicorn` starts ``python -m gunicorn -c examples/baremetal_service/gunicorn.conf.py``
+:class:`Gunicorn` starts ``python -m gunicorn -c python:baremetal_service.gunicorn_conf``
 on a free loopback port with the given environment, waits (bounded) until
 ``/healthcheck`` answers, and stops the whole process group at the end.
 ``BAREMETAL_DEBUG_WORKER_HEADER=1`` makes every answer name the worker process
@@ -25,7 +25,7 @@ import requests
 from tests.servers import HOST, free_port
 
 REPO = Path(__file__).resolve().parents[2]
-GUNICORN_CONF = REPO / "examples" / "baremetal_service" / "gunicorn.conf.py"
+GUNICORN_CONF = "python:baremetal_service.gunicorn_conf"
 PID_HEADER = "X-Baremetal-Worker-Pid"
 LATEST = {"X-OpenStack-Ironic-API-Version": "latest"}
 START_TIMEOUT = 60.0

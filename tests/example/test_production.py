@@ -1,6 +1,6 @@
 """The production shape over real processes: gunicorn workers sharing PostgreSQL and Redis/memcached.
 
-Every test here runs ``gunicorn -c examples/baremetal_service/gunicorn.conf.py``
+Every test here runs ``gunicorn -c python:baremetal_service.gunicorn_conf``
 (two worker processes, ``baremetal_service.wsgi:application``) on loopback against
 the session's real PostgreSQL (a database of its own) and the real Redis or
 memcached.  ``X-Baremetal-Worker-Pid`` (a debug header the tests switch on) shows
@@ -303,7 +303,7 @@ def test_memory_store_refuses_two_workers(tmp_path: Path, prod_db: str) -> None:
 
 
 def test_memory_store_refused_by_the_workers_without_the_config_hook(tmp_path: Path, prod_db: str) -> None:
-    """Started without our gunicorn.conf.py (WEB_CONCURRENCY=2): each worker refuses at load."""
+    """Started without our gunicorn_conf.py (WEB_CONCURRENCY=2): each worker refuses at load."""
     import subprocess
     import sys
 

@@ -3,7 +3,7 @@
     export BAREMETAL_DATABASE=postgresql+psycopg://baremetal:secret@db.example.com/baremetal
     export BAREMETAL_STORE=redis://cache.example.com:6379/0
     export BAREMETAL_ETAG_KEY=$(cat /etc/baremetal/etag.key)
-    gunicorn -c examples/baremetal_service/gunicorn.conf.py baremetal_service.wsgi:application
+    gunicorn -c python:baremetal_service.gunicorn_conf baremetal_service.wsgi:application
 
 Command-line flags override these values (``-w 8``, ``-b 127.0.0.1:7000``).
 Every value can also come from the environment variables named below.

@@ -1,6 +1,6 @@
 """The service as a WSGI ``application`` for gunicorn (or any WSGI server), configured by environment.
 
-    gunicorn -c examples/baremetal_service/gunicorn.conf.py baremetal_service.wsgi:application
+    gunicorn -c python:baremetal_service.gunicorn_conf baremetal_service.wsgi:application
 
 Each worker process builds its own stack on first access of ``application``
 (PEP 562 module ``__getattr__``: importing this module has no side effect):
@@ -24,7 +24,7 @@ environment variable               default                         meaning
 ``BAREMETAL_ETAG_KEY``             (random per process)            etag HMAC key; give every process the same
 ``BAREMETAL_CONDUCTOR_WORKERS``    ``1``                           conductor threads per process (0: API only)
 ``BAREMETAL_HEALTHCHECK``          ``true``                        serve ``/healthcheck`` (unauthenticated)
-``BAREMETAL_WORKER_PROCESSES``     ``1``                           how many processes serve (gunicorn.conf.py
+``BAREMETAL_WORKER_PROCESSES``     ``1``                           how many processes serve (gunicorn_conf.py
                                                                    sets it); ``memory://`` refuses more than 1
 ``BAREMETAL_DEBUG_WORKER_HEADER``  ``false``                       add ``X-Baremetal-Worker-Pid`` to responses
                                                                    (tests and load checks, never production)
