@@ -8,9 +8,14 @@ client may commit.  These helpers make the write itself conditional::
 where ``:read`` is the etag of the row they just read and checked against If-Match, and
 ``:new`` is the etag of the merged row, so the stored etag is always the etag of the
 stored state.  ``rowcount == 0`` is then told apart by a second look: no row -> 404
-(:class:`ResourceGone`), a row with the new etag -> already applied (a no-op update, or
-MySQL without ``CLIENT_FOUND_ROWS``), any other row -> 412 (:class:`StaleEtag`) when the
-client sent If-Match, otherwise the read-modify-write is retried.
+(:class:`ResourceGone`), any row -> 412 (:class:`StaleEtag`) when the client sent If-Match,
+otherwise the read-modify-write is retried.  A row that now holds the very state this
+writer was about to write is *not* a success: another client's write moved it there, and
+the If-Match of this one no longer held when it wrote (two clients that read the same
+state and computed the same new state must not both win).  Success is decided by the
+matched-row count alone; SQLAlchemy's MySQL dialects count matched rows
+(``CLIENT_FOUND_ROWS``), so a no-op UPDATE counts too.  RFC 9110's "already applied" 2xx is
+the explicit opt-in ``already_applied=True`` of :func:`update_if_match`, never a default.
 
 Serialization failures and deadlocks (PostgreSQL 40001/40P01 under REPEATABLE READ or
 SERIALIZABLE, MySQL 1213/1205, SQLite "database is locked") are retried a bounded number
@@ -120,9 +125,9 @@ def cas_update(
     """One compare-and-swap in the caller's transaction, no retry.
 
     ``UPDATE table SET values WHERE key AND etag IN expected``.  *values* should set the
-    new etag.  Returns ``"updated"``; else looks again and returns ``"gone"`` (no row) or
-    ``"stale"``.  A no-op update that MySQL reports as 0 changed rows is ``"updated"``
-    when the row already holds *values*' etag.
+    new etag.  Returns ``"updated"`` when the UPDATE matched the row; else looks again and
+    returns ``"gone"`` (no row) or ``"stale"`` -- also when the row already holds
+    *values*: whoever wrote it, this compare-and-swap did not happen.
     """
     if not expected:
         return "gone" if _current_etag(conn, table, key, etag_column) is None else "stale"
@@ -137,11 +142,7 @@ def cas_update(
         return "updated"
     if result.rowcount > 1:
         raise ApimwError(f"conditional update matched {result.rowcount} rows: the key is not unique")
-    row = _current_etag(conn, table, key, etag_column)
-    if row is None:
-        return "gone"
-    new = values.get(etag_column)
-    return "updated" if new is not None and row[0] == new else "stale"
+    return "gone" if _current_etag(conn, table, key, etag_column) is None else "stale"
 
 
 #: Returned by one attempt of a conditional write that lost a race without If-Match: try again.
