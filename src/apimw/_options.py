@@ -39,6 +39,9 @@ class Option:
     kind: str = "str"
     #: must be given (in code, ini, oslo.config or Flask config)
     required: bool = False
+    #: a secret (or a value that may carry one, like a store URL with a password): oslo.config
+    #: masks it when it logs option values, and apimw never echoes it in an error
+    secret: bool = False
 
 
 def check_required(options: Sequence[Option], kwargs: Mapping[str, Any], *, where: str) -> None:
@@ -118,7 +121,8 @@ def convert_strings(options: Sequence[Option], conf: Mapping[str, Any], *, where
         try:
             kwargs[key] = opt.convert(raw) if isinstance(raw, str) else raw
         except ConfigError as exc:
-            raise ConfigError(f"{where}: option {key!r}: {exc}") from None
+            reason = "bad value (not shown: the option is secret)" if opt.secret else str(exc)
+            raise ConfigError(f"{where}: option {key!r}: {reason}") from None
     return kwargs
 
 
@@ -138,7 +142,7 @@ def oslo_opts(options: Sequence[Option]) -> list[Any]:
         default = opt.default
         if opt.kind == "str" and default is not None and not isinstance(default, str):
             default = str(default)
-        opts.append(makers[opt.kind](opt.name, default=default, help=opt.help))
+        opts.append(makers[opt.kind](opt.name, default=default, help=opt.help, secret=opt.secret))
     return opts
 
 
@@ -153,6 +157,46 @@ def from_oslo(options: Sequence[Option], conf: Any, group: str) -> dict[str, Any
             continue
         kwargs[opt.name] = opt.convert(value) if isinstance(value, str) else value
     return kwargs
+
+
+def paste_section(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any], group: str) -> str:
+    """Where a paste filter's settings came from, for error messages: ``[filter:<name>] in <file>``.
+
+    paste.deploy gives a ``filter_factory`` the settings of its section but not the
+    section's name; the name is found by reading the ini (``global_conf["__file__"]``)
+    for the ``[filter:...]`` sections that use this filter (``egg:apimw#<name>`` or
+    ``apimw.<name>:filter_factory``) and hold these keys.  When that is not one section,
+    the message names the filter by its ``use`` line instead.
+    """
+    entry = group.removeprefix("apimw_")
+    fallback = f"the paste filter using egg:apimw#{entry}"
+    path = global_conf.get("__file__") if isinstance(global_conf, Mapping) else None
+    if not path:
+        return fallback
+    import configparser
+
+    parser = configparser.RawConfigParser(strict=False, default_section="\x00none")
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        with open(path, encoding="utf-8") as fh:  # noqa: PTH123 - a path from paste.deploy
+            parser.read_file(fh)
+    except (OSError, UnicodeDecodeError, configparser.Error):
+        return f"{fallback} in {path}"
+    uses = {f"egg:apimw#{entry}", f"egg:apimw#apimw.{entry}", f"call:apimw.{entry}:filter_factory"}
+    found = []
+    for section in parser.sections():
+        if not section.startswith(("filter:", "filter-app:")):
+            continue
+        items = dict(parser.items(section))
+        use = items.get("use", "").strip()
+        factory = items.get("paste.filter_factory", "").strip()
+        if use not in uses and factory != f"apimw.{entry}:filter_factory":
+            continue
+        if set(local_conf) <= set(items):
+            found.append(section)
+    if len(found) == 1:
+        return f"[{found[0]}] in {path}"
+    return f"{fallback} in {path}"
 
 
 def make_filter_factory(
@@ -174,12 +218,16 @@ def make_filter_factory(
             args = ["--config-file", config_file] if config_file else []
             conf(args, project=project, validate_default_values=True)
             kwargs.update(from_oslo(options, conf, group))
-        kwargs.update(convert_strings(options, local, where=f"[filter:{group}]"))
-        check_required(options, kwargs, where=f"[filter:{group}]")
+        where = paste_section(global_conf, local, group)
+        kwargs.update(convert_strings(options, local, where=where))
+        check_required(options, kwargs, where=where)
 
         def _filter(app: WSGIApplication) -> WSGIApplication:
             # paste calls this while loading the pipeline: a bad value fails there.
-            return factory(app, **kwargs)
+            try:
+                return factory(app, **kwargs)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
 
         return _filter
 

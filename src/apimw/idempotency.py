@@ -41,7 +41,7 @@ from apimw._options import (
     make_filter_factory,
     oslo_opts,
 )
-from apimw._stores import PREFIX_LEN, Store, open_store
+from apimw._stores import PREFIX_LEN, RecordTooLarge, Store, mask_url, open_store
 from apimw.errors import ConfigError, HTTPProblem, StoreError, check_profile, respond_with_problem
 
 if TYPE_CHECKING:
@@ -79,6 +79,10 @@ ENVIRON_REPLAYED: Final = "apimw.idempotency.replayed"
 ENVIRON_STATUS: Final = "apimw.idempotency.status"
 ENVIRON_MICROVERSION: Final = "apimw.microversion"
 UNPROTECTED_HEADER: Final = "Idempotency-Status"
+#: On a first answer that was sent but not stored for replay (too large, or the store refused
+#: it): a retry gets 409 ``idempotency.replay-unavailable`` (or, if even the tombstone could not
+#: be written, runs again after the lease).
+NOT_STORED: Final = (UNPROTECTED_HEADER, "not-stored")
 
 DEFAULT_FINGERPRINT_HEADERS: Final = ("OpenStack-API-Version", "X-OpenStack-*-API-Version")
 DEFAULT_RELEASE_STATUSES: Final = (408, 409, 423, 425, 429)
@@ -185,8 +189,9 @@ def _choice(*allowed: str) -> Callable[[str], str]:
 
 OPTIONS: Final = (
     Option("store", as_str, "memory://",
-           "Record store URL: memory://[name], memcached://host:port[,host:port], redis://host:port/db, "
-           "rediss://..., unix://..., redis+cluster://h:p[,h:p], redis+sentinel://h:p[,h:p]/service[/db]."),
+           "Record store URL: memory://[name][?max_items=N&max_bytes=N], memcached://host:port[,host:port], "
+           "redis://[:password@]host:port/db, rediss://..., unix://..., redis+cluster://h:p[,h:p], "
+           "redis+sentinel://h:p[,h:p]/service[/db]. Secret: it may carry a password.", secret=True),
     Option("store_timeout", as_float, 0.5,
            "Socket timeout (seconds) for the store, unless the URL sets its own."),
     Option("methods", as_list, ["POST"], "HTTP methods protected by a token.", kind="list"),
@@ -213,7 +218,8 @@ OPTIONS: Final = (
     Option("max_request_bytes", as_int, 1024 * 1024,
            "Largest request body buffered for the fingerprint; larger -> 413.", kind="int"),
     Option("max_response_bytes", as_int, 900 * 1024,
-           "Largest stored record (body + headers; memcached items are 1 MiB); larger -> tombstone.",
+           "Largest stored record (body + headers; memcached items are 1 MiB); a larger answer is sent "
+           "with Idempotency-Status: not-stored and a tombstone is stored.",
            kind="int"),
     Option("store_5xx", as_bool, False,
            "Store 5xx answers too (at-most-once); by default they release the claim.", kind="bool"),
@@ -321,6 +327,41 @@ class IdempotencyMiddleware:
             raise ConfigError("idempotency: key_prefix must be at most 100 visible ASCII characters")
         self._key_prefix = key_prefix
         self._profile = check_profile(error_profile) if error_profile else None
+        self._probe_store()
+
+    def __repr__(self) -> str:
+        return f"<IdempotencyMiddleware store={self.store.name} methods={sorted(self._methods)}>"
+
+    def _probe_store(self) -> None:
+        """One quick, bounded look at a network store at startup: a warning if it cannot be reached.
+
+        The middleware keeps running either way (the store may come up later); meanwhile
+        requests with a token get 503 (fail_closed) or run unprotected (fail_open).
+        """
+        ping = getattr(self.store, "ping", None)
+        if not callable(ping):
+            return
+        try:
+            ping()
+        except StoreError as exc:
+            reason = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a custom store's probe must not stop the service
+            reason = type(exc).__name__  # its text might quote a URL with a password
+        else:
+            item_max = getattr(self.store, "item_size_max", None)
+            if isinstance(item_max, int) and self._max_response + 512 > item_max:
+                LOG.warning(
+                    "idempotency: the store %s takes items of at most %d bytes, below max_response_bytes "
+                    "(%d): larger answers are sent with Idempotency-Status: not-stored and not replayed",
+                    self.store.name, item_max, self._max_response,
+                )  # fmt: skip
+            return
+        LOG.warning(
+            "idempotency: the store %s cannot be reached at startup (%s); until it can, requests with "
+            "a token %s", mask_url(self.store.name), reason,
+            "run unprotected (on_store_error = fail_open)" if self._fail_open
+            else "get 503 idempotency.store-unavailable (on_store_error = fail_closed)",
+        )  # fmt: skip
 
     def close(self) -> None:
         """Close the store's connections (call at shutdown; the middleware reconnects if used again)."""
@@ -374,7 +415,10 @@ class IdempotencyMiddleware:
             if not self._missing_shared:
                 return self._problem(
                     environ, start_response, 400, "idempotency.scope-missing",
-                    "X-Client-Token needs an authenticated project; none was found on this request.",
+                    "X-Client-Token needs an authenticated project (X-Project-Id) and none was found on "
+                    "this request: the idempotency middleware must come after the auth middleware "
+                    "(keystonemiddleware auth_token) in the pipeline; a deployment without auth sets "
+                    "scope = shared (or missing_scope = shared) in the idempotency options.",
                 )  # fmt: skip
             scope = SHARED_SCOPE
         body = self._read_body(environ)
@@ -560,15 +604,18 @@ class IdempotencyMiddleware:
         code = int(status[:3]) if status[:3].isdigit() else 500
         return code in self._release or (code >= 500 and not self._store_5xx)
 
-    def _fenced(self, what: str, key: str, call: Callable[[], bool]) -> None:
+    def _fenced(self, what: str, key: str, call: Callable[[], bool]) -> bool:
+        """Run a fenced store write; True if it was written (failures are logged, never raised)."""
         try:
-            if not call():
-                LOG.warning(
-                    "idempotency: %s of key %s... refused: the claim expired and another request took "
-                    "it over (raise the lease above the request time)", what, key[-64:][:12],
-                )  # fmt: skip
+            if call():
+                return True
+            LOG.warning(
+                "idempotency: %s of key %s... refused: the claim expired and another request took "
+                "it over (raise the lease above the request time)", what, key[-64:][:12],
+            )  # fmt: skip
         except StoreError as exc:
             LOG.warning("idempotency: %s of key %s... failed: %s", what, key[-64:][:12], exc)
+        return False
 
 
 class _Exchange:
@@ -667,20 +714,42 @@ class _Exchange:
         if self.status is None:
             raise RuntimeError("the application sent a body before calling start_response (PEP 3333)")
         self.streaming = True
+        headers = self.headers
         if self.mw._should_release(self.status):
             self.release()
         elif not self.settled:
-            self.settled = True
-            self.unrenew()
-            record = parts.encode_tombstone(
-                self.owner, self.fp, self.scope, self.status, parts.location_of(self.headers)
-            )
-            store = self.mw.store
-            self.mw._fenced(
-                "tombstone", self.key,
-                lambda: store.complete(self.key, self.prefix, record, self.mw._retention),
-            )  # fmt: skip
-        self.real_write = self.real_start_response(self.status, self.headers)
+            self.settle(None)
+            headers = [*headers, NOT_STORED]
+        self.real_write = self.real_start_response(self.status, headers)
+
+    def settle(self, record: bytes | None) -> bool:
+        """Complete the claim with *record*, or with a tombstone when it is None or the store refuses
+        it as too large.  True when *record* itself was stored (the answer will be replayed).
+        """
+        assert self.status is not None  # noqa: S101 - settled only after start_response
+        self.settled = True
+        self.unrenew()
+        mw, key, prefix, retention = self.mw, self.key, self.prefix, self.mw._retention
+        store = mw.store
+        if record is not None:
+            try:
+                if store.complete(key, prefix, record, retention):
+                    return True
+                LOG.warning(
+                    "idempotency: complete of key %s... refused: the claim expired and another request "
+                    "took it over (raise the lease above the request time)", key[-64:][:12],
+                )  # fmt: skip
+                return False
+            except RecordTooLarge as exc:
+                LOG.warning("idempotency: answer of key %s... not stored: %s; a tombstone is stored instead",
+                            key[-64:][:12], exc)  # fmt: skip
+            except StoreError as exc:
+                LOG.warning("idempotency: complete of key %s... failed: %s", key[-64:][:12], exc)
+                return False
+        tombstone = parts.encode_tombstone(self.owner, self.fp, self.scope, self.status,
+                                           parts.location_of(self.headers))  # fmt: skip
+        mw._fenced("tombstone", key, lambda: store.complete(key, prefix, tombstone, retention))
+        return False
 
     def run(self) -> Iterable[bytes]:
         if self.mw._renewer is not None:
@@ -733,22 +802,17 @@ class _Exchange:
             self.release()
             raise RuntimeError("the application returned without calling start_response (PEP 3333)")
         body = b"".join(self.take())
+        headers = self.headers
         if self.mw._should_release(status):
             self.release()
         else:
-            headers = parts.stored_headers(self.headers, self.mw._drop)
-            record = parts.encode_complete(self.owner, self.fp, self.scope, status, headers, body)
-            if len(record) > self.mw._max_response:
-                record = parts.encode_tombstone(
-                    self.owner, self.fp, self.scope, status, parts.location_of(self.headers)
-                )
-            store = self.mw.store
-            self.settled = True
-            self.unrenew()
+            kept = parts.stored_headers(self.headers, self.mw._drop)
+            record = parts.encode_complete(self.owner, self.fp, self.scope, status, kept, body)
             # Stored before the first byte is sent: a client that times out and retries gets the replay.
-            key, prefix, retention = self.key, self.prefix, self.mw._retention
-            self.mw._fenced("complete", key, lambda: store.complete(key, prefix, record, retention))
-        self.real_start_response(status, self.headers)
+            # Larger than max_response_bytes: a tombstone instead.
+            if not self.settle(record if len(record) <= self.mw._max_response else None):
+                headers = [*headers, NOT_STORED]
+        self.real_start_response(status, headers)
         return [body] if body else []
 
 

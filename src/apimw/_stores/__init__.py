@@ -24,15 +24,59 @@ cannot be reached or answers nonsense; none of them raises anything else.
 
 from __future__ import annotations
 
+import re
 from typing import Final, Protocol
 from urllib.parse import urlsplit
 
 from apimw.errors import ConfigError, StoreError
 
-__all__ = ["PREFIX_LEN", "Store", "StoreError", "open_store"]
+__all__ = ["PENDING_STATE", "PREFIX_LEN", "RecordTooLarge", "Store", "StoreError", "display_url", "mask_url",
+           "open_store"]
 
 #: Bytes at the start of a record that fenced writes compare: 32 hex owner id + 1 state byte.
 PREFIX_LEN: Final = 33
+#: The state byte (``record[PREFIX_LEN - 1]``) of an in-flight claim, which a store never evicts.
+PENDING_STATE: Final = b"P"
+
+#: Query parameters whose values are secrets (``redis://h?password=...``).
+_SECRET_PARAM: Final = re.compile(
+    r"([?&][^=&#]*(?:pass|secret|token|auth|cred)[^=&#]*=)[^&#]*", re.IGNORECASE
+)
+
+
+class RecordTooLarge(StoreError):
+    """The store cannot hold a record this large (memcached's item size, memory:// max_bytes).
+
+    Nothing was written: the record that was there (the caller's claim) is unchanged.
+    """
+
+
+def mask_url(url: str) -> str:
+    """*url* with its password (and any password-like query parameter) replaced by ``***``.
+
+    Used in every message that echoes a store URL: logs, errors, ``repr``.  Errs on
+    the side of masking: everything between ``://`` and the last ``@`` is credentials.
+    """
+    text = str(url)
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return "***" if "@" in text else text
+    if "@" in rest:
+        userinfo, _, hosts = rest.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        # "redis://user:pw@h" keeps the user name; a bare "redis://secret@h" may be a password
+        userinfo = f"{user}:***" if colon and "/" not in user else "***"
+        rest = f"{userinfo}@{hosts}"
+    return scheme + sep + _SECRET_PARAM.sub(r"\1***", rest)
+
+
+def display_url(url: str) -> str:
+    """*url* for logs and ``Store.name``: no credentials and no query (``redis://h:6379/0``)."""
+    scheme, sep, rest = str(url).partition("://")
+    rest = rest.partition("?")[0].partition("#")[0]
+    if not sep:
+        return mask_url(url)
+    return scheme + sep + rest.rpartition("@")[2]
 
 
 class Store(Protocol):
@@ -71,7 +115,8 @@ def open_store(url: str, *, timeout: float = 0.5) -> Store:
     No connection is made here: the first request connects.
     """
     if not isinstance(url, str) or "://" not in url:
-        raise ConfigError(f"store must be a URL such as memory://, redis://host:6379/0; got {url!r}")
+        shown = mask_url(url) if isinstance(url, str) else type(url).__name__
+        raise ConfigError(f"store must be a URL such as memory://, redis://host:6379/0; got {shown!r}")
     scheme = urlsplit(url).scheme.lower()
     if scheme == "memory":
         from apimw._stores.memory_store import open_memory_store
@@ -86,6 +131,6 @@ def open_store(url: str, *, timeout: float = 0.5) -> Store:
 
         return open_redis_store(url, timeout=timeout)
     raise ConfigError(
-        f"unknown store scheme {scheme!r} in {url!r}: use memory://, memcached://, redis://, "
+        f"unknown store scheme {scheme!r} in {mask_url(url)!r}: use memory://, memcached://, redis://, "
         "rediss://, unix://, redis+cluster:// or redis+sentinel://"
     )

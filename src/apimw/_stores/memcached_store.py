@@ -49,7 +49,7 @@ from urllib.parse import parse_qsl, urlsplit
 from pymemcache.client.base import PooledClient
 from pymemcache.exceptions import MemcacheError, MemcacheUnexpectedCloseError
 
-from apimw._stores import PREFIX_LEN
+from apimw._stores import PREFIX_LEN, RecordTooLarge, mask_url
 from apimw.errors import ConfigError, StoreError
 
 #: memcached reads an exptime above this as an absolute Unix time.
@@ -118,7 +118,9 @@ def _parse_server(text: str, url: str) -> tuple[str, int]:
         host, _, port_text = text.partition(":")
         port_text = port_text or "11211"
     if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ConfigError(f"memcached store: bad server {text!r} in {url!r} (expected host:port)")
+        raise ConfigError(
+            f"memcached store: bad server {mask_url(text)!r} in {mask_url(url)!r} (expected host:port)"
+        )
     return host, int(port_text)
 
 
@@ -149,27 +151,65 @@ class MemcachedStore:
         # cas tokens of our own live claims, so completing one is a single cas round trip
         self._cas: dict[tuple[str, bytes], bytes] = {}
         self._lock = threading.Lock()
+        #: the smallest item size the servers accept (``-I``), learnt by :meth:`ping`; memcached's default
+        self.item_size_max = 1024 * 1024
         self._connect()
 
     @classmethod
     def from_url(cls, url: str, *, timeout: float = 0.5) -> MemcachedStore:
         parts = urlsplit(url)
         if parts.path not in ("", "/"):
-            raise ConfigError(f"memcached store: unexpected path in {url!r}")
+            raise ConfigError(f"memcached store: unexpected path in {mask_url(url)!r}")
         servers = [_parse_server(s, url) for s in parts.netloc.split(",") if s.strip()]
         params = dict(parse_qsl(parts.query, keep_blank_values=True))
         unknown = set(params) - {"timeout", "connect_timeout", "max_pool_size"}
         if unknown:
-            raise ConfigError(f"memcached store: unknown URL parameter(s) {sorted(unknown)} in {url!r}")
+            raise ConfigError(
+                f"memcached store: unknown URL parameter(s) {sorted(unknown)} in {mask_url(url)!r}"
+            )
         try:
             tmo = float(params.get("timeout", timeout))
             ctmo = float(params["connect_timeout"]) if "connect_timeout" in params else None
             pool = int(params["max_pool_size"]) if "max_pool_size" in params else None
         except ValueError:
-            raise ConfigError(f"memcached store: bad numeric URL parameter in {url!r}") from None
+            raise ConfigError(f"memcached store: bad numeric URL parameter in {mask_url(url)!r}") from None
         if tmo <= 0 or (ctmo is not None and ctmo <= 0) or (pool is not None and pool < 1):
-            raise ConfigError(f"memcached store: timeouts and max_pool_size must be positive in {url!r}")
+            raise ConfigError(
+                f"memcached store: timeouts and max_pool_size must be positive in {mask_url(url)!r}"
+            )
         return cls(servers, timeout=tmo, connect_timeout=ctmo, max_pool_size=pool)
+
+    def __repr__(self) -> str:
+        return f"<MemcachedStore {self.name}>"
+
+    def ping(self) -> None:
+        """Ask every server for its settings once (on a fresh socket); raise :class:`StoreError` if one fails.
+
+        Sets :attr:`item_size_max` to the smallest ``item_size_max`` the servers report.
+        """
+        sizes = []
+        for client in self._clients:
+            host, port = client.server
+            where = f"{self.name}: {host}:{port}"
+            try:
+                sock = self._new_socket(client)
+            except OSError as exc:
+                raise StoreError(f"{where} cannot be reached: {type(exc).__name__}: {exc}") from exc
+            try:
+                sock.sendall(b"stats settings\r\n")
+                reader = _Reader(sock)
+                while (line := reader.line()) != b"END":
+                    fields = line.split()
+                    if len(fields) == 3 and fields[:2] == [b"STAT", b"item_size_max"] and fields[2].isdigit():
+                        sizes.append(int(fields[2]))
+                    elif not line.startswith(b"STAT "):
+                        raise MemcacheUnexpectedCloseError(f"stats answered {line[:60]!r}")
+            except (*_ERRORS, ValueError) as exc:
+                raise StoreError(f"{where} did not answer: {type(exc).__name__}: {exc}") from exc
+            finally:
+                sock.close()
+        if sizes:
+            self.item_size_max = min(sizes)
 
     def _connect(self) -> None:
         self._pid = os.getpid()
@@ -331,6 +371,10 @@ class MemcachedStore:
                 return True
             if line in (b"EXISTS", b"NOT_FOUND"):
                 return False
+            if line.startswith(b"SERVER_ERROR object too large"):  # over the server's -I item size
+                raise RecordTooLarge(
+                    f"{self.name}: the server refused a record of {len(value)} bytes (item size limit)"
+                )
             raise MemcacheUnexpectedCloseError(f"cas answered {line[:60]!r}")
 
         try:

@@ -5,9 +5,16 @@ the network stores *within one process*; several worker processes each get
 their own store, so they do not protect each other (use Redis or memcached).
 
 ``memory://`` is private to the middleware that opens it; ``memory://<name>``
-is shared by every middleware in the process that names it.  ``?max_items=N``
-(default 100000) bounds memory: when full, expired records go first, then the
-oldest records, as memcached's LRU would evict them.
+is shared by every middleware in the process that names it.  It is bounded
+twice: ``?max_items=N`` records (default 100000) and ``?max_bytes=N`` bytes
+(default 64 MiB; each record counts its key, its value and
+:data:`RECORD_OVERHEAD`).  When either bound is reached, expired records go
+first, then *completed* records, oldest first (as memcached's LRU would evict
+them).  An in-flight claim is never evicted -- that would let a retry run
+alongside the request that holds it: a claim that finds the store full of
+claims is refused (:class:`~apimw.errors.StoreError`: 503 upstream), and a
+record larger than the whole budget is refused with
+:class:`~apimw._stores.RecordTooLarge` (the middleware stores a tombstone instead).
 """
 
 from __future__ import annotations
@@ -18,45 +25,117 @@ from collections import OrderedDict
 from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
-from apimw.errors import ConfigError
+from apimw._stores import PENDING_STATE, PREFIX_LEN, RecordTooLarge, mask_url
+from apimw.errors import ConfigError, StoreError
 
 DEFAULT_MAX_ITEMS: Final = 100_000
+DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
+#: Bytes accounted per record on top of its key and value (dict slot, tuple, object headers).
+RECORD_OVERHEAD: Final = 200
 
 _NAMED: dict[str, MemoryStore] = {}
 _NAMED_LOCK = threading.Lock()
 
 
-class MemoryStore:
-    """Records in a dict guarded by one lock; expiry by ``time.monotonic()``."""
+def _in_flight(value: bytes) -> bool:
+    return value[PREFIX_LEN - 1 : PREFIX_LEN] == PENDING_STATE
 
-    def __init__(self, *, max_items: int = DEFAULT_MAX_ITEMS, name: str = "memory://") -> None:
+
+class MemoryStore:
+    """Records in two ordered dicts guarded by one lock; expiry by ``time.monotonic()``.
+
+    ``_claims`` holds in-flight records (never evicted), ``_done`` the completed ones
+    in the order they were written (evicted oldest first).
+    """
+
+    def __init__(
+        self, *, max_items: int = DEFAULT_MAX_ITEMS, max_bytes: int = DEFAULT_MAX_BYTES, name: str = "memory://"
+    ) -> None:
         if max_items < 1:
             raise ConfigError(f"memory store max_items must be >= 1, got {max_items}")
+        if max_bytes < 1:
+            raise ConfigError(f"memory store max_bytes must be >= 1, got {max_bytes}")
         self.name = name
         self.max_items = max_items
-        self._data: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self._claims: dict[str, tuple[bytes, float]] = {}
+        self._done: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
         self._next_sweep = 0.0
 
+    def __repr__(self) -> str:
+        return f"<MemoryStore {self.name} max_items={self.max_items} max_bytes={self.max_bytes}>"
+
+    @property
+    def bytes_used(self) -> int:
+        """Accounted bytes of the records held (keys, values and :data:`RECORD_OVERHEAD` each)."""
+        return self._bytes
+
+    @staticmethod
+    def _size(key: str, value: bytes) -> int:
+        return len(key) + len(value) + RECORD_OVERHEAD
+
+    def _items(self) -> list[tuple[str, tuple[bytes, float]]]:
+        """Every record held, expired or not (for tests and debugging)."""
+        with self._lock:
+            return [*self._claims.items(), *self._done.items()]
+
+    def _drop(self, key: str) -> None:
+        entry = self._claims.pop(key, None)
+        if entry is None:
+            entry = self._done.pop(key, None)
+        if entry is not None:
+            self._bytes -= self._size(key, entry[0])
+
     def _live(self, key: str, now: float) -> bytes | None:
-        entry = self._data.get(key)
+        entry = self._claims.get(key) or self._done.get(key)
         if entry is None:
             return None
         if entry[1] <= now:
-            del self._data[key]
+            self._drop(key)
             return None
         return entry[0]
 
+    def _over(self, extra_items: int, extra_bytes: int) -> bool:
+        count = len(self._claims) + len(self._done) + extra_items
+        return count > self.max_items or self._bytes + extra_bytes > self.max_bytes
+
+    def _make_room(self, key: str, value: bytes, now: float) -> None:
+        """Evict until *value* fits under *key*; raise if only in-flight claims stand in the way."""
+        size = self._size(key, value)
+        if size > self.max_bytes:
+            raise RecordTooLarge(
+                f"{self.name}: a record of {len(value)} bytes is larger than the store's max_bytes "
+                f"({self.max_bytes})"
+            )
+        old = self._claims.get(key) or self._done.get(key)
+        extra_items = 0 if old is not None else 1
+        extra_bytes = size - (self._size(key, old[0]) if old is not None else 0)
+        if not self._over(extra_items, extra_bytes):
+            return
+        if now >= self._next_sweep:  # a full sweep at most once a second (it is O(n))
+            self._next_sweep = now + 1.0
+            for table in (self._claims, self._done):
+                for stale in [k for k, (_, exp) in table.items() if exp <= now and k != key]:
+                    self._drop(stale)
+        while self._over(extra_items, extra_bytes):
+            oldest = next((k for k in self._done if k != key), None)
+            if oldest is None:
+                raise StoreError(
+                    f"{self.name}: full of in-flight claims ({len(self._claims)} records, "
+                    f"{self._bytes} bytes); raise max_items / max_bytes"
+                )
+            self._drop(oldest)
+
     def _put(self, key: str, value: bytes, ttl: float, now: float) -> None:
-        self._data[key] = (value, now + ttl)
-        self._data.move_to_end(key)
-        if len(self._data) > self.max_items:
-            if now >= self._next_sweep:  # a full sweep at most once a second (it is O(n))
-                self._next_sweep = now + 1.0
-                for stale in [k for k, (_, exp) in self._data.items() if exp <= now]:
-                    del self._data[stale]
-            while len(self._data) > self.max_items:
-                self._data.popitem(last=False)
+        self._make_room(key, value, now)
+        self._drop(key)
+        if _in_flight(value):
+            self._claims[key] = (value, now + ttl)
+        else:
+            self._done[key] = (value, now + ttl)
+        self._bytes += self._size(key, value)
 
     def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
         now = time.monotonic()
@@ -82,7 +161,7 @@ class MemoryStore:
             current = self._live(key, now)
             if current is None or not current.startswith(expect):
                 return False
-            del self._data[key]
+            self._drop(key)
             return True
 
     def extend(self, key: str, expect: bytes, lease: float) -> bool:
@@ -91,7 +170,8 @@ class MemoryStore:
             current = self._live(key, now)
             if current is None or not current.startswith(expect):
                 return False
-            self._data[key] = (current, now + lease)
+            table = self._claims if key in self._claims else self._done
+            table[key] = (current, now + lease)
             return True
 
     def get(self, key: str) -> bytes | None:
@@ -103,24 +183,33 @@ class MemoryStore:
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._data)
+            return len(self._claims) + len(self._done)
+
+
+def _positive(params: dict[str, str], name: str, default: int, url: str) -> int:
+    raw = params.get(name, str(default))
+    if not raw.isdigit() or not raw.isascii() or int(raw) < 1:
+        raise ConfigError(
+            f"memory store: {name} must be a positive integer, got {raw!r} in {mask_url(url)!r}"
+        )
+    return int(raw)
 
 
 def open_memory_store(url: str) -> MemoryStore:
     parts = urlsplit(url)
     params = dict(parse_qsl(parts.query, keep_blank_values=True))
-    unknown = set(params) - {"max_items"}
+    unknown = set(params) - {"max_items", "max_bytes"}
     if unknown:
-        raise ConfigError(f"memory store: unknown URL parameter(s) {sorted(unknown)} in {url!r}")
-    raw = params.get("max_items", str(DEFAULT_MAX_ITEMS))
-    if not raw.isdigit():
-        raise ConfigError(f"memory store: max_items must be a positive integer, got {raw!r}")
-    max_items = int(raw)
+        raise ConfigError(f"memory store: unknown URL parameter(s) {sorted(unknown)} in {mask_url(url)!r}")
+    max_items = _positive(params, "max_items", DEFAULT_MAX_ITEMS, url)
+    max_bytes = _positive(params, "max_bytes", DEFAULT_MAX_BYTES, url)
     name = (parts.netloc + parts.path).strip("/")
     if not name:
-        return MemoryStore(max_items=max_items)
+        return MemoryStore(max_items=max_items, max_bytes=max_bytes)
     with _NAMED_LOCK:
         store = _NAMED.get(name)
         if store is None:
-            store = _NAMED[name] = MemoryStore(max_items=max_items, name=f"memory://{name}")
+            store = _NAMED[name] = MemoryStore(
+                max_items=max_items, max_bytes=max_bytes, name=f"memory://{name}"
+            )
         return store

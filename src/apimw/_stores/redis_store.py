@@ -46,7 +46,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from apimw._stores import PREFIX_LEN
+from apimw._stores import PREFIX_LEN, display_url, mask_url
 from apimw.errors import ConfigError, StoreError
 
 _CLAIM: Final = """
@@ -102,6 +102,26 @@ class RedisStore:
         self._pool: Any = pool
         self._idle: list[Any] = []
         self._pid = os.getpid()
+
+    def __repr__(self) -> str:
+        return f"<RedisStore {self.name}>"
+
+    def ping(self) -> None:
+        """``PING`` on a fresh connection, closed afterwards; raise :class:`StoreError` if it fails."""
+        try:
+            if not self._direct:
+                self.client.ping()
+                return
+            pool = self._pool
+            conn = pool.connection_class(**pool.connection_kwargs)
+            try:
+                conn.connect()
+                conn.send_command("PING", check_health=False)
+                conn.read_response()
+            finally:
+                conn.disconnect()
+        except _ERRORS as exc:
+            raise self._fail("ping", exc) from exc
 
     def _connection(self) -> Any:
         if self._pid != os.getpid():  # forked: never share sockets with the parent
@@ -216,7 +236,7 @@ def _nodes(netloc: str, url: str) -> tuple[list[tuple[str, int]], str | None, st
         host, _, port = item.strip().rpartition(":")
         host = host.strip("[]")
         if not host or not port.isdigit():
-            raise ConfigError(f"redis store: bad node {item!r} in {url!r} (expected host:port)")
+            raise ConfigError(f"redis store: bad node {item!r} in {mask_url(url)!r} (expected host:port)")
         nodes.append((host, int(port)))
     return nodes, username, password
 
@@ -224,14 +244,14 @@ def _nodes(netloc: str, url: str) -> tuple[list[tuple[str, int]], str | None, st
 def _timeouts(params: dict[str, str], timeout: float, url: str) -> dict[str, float]:
     unknown = set(params) - {"socket_timeout", "socket_connect_timeout"}
     if unknown:
-        raise ConfigError(f"redis store: unknown URL parameter(s) {sorted(unknown)} in {url!r}")
+        raise ConfigError(f"redis store: unknown URL parameter(s) {sorted(unknown)} in {mask_url(url)!r}")
     try:
         return {
             "socket_timeout": float(params.get("socket_timeout", timeout)),
             "socket_connect_timeout": float(params.get("socket_connect_timeout", timeout)),
         }
     except ValueError:
-        raise ConfigError(f"redis store: bad timeout in {url!r}") from None
+        raise ConfigError(f"redis store: bad timeout in {mask_url(url)!r}") from None
 
 
 def _retry() -> Retry:
@@ -242,7 +262,8 @@ def open_redis_store(url: str, *, timeout: float = 0.5) -> RedisStore:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     params = dict(parse_qsl(parts.query, keep_blank_values=True))
-    safe_name = f"{scheme}://{parts.hostname or ''}{':' if parts.port else ''}{parts.port or ''}{parts.path}"
+    # for logs and errors: the URL without its credentials and query
+    safe_name = display_url(url)
     if scheme == "redis+cluster":
         from redis.cluster import ClusterNode, RedisCluster
 
@@ -262,7 +283,7 @@ def open_redis_store(url: str, *, timeout: float = 0.5) -> RedisStore:
         segments = [s for s in parts.path.split("/") if s]
         if not segments or len(segments) > 2 or (len(segments) == 2 and not segments[1].isdigit()):
             raise ConfigError(
-                f"redis store: {url!r} must name the Sentinel service: redis+sentinel://host:port/<service>[/<db>]"
+                f"redis store: {mask_url(url)!r} must name the Sentinel service: redis+sentinel://host:port/<service>[/<db>]"
             )
         times = _timeouts(params, timeout, url)
         sentinel = Sentinel(nodes, sentinel_kwargs=dict(times), **times)  # type: ignore[no-untyped-call]
@@ -279,5 +300,9 @@ def open_redis_store(url: str, *, timeout: float = 0.5) -> RedisStore:
     try:
         client = redis.Redis.from_url(url, **kwargs)  # URL parameters win over these defaults
     except ValueError as exc:
-        raise ConfigError(f"redis store: {exc}") from None
+        # redis-py's message may quote a piece of the URL (a password misread as a port): only
+        # repeat it when the URL carries no credentials
+        masked = mask_url(url)
+        reason = f": {exc}" if masked == url else ""
+        raise ConfigError(f"redis store: cannot use {masked!r}{reason}") from None
     return RedisStore(client, name=safe_name)
