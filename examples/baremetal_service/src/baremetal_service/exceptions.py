@@ -74,6 +74,16 @@ __all__ = [
 ]
 
 
+#: Longest quotation of a client-supplied value in a message (longer ones are cut, with "...").
+MAX_QUOTED_CHARS = 100
+
+
+def _cut(value: object) -> str:
+    """*value* as text, cut to :data:`MAX_QUOTED_CHARS`: an error never echoes a whole input."""
+    text = str(value)
+    return text if len(text) <= MAX_QUOTED_CHARS else text[:MAX_QUOTED_CHARS] + "..."
+
+
 class BaremetalError(HTTPProblem):
     """Base of every domain error: ``status``, ``code``, ``detail`` (Ironic's text)."""
 
@@ -111,7 +121,7 @@ class PreconditionFailed(BaremetalError):
 
     def __init__(self, kind: str, ident: str) -> None:
         super().__init__(
-            f"The {kind} {ident} was modified since you read it: the If-Match etag does not "
+            f"The {kind} {_cut(ident)} was modified since you read it: the If-Match etag does not "
             "match its current etag. Fetch it again, then retry with the new etag.",
             resource=kind,
         )
@@ -124,42 +134,42 @@ class NodeNotFound(NotFound):
     error_code = "baremetal.node-not-found"
 
     def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Node {ident} could not be found.", status=status)
+        super().__init__(f"Node {_cut(ident)} could not be found.", status=status)
 
 
 class PortNotFound(NotFound):
     error_code = "baremetal.port-not-found"
 
     def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Port {ident} could not be found.", status=status)
+        super().__init__(f"Port {_cut(ident)} could not be found.", status=status)
 
 
 class PortgroupNotFound(NotFound):
     error_code = "baremetal.portgroup-not-found"
 
     def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Portgroup {ident} could not be found.", status=status)
+        super().__init__(f"Portgroup {_cut(ident)} could not be found.", status=status)
 
 
 class ChassisNotFound(NotFound):
     error_code = "baremetal.chassis-not-found"
 
     def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Chassis {ident} could not be found.", status=status)
+        super().__init__(f"Chassis {_cut(ident)} could not be found.", status=status)
 
 
 class ResourceClassNotFound(NotFound):
     error_code = "baremetal.resource-class-not-found"
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"No such resource class {name}.")
+        super().__init__(f"No such resource class {_cut(name)}.")
 
 
 class DriverNotFound(NotFound):
     error_code = "baremetal.driver-not-found"
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"Could not find the following driver(s) or hardware type(s): {name}.")
+        super().__init__(f"Could not find the following driver(s) or hardware type(s): {_cut(name)}.")
 
 
 # -- 409 ---------------------------------------------------------------------
@@ -169,14 +179,14 @@ class NodeNameExists(Conflict):
     error_code = "baremetal.node-duplicate-name"
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"A node with name {name} already exists.", field="name")
+        super().__init__(f"A node with name {_cut(name)} already exists.", field="name")
 
 
 class NodeUuidExists(Conflict):
     error_code = "baremetal.node-duplicate-uuid"
 
     def __init__(self, uuid: str) -> None:
-        super().__init__(f"A node with UUID {uuid} already exists.", field="uuid")
+        super().__init__(f"A node with UUID {_cut(uuid)} already exists.", field="uuid")
 
 
 class InstanceAssociated(Conflict):
@@ -184,8 +194,8 @@ class InstanceAssociated(Conflict):
 
     def __init__(self, instance_uuid: str, node: str) -> None:
         super().__init__(
-            f"Instance {instance_uuid} is already associated with a node, "
-            f"it cannot be associated with this other node {node}",
+            f"Instance {_cut(instance_uuid)} is already associated with a node, "
+            f"it cannot be associated with this other node {_cut(node)}",
             field="instance_uuid",
         )
 
@@ -194,70 +204,70 @@ class NodeAssociated(Conflict):
     error_code = "baremetal.node-associated"
 
     def __init__(self, node: str, instance: str) -> None:
-        super().__init__(f"Node {node} is associated with instance {instance}.")
+        super().__init__(f"Node {_cut(node)} is associated with instance {_cut(instance)}.")
 
 
 class MACAlreadyExists(Conflict):
     error_code = "baremetal.port-duplicate-mac"
 
     def __init__(self, mac: str) -> None:
-        super().__init__(f"A port with MAC address {mac} already exists.", field="address")
+        super().__init__(f"A port with MAC address {_cut(mac)} already exists.", field="address")
 
 
 class PortUuidExists(Conflict):
     error_code = "baremetal.port-duplicate-uuid"
 
     def __init__(self, uuid: str) -> None:
-        super().__init__(f"A port with UUID {uuid} already exists.", field="uuid")
+        super().__init__(f"A port with UUID {_cut(uuid)} already exists.", field="uuid")
 
 
 class PortNameExists(Conflict):
     error_code = "baremetal.port-duplicate-name"
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"A port with name {name} already exists.", field="name")
+        super().__init__(f"A port with name {_cut(name)} already exists.", field="name")
 
 
 class PortgroupNameExists(Conflict):
     error_code = "baremetal.portgroup-duplicate-name"
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"A portgroup with name {name} already exists.", field="name")
+        super().__init__(f"A portgroup with name {_cut(name)} already exists.", field="name")
 
 
 class PortgroupMACExists(Conflict):
     error_code = "baremetal.portgroup-duplicate-mac"
 
     def __init__(self, mac: str) -> None:
-        super().__init__(f"A portgroup with MAC address {mac} already exists.", field="address")
+        super().__init__(f"A portgroup with MAC address {_cut(mac)} already exists.", field="address")
 
 
 class PortgroupUuidExists(Conflict):
     error_code = "baremetal.portgroup-duplicate-uuid"
 
     def __init__(self, uuid: str) -> None:
-        super().__init__(f"A portgroup with UUID {uuid} already exists.", field="uuid")
+        super().__init__(f"A portgroup with UUID {_cut(uuid)} already exists.", field="uuid")
 
 
 class ChassisUuidExists(Conflict):
     error_code = "baremetal.chassis-duplicate-uuid"
 
     def __init__(self, uuid: str) -> None:
-        super().__init__(f"A chassis with UUID {uuid} already exists.", field="uuid")
+        super().__init__(f"A chassis with UUID {_cut(uuid)} already exists.", field="uuid")
 
 
 class ResourceClassExists(Conflict):
     error_code = "baremetal.resource-class-exists"
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"Resource class {name} already exists.")
+        super().__init__(f"Resource class {_cut(name)} already exists.")
 
 
 class ResourceClassInUse(Conflict):
     error_code = "baremetal.resource-class-in-use"
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"Resource class {name} is in use by one or more nodes and cannot be deleted.")
+        super().__init__(f"Resource class {_cut(name)} is in use by one or more nodes and cannot be deleted.")
 
 
 class NodeLocked(Conflict):
@@ -265,7 +275,8 @@ class NodeLocked(Conflict):
 
     def __init__(self, node: str, host: str) -> None:
         super().__init__(
-            f"Node {node} is locked by host {host}, please retry after the current operation is completed."
+            f"Node {_cut(node)} is locked by host {_cut(host)}, "
+            "please retry after the current operation is completed."
         )
 
 
@@ -278,7 +289,7 @@ class NodeDeleteForbidden(Conflict):
 
     def __init__(self, node: str, state: str) -> None:
         super().__init__(
-            f'Can not delete node "{node}" while it is in provision state "{state}". '
+            f'Can not delete node "{_cut(node)}" while it is in provision state "{state}". '
             f'Valid provision states to perform deletion are: "{DELETE_ALLOWED_STATES}", '
             "or set the node into maintenance mode",
             provision_state=state,
@@ -294,7 +305,7 @@ class NodeProtected(BaremetalError):
     error_code = "baremetal.node-protected"
 
     def __init__(self, node: str) -> None:
-        super().__init__(f"Node {node} is protected and cannot be undeployed, rebuilt or deleted")
+        super().__init__(f"Node {_cut(node)} is protected and cannot be undeployed, rebuilt or deleted")
 
 
 # -- 400 ---------------------------------------------------------------------
@@ -316,7 +327,7 @@ class InvalidStateRequested(Invalid):
         allowed = sorted(allowed)
         names = ", ".join(allowed) if allowed else "none"
         super().__init__(
-            f'The requested action "{action}" can not be performed on node "{node}" '
+            f'The requested action "{action}" can not be performed on node "{_cut(node)}" '
             f'while it is in state "{state}". Allowed actions from this state: {names}.',
             action=action,
             provision_state=state,
@@ -332,7 +343,7 @@ class NoValidHost(Invalid):
     def __init__(self, driver: str) -> None:
         super().__init__(
             "No valid host was found. Reason: No conductor service registered which "
-            f'supports driver {driver} for conductor group "". Ensure the driver is '
+            f'supports driver {_cut(driver)} for conductor group "". Ensure the driver is '
             "valid and enabled.",
             driver=driver,
         )
@@ -344,7 +355,7 @@ class InterfaceNotFound(Invalid):
     def __init__(self, kind: str, value: str, valid: Iterable[str]) -> None:
         super().__init__(
             f"Could not find the following interface in the "
-            f"'ironic.hardware.interfaces.{kind}' entrypoint: {value}. "
+            f"'ironic.hardware.interfaces.{kind}' entrypoint: {_cut(value)}. "
             f"Valid interfaces are {sorted(valid)}.",
             interface=kind,
         )
@@ -354,7 +365,9 @@ class ChassisNotEmpty(Invalid):
     error_code = "baremetal.chassis-not-empty"
 
     def __init__(self, chassis: str) -> None:
-        super().__init__(f"Cannot complete the requested action because chassis {chassis} contains nodes.")
+        super().__init__(
+            f"Cannot complete the requested action because chassis {_cut(chassis)} contains nodes."
+        )
 
 
 class PortgroupNotEmpty(Invalid):
@@ -362,7 +375,7 @@ class PortgroupNotEmpty(Invalid):
 
     def __init__(self, portgroup: str) -> None:
         super().__init__(
-            f"Cannot complete the requested action because portgroup {portgroup} contains ports."
+            f"Cannot complete the requested action because portgroup {_cut(portgroup)} contains ports."
         )
 
 
@@ -371,7 +384,7 @@ class NodeInMaintenance(Invalid):
 
     def __init__(self, op: str, node: str) -> None:
         super().__init__(
-            f"The {op} operation can't be performed on node {node} because it's in maintenance mode."
+            f"The {op} operation can't be performed on node {_cut(node)} because it's in maintenance mode."
         )
 
 
@@ -380,6 +393,6 @@ class InvalidResourceClassName(Invalid):
 
     def __init__(self, name: str) -> None:
         super().__init__(
-            f"Invalid resource class name {name!r}: custom resource classes must match "
+            f"Invalid resource class name {_cut(repr(name))}: custom resource classes must match "
             "CUSTOM_[A-Z0-9_]+ and be at most 255 characters long."
         )

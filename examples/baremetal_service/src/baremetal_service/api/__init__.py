@@ -16,7 +16,7 @@ from werkzeug.exceptions import HTTPException
 
 from apimw.errors import HTTPProblem
 
-from .common import problem_response
+from .common import BODY_LIMIT_KEY, MAX_BODY_BYTES, body_too_large, problem_response
 from .context import SERVICE_KEY
 
 LOG = logging.getLogger(__name__)
@@ -24,12 +24,21 @@ LOG = logging.getLogger(__name__)
 __all__ = ["create_flask_app"]
 
 
-def create_flask_app(service: Any) -> Flask:
-    """The Flask app serving the v1 API from *service* (the domain facade)."""
+def create_flask_app(service: Any, *, max_body_bytes: int = MAX_BODY_BYTES) -> Flask:
+    """The Flask app serving the v1 API from *service* (the domain facade).
+
+    *max_body_bytes*: the largest request body read (413 above it, checked against
+    Content-Length before reading and while reading a chunked body).
+    """
     from . import chassis, drivers, nodes, portgroups, ports, resource_classes, root
 
+    if max_body_bytes <= 0:
+        raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes!r}")
     app = Flask("baremetal_service.api")
     app.config[SERVICE_KEY] = service
+    app.config[BODY_LIMIT_KEY] = max_body_bytes
+    # one byte more, so that a chunked body over the limit is told from one of exactly the limit
+    app.config["MAX_CONTENT_LENGTH"] = max_body_bytes + 1
     app.url_map.strict_slashes = False
     for module in (root, nodes, ports, portgroups, chassis, drivers, resource_classes):
         app.register_blueprint(module.bp)
@@ -59,6 +68,8 @@ def create_flask_app(service: Any) -> Flask:
         detail = exc.description or ""
         if status == 404:
             detail = "The resource could not be found."
+        elif status == 413:  # werkzeug's, from Content-Length
+            return problem_response(body_too_large(app.config[BODY_LIMIT_KEY]))
         headers = []
         if status == 405 and exc.get_response().headers.get("Allow"):
             headers.append(("Allow", exc.get_response().headers["Allow"]))

@@ -3,24 +3,42 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlencode
 
 import jsonschema
-from flask import Request, Response, request
+from flask import Request, Response, current_app, request
 
 from apimw._version import Version
 from apimw.discovery import request_base_url
 from apimw.errors import ENVIRON_PROFILE, HTTPProblem, render_problem
 
-from . import versions
+from . import schemas, versions
 
 #: Environ key the microversion middleware fills (apimw.microversion.ENVIRON_VERSION).
 ENVIRON_VERSION: Final = "apimw.microversion"
 
 MAX_LIMIT: Final = 1000
+#: Longest integer query parameter accepted (``?limit=``): ASCII digits only, at most this many.
+MAX_INTEGER_DIGITS: Final = 9
+
+#: Largest request body the API reads (bytes); a bigger one is a 413 before it is read
+#: (checked against Content-Length first, and while reading a chunked body).
+#: ``create_flask_app(service, max_body_bytes=...)`` overrides it per app.
+MAX_BODY_BYTES: Final = 1024 * 1024
+#: Deepest nesting of arrays/objects accepted in a JSON body or stored in a resource
+#: (counted from the document itself = 1).  Checked iteratively, before anything recursive.
+MAX_JSON_DEPTH: Final = 32
+#: Largest serialized size (UTF-8 bytes of compact JSON) of each free-form JSON field
+#: (``extra``, ``properties``, ``driver_info``, ``instance_info``...).
+MAX_JSON_FIELD_BYTES: Final = 64 * 1024
+#: Longest quotation of client input in an error message (longer values are cut, with "...").
+MAX_QUOTED_CHARS: Final = 100
+#: Longest error ``detail`` (a last resort: every quotation is already cut).
+MAX_DETAIL_CHARS: Final = 2048
 UUID_RE: Final = re.compile(
     r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
 )
@@ -79,6 +97,8 @@ def empty_response(status: int, headers: Sequence[tuple[str, str]] = ()) -> Resp
 
 
 def problem_response(problem: HTTPProblem) -> Response:
+    if len(problem.detail) > MAX_DETAIL_CHARS:
+        problem.detail = problem.detail[:MAX_DETAIL_CHARS] + "..."
     profile = request.environ.get(ENVIRON_PROFILE) or "ironic"
     status, headers, body = render_problem(
         problem, profile=profile, request_id=request.environ.get("openstack.request_id")
@@ -90,31 +110,166 @@ def bad_request(detail: str, code: str = "request.invalid") -> HTTPProblem:
     return HTTPProblem(400, code, detail)
 
 
+def quote(value: Any) -> str:
+    """``repr(value)`` cut to :data:`MAX_QUOTED_CHARS` (error messages never echo a whole input)."""
+    return shorten(repr(value))
+
+
+def shorten(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 # -- request bodies -----------------------------------------------------------------------------
 
 
 def json_body(req: Request | None = None, *, allow_empty: bool = False) -> Any:
-    """The request's JSON body; malformed JSON is a 400, never a 500."""
-    req = req or request
-    raw = req.get_data(cache=True)
+    """The request's JSON body; malformed JSON is a 400, never a 500.
+
+    Refused with 400 before anything else sees them: nesting deeper than
+    :data:`MAX_JSON_DEPTH`, lone UTF-16 surrogates (``"\\ud800"``, which no UTF-8
+    encoder, canonical JSON or database accepts), ``NaN``/``Infinity`` and numbers that
+    overflow to infinity.  A body over the app's ``MAX_CONTENT_LENGTH`` is a 413.
+    """
+    raw = raw_body(req)
     if not raw.strip():
         if allow_empty:
             return None
         raise bad_request("The request body is empty; a JSON document is required.", "request.body-missing")
+    # Counting brackets is cheap and proves most bodies shallow; only the others risk the
+    # (recursive) parser's RecursionError, answered as too deep.
+    maybe_deep = raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
     try:
-        return json.loads(raw)
+        # strict UTF-8: json.loads(bytes) would let raw surrogates through ("surrogatepass")
+        text = raw.decode("utf-8")
+        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise _too_deep() from None
     except (UnicodeDecodeError, ValueError) as exc:
-        raise bad_request(f"The request body is not valid JSON: {exc}", "request.malformed-json") from None
+        raise bad_request(
+            f"The request body is not valid JSON: {shorten(str(exc), 200)}", "request.malformed-json"
+        ) from None
+    if maybe_deep or b"\\u" in raw:  # a lone surrogate can only come from a \\u escape
+        check_json_document(doc, "The request body")
+    return doc
+
+
+#: Flask config key of the body limit (``create_flask_app(max_body_bytes=...)``).
+BODY_LIMIT_KEY: Final = "BAREMETAL_MAX_BODY_BYTES"
+
+
+def raw_body(req: Request | None = None) -> bytes:
+    """The request body, at most the app's body limit (413 above it).
+
+    werkzeug refuses a larger Content-Length before reading and stops reading a
+    chunked body one byte past the limit (``MAX_CONTENT_LENGTH`` is the limit + 1),
+    which is how an oversized chunked body is told from one of exactly the limit.
+    """
+    req = req or request
+    raw = req.get_data(cache=True)
+    limit = int(current_app.config.get(BODY_LIMIT_KEY, MAX_BODY_BYTES))
+    if len(raw) > limit:
+        raise body_too_large(limit)
+    return raw
+
+
+def body_too_large(limit: int) -> HTTPProblem:
+    return HTTPProblem(
+        413,
+        "request.body-too-large",
+        f"The request body is larger than the limit of {limit} bytes.",
+        extra={"max_bytes": limit},
+    )
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"the number {shorten(text, 40)} is out of range")
+    return value
+
+
+def _too_deep(what: str = "The request body") -> HTTPProblem:
+    return bad_request(
+        f"{what} is nested too deeply: at most {MAX_JSON_DEPTH} levels of arrays and objects are accepted.",
+        "request.too-deep",
+    )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_json_document(doc: Any, what: str) -> None:
+    """400 unless *doc* nests at most :data:`MAX_JSON_DEPTH` deep and has no lone surrogate.
+
+    Iterative (an explicit stack), so any depth is checked without recursion.
+    """
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii() and _SURROGATE.search(value):
+                raise _surrogate(what)
+        elif isinstance(value, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                raise _too_deep(what)
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    if not key.isascii() and _SURROGATE.search(key):
+                        raise _surrogate(what)
+                    stack.append((item, depth + 1))
+            else:
+                stack.extend((item, depth + 1) for item in value)
+
+
+def _surrogate(what: str) -> HTTPProblem:
+    return bad_request(
+        f"{what} contains a lone UTF-16 surrogate (such as \\ud800), which is not a valid Unicode character.",
+        "request.invalid-unicode",
+    )
 
 
 def validate(doc: Any, schema: Mapping[str, Any], what: str) -> None:
-    """jsonschema validation with Ironic's wording: ``Schema error for node: ...``."""
+    """jsonschema validation with Ironic's wording: ``Schema error for node: ...``.
+
+    Values quoted by the message are cut to :data:`MAX_QUOTED_CHARS`.  A valid object's
+    free-form JSON fields (:data:`schemas.FREEFORM_FIELDS`) must also nest at most
+    :data:`MAX_JSON_DEPTH` deep (counted from the resource) and serialize to at most
+    :data:`MAX_JSON_FIELD_BYTES` each: this runs on created and on patched documents.
+    """
     validator = _validator(id(schema), schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
     if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path)
+        message = error.message
+        instance = repr(error.instance)
+        if len(instance) > MAX_QUOTED_CHARS and instance in message:
+            message = message.replace(instance, shorten(instance))
+        message = shorten(message, 500)
+        where = shorten("/".join(str(p) for p in error.absolute_path))
         suffix = f" (at /{where})" if where else ""
-        raise bad_request(f"Schema error for {what}: {error.message}{suffix}", "request.schema")
+        raise bad_request(f"Schema error for {what}: {message}{suffix}", "request.schema")
+    if isinstance(doc, dict):
+        for name in schemas.FREEFORM_FIELDS:
+            value = doc.get(name)
+            if isinstance(value, dict | list):
+                check_json_field(value, name, what)
+
+
+def check_json_field(value: Any, name: str, what: str) -> None:
+    """Depth and size limits of one free-form JSON field (400 when over)."""
+    check_json_document({name: value}, f"The {name} of the {what}")
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace"))
+    if size > MAX_JSON_FIELD_BYTES:
+        raise HTTPProblem(
+            400,
+            "request.field-too-large",
+            f"The {name} of the {what} is {size} bytes of JSON; at most {MAX_JSON_FIELD_BYTES} "
+            "bytes are accepted.",
+            extra={"field": name, "max_bytes": MAX_JSON_FIELD_BYTES},
+        )
 
 
 _VALIDATORS: dict[int, Any] = {}
@@ -181,15 +336,50 @@ def parse_bool(name: str, raw: str | None) -> bool | None:
     raise bad_request(f"Invalid value for {name}: {raw!r} is not a boolean.", "request.invalid-parameter")
 
 
+_DIGITS = re.compile(rf"[0-9]{{1,{MAX_INTEGER_DIGITS}}}")
+
+
+def parse_int(name: str, raw: str) -> int:
+    """An integer query parameter: ASCII digits only (no ``²``, no sign), bounded length."""
+    text = raw.strip()
+    if not _DIGITS.fullmatch(text):
+        raise bad_request(
+            f"Invalid value for {name}: {quote(raw)} is not a non-negative integer of at most "
+            f"{MAX_INTEGER_DIGITS} ASCII digits.",
+            "request.invalid-parameter",
+        )
+    return int(text)
+
+
+def check_query_args() -> None:
+    """400 for a NUL character in any query parameter (no database can compare with one)."""
+    for name, value in request.args.items(multi=True):
+        if "\x00" in value or "\x00" in name:
+            raise bad_request(
+                f"Invalid value for {shorten(ascii(name))}: query parameters cannot contain NUL characters.",
+                "request.invalid-parameter",
+            )
+
+
+def query_uuid(name: str) -> str | None:
+    """A query parameter typed as a UUID (``node_uuid``, ``chassis_uuid``...): 400 if it is not one."""
+    value = request.args.get(name)
+    if value is not None and not UUID_RE.match(value):
+        raise bad_request(
+            f"Invalid value for {name}: expected a UUID but received {quote(value)}.",
+            "request.invalid-parameter",
+        )
+    return value
+
+
 def parse_paging(sort_keys: Iterable[str]) -> dict[str, Any]:
     """limit, marker, sort_key, sort_dir, checked."""
     args = request.args
+    check_query_args()
     limit_raw = args.get("limit")
     limit = MAX_LIMIT
     if limit_raw is not None:
-        if not limit_raw.strip().isdigit():
-            raise bad_request(f"Invalid value for limit: {limit_raw!r}.", "request.invalid-parameter")
-        limit = int(limit_raw)
+        limit = parse_int("limit", limit_raw)
         if limit <= 0:
             raise bad_request("Limit must be positive", "request.invalid-parameter")
         limit = min(limit, MAX_LIMIT)

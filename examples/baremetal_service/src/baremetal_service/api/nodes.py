@@ -24,6 +24,7 @@ from .common import (
     parse_bool,
     parse_fields,
     parse_paging,
+    query_uuid,
     require,
     validate,
 )
@@ -108,10 +109,10 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
             if name == "retired":
                 require("Filtering nodes by retired", Version(1, 61))
             filters[name] = flag
-    chassis = request.args.get("chassis_uuid")
+    chassis = query_uuid("chassis_uuid")
     if chassis is not None:
         filters["chassis_uuid"] = chassis
-    instance = request.args.get("instance_uuid")
+    instance = query_uuid("instance_uuid")
     if instance is not None:
         filters["instance_uuid"] = instance
     extra = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in filters.items()}

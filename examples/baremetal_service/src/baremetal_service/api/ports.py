@@ -40,6 +40,8 @@ PORTS = Resource(
         ("address", Version(1, 1)),
         ("portgroup", versions.PORTGROUPS_SUBCONTROLLERS),
     ),
+    # openstacksdk's ports(node_id=...) sends ?node_uuid=; the service filters by "node".
+    filter_kwargs={"node_uuid": "node"},
 )
 
 

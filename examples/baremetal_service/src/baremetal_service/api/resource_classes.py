@@ -17,7 +17,17 @@ from apimw.errors import HTTPProblem
 from apimw.etag import mark_enforced
 
 from . import schemas, serialize, versions
-from .common import api_version, bad_request, base_url, empty_response, json_body, json_response, validate
+from .common import (
+    api_version,
+    bad_request,
+    base_url,
+    empty_response,
+    json_body,
+    json_response,
+    quote,
+    raw_body,
+    validate,
+)
 from .context import if_match, service
 
 bp = Blueprint("resource_classes", __name__)
@@ -34,7 +44,7 @@ def _gate() -> None:
 def _check_name(name: str) -> None:
     if len(name) > schemas.RESOURCE_CLASS_MAX_LENGTH or not _NAME_RE.match(name):
         raise bad_request(
-            f"Invalid resource class name {name!r}: custom resource classes must match "
+            f"Invalid resource class name {quote(name)}: custom resource classes must match "
             f"CUSTOM_[A-Z0-9_]+ and be at most {schemas.RESOURCE_CLASS_MAX_LENGTH} characters long.",
             "baremetal.invalid-resource-class",
         )
@@ -102,7 +112,7 @@ def get_resource_class(name: str) -> Response:
 def put_resource_class(name: str) -> Response:
     _gate()
     # "the PUT requires no body": any body (even {}) is refused, so no rename can be asked for.
-    if request.get_data(cache=True).strip():
+    if raw_body().strip():
         raise HTTPProblem(
             400,
             "baremetal.resource-class-body",

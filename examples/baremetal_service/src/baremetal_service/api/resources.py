@@ -25,6 +25,7 @@ from .common import (
     parse_bool,
     parse_fields,
     parse_paging,
+    query_uuid,
     require,
     validate,
 )
@@ -101,11 +102,13 @@ class Resource:
         paging = parse_paging(self.sort_keys)
         filters: dict[str, Any] = {}
         for name, since in self.filters:
-            value = request.args.get(name)
+            value = query_uuid(name) if name.endswith("_uuid") else request.args.get(name)
             if value is not None:
                 require(f"Filtering {self.collection} by {name}", since)
                 filters[name] = value
-        kwargs = {self.filter_kwargs.get(k, k): v for k, v in filters.items()}
+        kwargs: dict[str, Any] = {}
+        for name, value in filters.items():  # the first of two aliases wins (node before node_uuid)
+            kwargs.setdefault(self.filter_kwargs.get(name, name), value)
         kwargs.update(scope or {})
         items = getattr(service(), f"list_{self.collection}")(
             **self.scope(),
@@ -188,9 +191,8 @@ class Resource:
             patched[name] = serialize.default_for(name)
         props = self.create_schema["properties"]
         check = {k: v for k, v in patched.items() if v is not None or "null" in str(props[k].get("type"))}
-        schema = dict(self.create_schema)
-        schema["required"] = [r for r in schema.get("required", ()) if r in check]
-        validate(check, schema, self.kind)
+        # A mandatory field removed by the patch is missing here: "'node_uuid' is a required property".
+        validate(check, self.create_schema, self.kind)
         return {f: patched[f] for f in self.patchable if patched[f] != current[f]}
 
     def delete(self, ident: str) -> Response:

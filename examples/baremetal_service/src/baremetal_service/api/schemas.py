@@ -16,6 +16,12 @@ _BOOL_OR_NULL: Final = {"type": ["boolean", "null"]}
 NAME_PATTERN: Final = r"^[a-zA-Z0-9\-._~]+$"
 _NAME: Final = {"type": ["string", "null"], "maxLength": 255, "pattern": NAME_PATTERN}
 
+#: Free-form JSON fields: besides their schema, each must nest at most MAX_JSON_DEPTH deep
+#: and serialize to at most MAX_JSON_FIELD_BYTES (api/common.py), on create and after a PATCH.
+FREEFORM_FIELDS: Final = (
+    "driver_info", "extra", "properties", "instance_info", "network_data", "local_link_connection",
+)  # fmt: skip
+
 NODE_INTERFACES: Final = (
     "bios_interface", "boot_interface", "console_interface", "deploy_interface", "firmware_interface",
     "inspect_interface", "management_interface", "network_interface", "power_interface",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import builtins
 import datetime as dt
+import re
 import uuid as uuidlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
@@ -279,6 +280,29 @@ def _unique_violation(error: sa.exc.IntegrityError) -> tuple[str, str] | None:
     return None
 
 
+#: Reference columns -> the API field a client sets (a NOT NULL violation names the column).
+_FIELD_OF_COLUMN: Final = {
+    "node_id": "node_uuid",
+    "chassis_id": "chassis_uuid",
+    "portgroup_id": "portgroup_uuid",
+}
+_DATA_ERROR: Final = "a value does not fit its database column (wrong type, out of range or too long)."
+_NOT_NULL = (
+    re.compile(r"NOT NULL constraint failed: \w+\.(\w+)"),  # SQLite
+    re.compile(r'null value in column "(\w+)"'),  # PostgreSQL
+)
+
+
+def _not_null_violation(error: sa.exc.IntegrityError) -> str | None:
+    """The column of the NOT NULL constraint *error* is about, on either backend."""
+    text = str(error.orig)
+    for pattern in _NOT_NULL:
+        found = pattern.search(text)
+        if found:
+            return found.group(1)
+    return None
+
+
 def _matches(if_match: IfMatchArg, current: str | None) -> bool:
     """Evaluate If-Match against the *current* etag (weak comparison, as apimw.etag does).
 
@@ -353,7 +377,8 @@ class Database:
         status: int | None = None,
     ) -> dict[str, Any]:
         kind = KINDS[kind_name]
-        if not isinstance(ident, str):
+        if not isinstance(ident, str) or "\x00" in ident:
+            # No row can hold a NUL (writes refuse it), and PostgreSQL cannot even compare with one.
             raise kind.not_found(ident, status=status)
         if is_uuid_like(ident):
             column, ident_value = "uuid", ident.lower()
@@ -502,7 +527,15 @@ class Database:
             raise exc.ChassisNotEmpty(str(values.get("uuid"))) from None
         if kind == "portgroup":
             raise exc.PortgroupNotEmpty(str(values.get("uuid"))) from None
-        raise exc.InvalidParameterValue(f"Invalid {kind}: {error.orig}") from None
+        column = _not_null_violation(error)
+        if column is not None:
+            field = _FIELD_OF_COLUMN.get(column, column)
+            raise exc.InvalidParameterValue(
+                f"Missing mandatory field {field!r} of a {kind}: it cannot be removed or null.",
+                field=field,
+            ) from None
+        # Never the driver's text: it quotes SQL, table names and sometimes the input.
+        raise exc.InvalidParameterValue(f"Invalid {kind}: the values break a database constraint.") from None
 
     def _event(
         self,
@@ -560,8 +593,8 @@ class Database:
                 self._event(conn, kind_name, doc, f"baremetal.{kind_name}.create.end", etag, now)
         except sa.exc.IntegrityError as error:
             self._raise_integrity(kind_name, error, row)
-        except sa.exc.DataError as error:
-            raise exc.InvalidParameterValue(f"Invalid {kind_name}: {error.orig}") from None
+        except sa.exc.DataError:
+            raise exc.InvalidParameterValue(f"Invalid {kind_name}: {_DATA_ERROR}") from None
         return doc
 
     def update(
@@ -640,8 +673,8 @@ class Database:
                 pass
             except sa.exc.IntegrityError as error:
                 self._raise_integrity(kind_name, error, {**current, **changes})
-            except sa.exc.DataError as error:
-                raise exc.InvalidParameterValue(f"Invalid {kind_name}: {error.orig}") from None
+            except sa.exc.DataError:
+                raise exc.InvalidParameterValue(f"Invalid {kind_name}: {_DATA_ERROR}") from None
             except sa.exc.DBAPIError as error:
                 if not is_retryable(error):
                     raise
@@ -727,6 +760,8 @@ class Database:
         return created
 
     def get_resource_class(self, name: str) -> dict[str, Any]:
+        if "\x00" in name:
+            raise exc.ResourceClassNotFound(name)
         with self.reader.connect() as conn:
             row = (
                 conn.execute(sa.select(RESOURCE_CLASSES).where(RESOURCE_CLASSES.c.name == name))
@@ -752,6 +787,8 @@ class Database:
         ]
 
     def delete_resource_class(self, name: str) -> None:
+        if "\x00" in name:
+            raise exc.ResourceClassNotFound(name)
         with self.engine.begin() as conn:
             in_use = conn.execute(
                 sa.select(NODES.c.id).where(NODES.c.resource_class == name).limit(1)
