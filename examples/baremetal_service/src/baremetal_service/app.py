@@ -1,14 +1,17 @@
 """Application factory: the whole middleware stack, built in code.
 
+    /healthcheck (baremetal_service.health)  database + replay store reachability, unauthenticated
     request_id (oslo.middleware)      x-openstack-request-id on every response
-      -> noauth                        X-Project-Id -> environ["baremetal.project_id"]
       -> apimw microversion            baremetal 1.1 .. 1.117, legacy X-OpenStack-Ironic-API-Version
+      -> auth (optional: http_basic)   verifies the caller, sets X-Project-Id
+      -> noauth                        X-Project-Id -> environ["baremetal.project_id"]
       -> apimw idempotency             X-Client-Token replay of POSTs, per project
-      -> apimw etag                    ETag / If-Match (412) from microversion 1.116
+      -> apimw etag                    ETag / If-Match (412) from version 1.116
       -> Flask app                     baremetal_service.api
 
-``api-paste.ini`` builds the same pipeline through the ``egg:apimw#...`` entry
-points (:func:`load_paste_app`); tests prove both give the same answers.
+The order is the one of the top-level README's "Pipeline order" (the reasons are
+there).  ``api-paste.ini`` builds the same pipeline through the ``egg:apimw#...``
+entry points (:func:`load_paste_app`); tests prove both give the same answers.
 ``build_app`` also starts the conductor worker (the background thread that
 carries out provision and power actions); ``app.close()`` stops it.
 """
@@ -132,7 +135,8 @@ def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://",
          closers: list[Any] | None = None, auth: Any = None) -> WSGIApplication:
     """The middleware stack around the Flask app's WSGI callable (closables go to *closers*).
 
-    *auth*: a filter ``app -> app`` put between request_id and noauth, which then reads the
+    The order: request_id -> microversion -> *auth* -> noauth -> idempotency -> etag -> app.
+    *auth*: a filter ``app -> app`` put between microversion and noauth, which then reads the
     verified X-Project-Id (baremetal_service.auth's http_basic; see wsgi.py).
     """
     from oslo_middleware.request_id import RequestId
@@ -147,12 +151,27 @@ def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://",
     if closers is not None:
         closers.append(idempotency)
     app = idempotency
-    app = MicroversionMiddleware(app, **MICROVERSION_OPTIONS)
     app = NoAuthMiddleware(app)
     if auth is not None:
         app = auth(app)
+    app = MicroversionMiddleware(app, **MICROVERSION_OPTIONS)
     app = RequestId(app)
     return app
+
+
+def with_healthcheck(app: WSGIApplication, service: BaremetalService, closers: list[Any]) -> WSGIApplication:
+    """Answer ``/healthcheck`` (database and idempotency store) in front of *app*, outside auth."""
+    from baremetal_service.health import BackendChecks, HealthRoute, make_health_app
+
+    store = None
+    for closer in closers:
+        candidate = getattr(closer, "store", None)
+        if candidate is not None and callable(getattr(candidate, "claim", None)):
+            store = candidate
+            break
+    checks = BackendChecks(engine=service.db.engine, store=store)
+    closers.append(checks)
+    return HealthRoute(app, make_health_app(checks))
 
 
 def build_app(
@@ -163,8 +182,12 @@ def build_app(
     enabled_hardware_types: Iterable[str] = DEFAULT_HARDWARE_TYPES,
     power_sync_interval: float = DEFAULT_POWER_SYNC_INTERVAL,
     etag_key: str | bytes | None = None,
+    healthcheck: bool = True,
 ) -> ServiceApp:
-    """The whole service: domain facade, conductor worker, power sync, Flask app and middleware stack."""
+    """The whole service: domain facade, conductor worker, power sync, Flask app and middleware stack.
+
+    *healthcheck*: serve ``/healthcheck`` in front of the stack (as wsgi.py does by default).
+    """
     service = make_service(
         database_url,
         run_conductor=run_conductor,
@@ -174,7 +197,11 @@ def build_app(
     try:
         closers: list[Any] = start_power_sync(service, power_sync_interval) if run_conductor else []
         wsgi = wrap(create_flask_app(service).wsgi_app, store_url=store_url, closers=closers)
+        if healthcheck:
+            wsgi = with_healthcheck(wsgi, service, closers)
     except BaseException:
+        for closer in closers:
+            closer.close()
         service.close()
         raise
     return ServiceApp(wsgi, service, closers)
@@ -184,18 +211,27 @@ def build_app(
 
 
 def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp:
-    """``[app:baremetal] paste.app_factory = baremetal_service.app:app_factory``: the bare Flask app."""
+    """``[app:baremetal] paste.app_factory = baremetal_service.app:app_factory``: the bare Flask app.
+
+    The etag key: the one :func:`load_paste_app` was given (``BAREMETAL_ETAG_KEY``,
+    ``--etag-key-file``), else an ``etag_key`` ini value, else a random key per process.
+    """
     database_url = local_conf.get("database", global_conf.get("database", "sqlite:///baremetal.sqlite"))
     run = str(local_conf.get("run_conductor", global_conf.get("run_conductor", "true"))).lower()
     run_conductor = run in ("1", "true", "yes", "on")
     types = local_conf.get("enabled_hardware_types", global_conf.get("enabled_hardware_types"))
     interval = local_conf.get("power_sync_interval", global_conf.get("power_sync_interval"))
+    instance = global_conf.get("instance")
+    etag_key = _ETAG_KEYS.get(str(instance)) if instance else None
+    if etag_key is None:
+        etag_key = local_conf.get("etag_key", global_conf.get("etag_key")) or None
     service = make_service(
         database_url,
         run_conductor=run_conductor,
         enabled_hardware_types=[t.strip() for t in types.split(",") if t.strip()]
         if types
         else DEFAULT_HARDWARE_TYPES,
+        etag_key=etag_key,
     )
     try:
         sync_interval = DEFAULT_POWER_SYNC_INTERVAL if interval is None else float(interval)
@@ -204,7 +240,6 @@ def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp
         raise ValueError(f"power_sync_interval must be a number of seconds, got {interval!r}") from None
     closers = start_power_sync(service, sync_interval) if run_conductor else []
     app = ServiceApp(create_flask_app(service).wsgi_app, service, closers)
-    instance = global_conf.get("instance")
     if instance:
         _CREATED[str(instance)] = app
     return app
@@ -212,6 +247,9 @@ def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp
 
 #: ServiceApps built by app_factory, by the ``instance`` load_paste_app passed (so it can close them).
 _CREATED: dict[str, ServiceApp] = {}
+#: The etag key load_paste_app was given, by ``instance``: kept out of the paste config, whose
+#: interpolation would choke on a ``%`` in the key and which paste hands to every filter.
+_ETAG_KEYS: dict[str, str | bytes] = {}
 
 
 class _PasteApp:
@@ -239,8 +277,9 @@ def load_paste_app(
     store_url: str = "memory://",
     run_conductor: bool = True,
     name: str = "main",
+    etag_key: str | bytes | None = None,
 ) -> _PasteApp:
-    """Load the pipeline from *ini_path* with the given database and store."""
+    """Load the pipeline from *ini_path* with the given database, store and etag key."""
     from paste.deploy import loadapp
 
     instance = uuid.uuid4().hex
@@ -250,7 +289,12 @@ def load_paste_app(
         "store": store_url,
         "run_conductor": "true" if run_conductor else "false",
     }
-    pipeline = loadapp(f"config:{Path(ini_path).resolve()}", name=name, global_conf=global_conf)
+    if etag_key is not None:
+        _ETAG_KEYS[instance] = etag_key
+    try:
+        pipeline = loadapp(f"config:{Path(ini_path).resolve()}", name=name, global_conf=global_conf)
+    finally:
+        _ETAG_KEYS.pop(instance, None)
     inner = _CREATED.pop(instance, None)
     if inner is None:
         raise RuntimeError(f"{ini_path}: the pipeline does not end in baremetal_service.app:app_factory")

@@ -103,10 +103,12 @@ def read_etag_key(path: str | None, environ: Mapping[str, str]) -> bytes | None:
 def build(args: argparse.Namespace) -> Any:
     from baremetal_service.app import build_app, load_paste_app
 
+    etag_key = read_etag_key(args.etag_key_file, os.environ)
     if args.paste:
         return load_paste_app(
-            args.paste, database_url=args.database, store_url=args.store, run_conductor=not args.no_conductor
-        )
+            args.paste, database_url=args.database, store_url=args.store, run_conductor=not args.no_conductor,
+            etag_key=etag_key,
+        )  # fmt: skip
     if args.auth_strategy != "noauth":  # the production stack of wsgi.py (auth, /healthcheck)
         from baremetal_service.wsgi import make_application
 
@@ -114,9 +116,10 @@ def build(args: argparse.Namespace) -> Any:
             **os.environ, "BAREMETAL_DATABASE": args.database, "BAREMETAL_STORE": args.store,
             "BAREMETAL_AUTH_STRATEGY": args.auth_strategy, "BAREMETAL_HTPASSWD": args.htpasswd,
             "BAREMETAL_CONDUCTOR_WORKERS": "0" if args.no_conductor else "1",
+            **({"BAREMETAL_ETAG_KEY": etag_key.decode("utf-8")} if etag_key else {}),
         })  # fmt: skip
-    return build_app(
-        etag_key=read_etag_key(args.etag_key_file, os.environ),
+    return build_app(  # serves /healthcheck too
+        etag_key=etag_key,
         database_url=args.database,
         store_url=args.store,
         run_conductor=not args.no_conductor,

@@ -23,7 +23,7 @@ With paste.deploy, first in the pipeline (it opens its own one-connection pool
 and store from the ``database`` and ``store`` values of ``[DEFAULT]``)::
 
     [pipeline:main]
-    pipeline = healthcheck request_id http_basic noauth microversion idempotency etag baremetal
+    pipeline = healthcheck request_id microversion http_basic noauth idempotency etag baremetal
 
     [filter:healthcheck]
     paste.filter_factory = baremetal_service.health:filter_factory

@@ -20,7 +20,8 @@ environment variable               default                         meaning
 ``BAREMETAL_HTPASSWD``             ``/etc/baremetal/htpasswd``     the ``http_basic`` user file
 ``BAREMETAL_AUTH_PROJECT``         (none)                          ``http_basic``: project of every user
 ``BAREMETAL_PASTE_INI``            (none)                          build the pipeline from this api-paste.ini
-                                                                   instead (keystonemiddleware auth_token)
+                                                                   instead (keystonemiddleware auth_token);
+                                                                   ``BAREMETAL_ETAG_KEY`` still applies
 ``BAREMETAL_ETAG_KEY``             (random per process)            etag HMAC key; give every process the same
 ``BAREMETAL_CONDUCTOR_WORKERS``    ``1``                           conductor threads per process (0: API only)
 ``BAREMETAL_HEALTHCHECK``          ``true``                        serve ``/healthcheck`` (unauthenticated)
@@ -195,6 +196,7 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
             database_url=conf["database"],
             store_url=conf["store"],
             run_conductor=conf["conductor_workers"] > 0,
+            etag_key=conf["etag_key"],
         )
         closers.append(pasted)
         wsgi: WSGIApplication = pasted
@@ -220,8 +222,11 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
             service.close()
             raise
         store = _idempotency_store(inner)
-    if conf["healthcheck"]:
-        from .health import BackendChecks, HealthRoute, make_health_app
+    from .health import HealthRoute
+
+    if conf["healthcheck"] and not isinstance(getattr(wsgi, "pipeline", None), HealthRoute):
+        # (a paste pipeline that starts with the healthcheck filter already serves it)
+        from .health import BackendChecks, make_health_app
 
         checks = BackendChecks(engine=service.db.engine, store=store)
         closers.append(checks)

@@ -1,0 +1,436 @@
+"""Every ```python and ```ini sample of README.md and docs/*.md runs as written.
+
+The samples of one page run in document order, in one fresh directory (a reader's
+working directory): each ``python`` block is executed in a namespace of its own, each
+``ini`` block is written to a file there and loaded with ``paste.deploy.loadapp``.
+A block is skipped only when the doc itself marks it, on the line before its fence, as
+
+    <!-- fragment: why it cannot run on its own -->
+
+The only change made to a sample: an htpasswd file it names (``user_file = ...``) that
+does not exist (a deployment path such as ``/etc/baremetal/htpasswd``) is replaced by one
+written for the test.
+
+Also here: every documented pipeline (ini pipelines and the ``a -> b -> c`` diagrams of
+the docs, the example service's api-paste.ini and app.py) has the one order of README's
+"Pipeline order", the README's paste sample serves as the README says, and a Flask app
+wrapped with ``wrap_flask`` in the documented order answers like the paste pipeline.
+"""
+
+from __future__ import annotations
+
+import base64
+import configparser
+import gc
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import pytest
+from webob import Request
+
+from tests.wsgi import run
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SERVICE = ROOT / "examples" / "baremetal_service" / "src" / "baremetal_service"
+SHIPPED_INI = SERVICE / "api-paste.ini"
+
+_FENCE = re.compile(r"^```([A-Za-z0-9_+-]*)\s*$")
+_FRAGMENT = re.compile(r"^<!--\s*fragment\b.*-->$")
+
+
+@dataclass
+class Sample:
+    page: Path
+    line: int  # of the opening fence, 1-based
+    lang: str
+    text: str
+    fragment: bool
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def samples_of(page: Path) -> list[Sample]:
+    lines = page.read_text(encoding="utf-8").splitlines()
+    found: list[Sample] = []
+    i = 0
+    while i < len(lines):
+        match = _FENCE.match(lines[i])
+        if not match:
+            i += 1
+            continue
+        start = i
+        before = next((lines[j].strip() for j in range(start - 1, -1, -1) if lines[j].strip()), "")
+        i += 1
+        body: list[str] = []
+        while i < len(lines) and lines[i].strip() != "```":
+            body.append(lines[i])
+            i += 1
+        assert i < len(lines), f"{page}:{start + 1}: unclosed code fence"
+        fragment = bool(_FRAGMENT.match(before))
+        found.append(Sample(page, start + 1, match.group(1), "\n".join(body) + "\n", fragment))
+        i += 1
+    return found
+
+
+def _runnable(page: Path) -> list[Sample]:
+    return [s for s in samples_of(page) if s.lang in ("python", "ini")]
+
+
+# -- running and loading ----------------------------------------------------------------------
+
+
+def _closables(root: Any) -> list[Any]:
+    """Everything with close() in a WSGI stack (middlewares hold stores, the service its threads)."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    todo = [root]
+    while todo:
+        obj = todo.pop()
+        if obj is None or id(obj) in seen or isinstance(obj, (str, bytes, int, float, dict, list)):
+            continue
+        seen.add(id(obj))
+        if callable(getattr(obj, "close", None)) and not isinstance(obj, type):
+            found.append(obj)
+        for attr in ("app", "application", "_app", "wsgi", "pipeline", "inner", "wsgi_app", "__self__"):
+            todo.append(getattr(obj, attr, None))
+    return found
+
+
+def close_all(*roots: Any) -> None:
+    done: set[int] = set()
+    for root in roots:
+        for obj in _closables(root):
+            if id(obj) not in done:
+                done.add(id(obj))
+                obj.close()
+
+
+def _htpasswd(path: Path) -> Path:
+    path.write_text(f"alice:{bcrypt.hashpw(b'alice-password', bcrypt.gensalt(rounds=4)).decode()}\n")
+    return path
+
+
+def write_ini(sample: Sample, directory: Path) -> Path:
+    text = sample.text
+    for named in re.findall(r"^user_file\s*=\s*(\S+)\s*$", text, flags=re.M):
+        resolved = named.replace("%(here)s", str(directory))
+        if not Path(resolved).exists():
+            text = text.replace(named, str(_htpasswd(directory / f"htpasswd-{uuid.uuid4().hex[:6]}")))
+    path = directory / f"{sample.page.stem}-{sample.line}.ini"
+    path.write_text(text)
+    return path
+
+
+def load_ini(path: Path) -> Any:
+    from paste.deploy import loadapp
+
+    return loadapp(f"config:{path}")
+
+
+def run_python(sample: Sample) -> dict[str, Any]:
+    namespace: dict[str, Any] = {"__name__": "doc_sample"}
+    exec(compile(sample.text, sample.where, "exec"), namespace)  # noqa: S102 - the docs' own samples
+    return namespace
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_sample_of_the_page_runs_as_written(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for sample in _runnable(page):
+        if sample.fragment:
+            continue
+        if sample.lang == "python":
+            namespace = run_python(sample)
+            close_all(*[v for k, v in namespace.items() if not k.startswith("__")])
+        else:
+            assert "[pipeline:" in sample.text or "[app:" in sample.text, (
+                f"{sample.where}: a paste sample needs a pipeline or an app to load "
+                "(or a <!-- fragment: ... --> marker)"
+            )
+            app = load_ini(write_ini(sample, tmp_path))
+            try:
+                assert callable(app)
+            finally:
+                close_all(app)
+    gc.collect()
+
+
+def test_fragments_are_few_and_say_why() -> None:
+    fragments = [s for page in PAGES for s in _runnable(page) if s.fragment]
+    assert len(fragments) <= 6, [s.where for s in fragments]
+    for sample in fragments:
+        lines = sample.page.read_text(encoding="utf-8").splitlines()
+        marker = next(x for x in reversed(lines[: sample.line - 1]) if x.strip())
+        assert re.search(r"fragment:\s*\S", marker), f"{sample.where}: say why it is a fragment"
+
+
+def test_the_pages_have_samples() -> None:
+    """The extraction itself: the samples this file is about are found, with their languages."""
+    readme = _runnable(ROOT / "README.md")
+    assert [s.lang for s in readme] == ["python", "python", "ini", "python"]
+    assert not any(s.fragment for s in readme)
+    assert sum(1 for page in PAGES for s in _runnable(page) if s.lang == "ini") >= 6
+
+
+# -- the one pipeline order ------------------------------------------------------------------
+
+#: role -> rank: healthcheck, request_id, microversion, auth, idempotency, etag
+_RANK = {"healthcheck": 0, "request_id": 1, "microversion": 2, "auth": 3, "idempotency": 4, "etag": 5}
+
+
+def _role(section: configparser.SectionProxy) -> str | None:
+    how = (section.get("use") or section.get("paste.filter_factory") or "").strip()
+    for needle, role in (
+        ("baremetal_service.health", "healthcheck"),
+        ("request_id", "request_id"), ("RequestId", "request_id"),
+        ("apimw#microversion", "microversion"),
+        ("keystonemiddleware", "auth"), ("baremetal_service.auth", "auth"), ("noauth", "auth"),
+        ("apimw#idempotency", "idempotency"),
+        ("apimw#etag", "etag"),
+    ):  # fmt: skip
+        if needle in how:
+            return role
+    return None
+
+
+def pipeline_roles(ini_text: str) -> list[str]:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(ini_text)
+    roles: list[str] = []
+    for section in parser.sections():
+        if not section.startswith("pipeline:"):
+            continue
+        for name in parser[section]["pipeline"].split()[:-1]:
+            role = _role(parser[f"filter:{name}"])
+            assert role is not None, f"unknown filter {name!r}"
+            roles.append(role)
+    return roles
+
+
+def _in_order(roles: list[str]) -> bool:
+    ranks = [_RANK[r] for r in roles]
+    return ranks == sorted(ranks)
+
+
+def _ini_sources() -> list[tuple[str, str]]:
+    found = [(s.where, s.text) for page in PAGES for s in samples_of(page) if s.lang == "ini"]
+    return [*found, (str(SHIPPED_INI.relative_to(ROOT)), SHIPPED_INI.read_text())]
+
+
+@pytest.mark.parametrize("where_text", _ini_sources(), ids=lambda wt: wt[0])
+def test_every_paste_pipeline_has_the_documented_order(where_text: tuple[str, str]) -> None:
+    where, text = where_text
+    if "[pipeline:" not in text:
+        pytest.skip(f"{where}: no pipeline")
+    roles = pipeline_roles(text)
+    assert "microversion" in roles or "etag" in roles or "idempotency" in roles
+    assert _in_order(roles), f"{where}: {roles}"
+
+
+_WORDS = re.compile(
+    r"\b(healthcheck|request_id|microversion|auth_token|authtoken|http_basic|noauth|auth|idempotency|etag)\b"
+)
+_WORD_ROLE = {"auth_token": "auth", "authtoken": "auth", "http_basic": "auth", "noauth": "auth"}
+
+
+def _diagrams() -> list[tuple[str, str]]:
+    """Arrowed order diagrams: fenced text blocks and prose lines with -> or →."""
+    out: list[tuple[str, str]] = []
+    for page in PAGES:
+        for sample in samples_of(page):
+            if sample.lang in ("", "text") and ("->" in sample.text or "→" in sample.text):
+                out.append((sample.where, sample.text))
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if "→" in line or "->" in line:
+                out.append((f"{page.relative_to(ROOT)}:{number}", line))
+    for source in (SHIPPED_INI, SERVICE / "app.py", SERVICE / "health.py"):
+        text = source.read_text()
+        for number, line in enumerate(text.splitlines(), 1):
+            if ("->" in line or "pipeline =" in line) and ("microversion" in line or "request_id" in line):
+                out.append((f"{source.relative_to(ROOT)}:{number}", line))
+        if source.name == "app.py":
+            diagram = [x for x in text.split('"""')[1].splitlines() if x.startswith("    ")]
+            out.append((f"{source.relative_to(ROOT)} docstring", "\n".join(diagram)))
+    return out
+
+
+def test_every_order_diagram_has_the_documented_order() -> None:
+    checked = 0
+    for where, text in _diagrams():
+        roles = [_WORD_ROLE.get(w, w) for w in _WORDS.findall(text)]
+        # collapse repeats ("auth_token ... noauth" are both the auth step)
+        collapsed = [r for i, r in enumerate(roles) if i == 0 or roles[i - 1] != r]
+        if len({*collapsed} - {"healthcheck"}) < 3:
+            continue
+        checked += 1
+        assert _in_order(collapsed), f"{where}: {collapsed}"
+    assert checked >= 6
+
+
+# -- the README's paste sample serves as the README says --------------------------------------
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def test_readme_paste_sample_serves_client_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    readme = _runnable(ROOT / "README.md")
+    setup = next(s for s in readme if s.lang == "python" and "htpasswd" in s.text)
+    ini = next(s for s in readme if s.lang == "ini")
+    run_python(setup)
+    assert (tmp_path / "htpasswd").exists()
+    path = write_ini(ini, tmp_path)
+    assert "%(here)s/htpasswd" in path.read_text()  # the sample's own user file, not a substitute
+    app = load_ini(path)
+    try:
+        latest = {"X-OpenStack-Ironic-API-Version": "latest"}
+        # no credentials: 401, after the version check (it carries the served version)
+        denied = run(app, Request.blank("/v1/nodes", headers=latest))
+        assert denied.status_int == 401
+        assert denied.headers["X-OpenStack-Ironic-API-Version"] == "1.117"
+        bad_version = run(app, Request.blank("/v1/nodes", headers={"X-OpenStack-Ironic-API-Version": "2.0"}))
+        assert bad_version.status_int == 406
+        # with credentials, a client token creates once and replays (no 400 "needs a project")
+        token = uuid.uuid4().hex
+        headers = {**latest, **_basic("alice", "alice-password"), "X-Client-Token": token}
+        create = {"method": "POST", "json": {"driver": "fake-hardware"}, "headers": headers}
+        answers = [run(app, Request.blank("/v1/nodes", **create)) for _ in range(2)]
+        assert [a.status_int for a in answers] == [201, 201], answers[0].text
+        assert answers[0].json["uuid"] == answers[1].json["uuid"]
+        assert answers[1].headers["Idempotent-Replayed"] == "true"
+        assert "ETag" in answers[0].headers and answers[1].headers["ETag"] == answers[0].headers["ETag"]
+    finally:
+        close_all(app)
+
+
+# -- Flask: wrap_flask in the documented order == the paste pipeline in that order ------------
+
+_FLASK_SETTINGS = {
+    "APIMW_MICROVERSION": {"service_type": "thing", "min_version": "1.0", "max_version": "1.50"},
+    "APIMW_IDEMPOTENCY": {"store": "memory://"},  # scope = project, missing_scope = reject
+    "APIMW_ETAG": {"min_version": "1.40"},
+}
+_PASTE_OF_FLASK = """
+[pipeline:main]
+pipeline = microversion idempotency etag things
+
+[filter:microversion]
+use = egg:apimw#microversion
+service_type = thing
+min_version = 1.0
+max_version = 1.50
+
+[filter:idempotency]
+use = egg:apimw#idempotency
+store = memory://
+
+[filter:etag]
+use = egg:apimw#etag
+min_version = 1.40
+
+[app:things]
+paste.app_factory = tests.test_docs:flask_app_factory
+"""
+
+
+def make_flask_app() -> Any:
+    from flask import Flask, jsonify, request
+
+    from apimw.etag import ENVIRON_IF_MATCH, mark_enforced
+
+    app = Flask("things")
+    created: list[int] = []
+    etag = 'W/"' + "0" * 128 + '"'
+
+    @app.post("/things")
+    def create() -> Any:
+        created.append(len(created) + 1)
+        return jsonify(id=created[-1]), 201
+
+    @app.patch("/things/1")
+    def patch() -> Any:
+        cond = request.environ.get(ENVIRON_IF_MATCH)
+        if cond is not None:
+            if not cond.matches(etag):
+                return jsonify(error="stale"), 412
+            mark_enforced(request.environ)
+        return jsonify(id=1), 200
+
+    return app
+
+
+def flask_app_factory(global_conf: Any, **local_conf: str) -> Any:
+    return make_flask_app().wsgi_app
+
+
+def _scenario(app: Any) -> list[tuple[int, list[tuple[str, str]], Any]]:
+    def ask(method: str, path: str, version: str, **headers: str) -> tuple[int, list[tuple[str, str]], Any]:
+        body = {"name": "x"} if method != "GET" else None
+        req = Request.blank(path, method=method, json=body,
+                            headers={"OpenStack-API-Version": f"thing {version}", **headers})  # fmt: skip
+        resp = run(app, req)
+        kept = sorted((k, v) for k, v in resp.headerlist if k.lower() not in ("date", "content-length"))
+        return resp.status_int, kept, json.loads(resp.body) if resp.body else None
+
+    token = {"X-Client-Token": "tok-1"}
+    return [
+        ask("POST", "/things", "9.9", **token),  # the version is judged before the token's scope
+        ask("POST", "/things", "1.45", **token),  # no project: the token cannot be scoped
+        ask("POST", "/things", "1.45", **token, **{"X-Project-Id": "p"}),
+        ask("POST", "/things", "1.45", **token, **{"X-Project-Id": "p"}),  # replay
+        ask("PATCH", "/things/1", "1.30", **{"If-Match": '"x"'}),  # etag below its microversion
+        ask("PATCH", "/things/1", "1.45", **{"If-Match": "junk"}),  # malformed
+        ask("PATCH", "/things/1", "1.45", **{"If-Match": '"x"'}),
+        ask("GET", "/things", "spam"),
+    ]
+
+
+def _flask_wrapped(order: tuple[str, ...]) -> Any:
+    import importlib
+
+    app = make_flask_app()
+    app.config.update(_FLASK_SETTINGS)
+    for name in order:
+        importlib.import_module(f"apimw.{name}").wrap_flask(app)
+    return app
+
+
+def test_wrap_flask_in_the_documented_order_answers_like_the_paste_pipeline(tmp_path: Path) -> None:
+    from apimw.etag import ETagMiddleware
+    from apimw.idempotency import IdempotencyMiddleware
+    from apimw.microversion import MicroversionMiddleware
+
+    documented = _flask_wrapped(("etag", "idempotency", "microversion"))  # README: first call innermost
+    outer = documented.wsgi_app
+    assert isinstance(outer, MicroversionMiddleware)
+    assert isinstance(outer.app, IdempotencyMiddleware)
+    assert isinstance(outer.app._app, ETagMiddleware)
+    ini = tmp_path / "flask.ini"
+    ini.write_text(_PASTE_OF_FLASK)
+    pasted = load_ini(ini)
+    try:
+        via_flask = _scenario(documented)
+        via_paste = _scenario(pasted)
+        assert via_flask == via_paste
+        statuses = [status for status, _, _ in via_flask]
+        assert statuses == [406, 400, 201, 201, 406, 400, 412, 400]
+        assert via_flask[1][2]["errors"][0]["code"] == "idempotency.scope-missing"
+        assert ("Idempotent-Replayed", "true") in via_flask[3][1]
+        # the reverse order stacks the other way round: the token is judged before the version
+        reverse = _flask_wrapped(("microversion", "idempotency", "etag"))
+        assert _scenario(reverse)[0][0] == 400
+        close_all(reverse.wsgi_app)
+    finally:
+        close_all(documented.wsgi_app, pasted)
