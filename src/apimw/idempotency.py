@@ -530,11 +530,16 @@ class IdempotencyMiddleware:
         if self._fail_open:
             environ[ENVIRON_STATUS] = "unprotected"
             marker = (UNPROTECTED_HEADER, "unprotected")
+            started = False
 
             def marked_start_response(
                 status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
             ) -> Callable[[bytes], object]:
-                return start_response(status, [*headers, marker], exc_info)
+                nonlocal started
+                if started:  # replacing: exc_info as PEP 3333 says (the caller re-raises if sent)
+                    return start_response(status, [*headers, marker], exc_info)
+                started = True  # nothing to replace: webob's get_response would re-raise exc_info
+                return start_response(status, [*headers, marker])
 
             return self._app(environ, marked_start_response)
         return self._problem(
