@@ -159,6 +159,72 @@ def test_client_sent_project_cannot_change_the_idempotency_scope(auth_cluster: G
     assert node["owner"] is None
 
 
+@pytest.fixture(scope="module")
+def tenant_cluster(auth_cluster: Gunicorn, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gunicorn]:
+    """A second http_basic service on the same database, store and etag key, with every user
+    pinned to the project ``tenant-a`` (``BAREMETAL_AUTH_PROJECT``); auth_cluster is its admin."""
+    keys = ("BAREMETAL_DATABASE", "BAREMETAL_STORE", "BAREMETAL_ETAG_KEY", "BAREMETAL_AUTH_STRATEGY",
+            "BAREMETAL_HTPASSWD")  # fmt: skip
+    env = {**{key: auth_cluster.env[key] for key in keys}, "BAREMETAL_AUTH_PROJECT": "tenant-a"}
+    gun = Gunicorn(tmp_path_factory.mktemp("gunicorn-tenant"), env, workers=1)
+    gun.db = auth_cluster.db
+    try:
+        gun.start()
+        yield gun
+    finally:
+        gun.stop()
+
+
+def test_a_tenant_cannot_hand_nodes_away(auth_cluster: Gunicorn, tenant_cluster: Gunicorn) -> None:
+    """Ironic's defaults under http_basic: a project-scoped caller cannot create a node for
+    another project nor change an owner; a lessee cannot take the node, drop the lease,
+    delete the node or add ports to it.  The unscoped htpasswd operator still can."""
+    creds = {**LATEST, **basic("alice", PASSWORDS["alice"])}
+    spoof = {"X-Project-Id": "tenant-b", "X-Tenant-Id": "tenant-b"}
+    mac = "52:54:00:99:0a:01"
+
+    def call(base: str, method: str, path: str, body: Any = None, **headers: str) -> requests.Response:
+        return requests.request(method, base + path, json=body, headers={**creds, **headers}, timeout=10)
+
+    tenant, admin = tenant_cluster.url, auth_cluster.url
+    for extra in ({}, spoof):
+        gift = call(tenant, "POST", "/v1/nodes", {"driver": "fake-hardware", "owner": "tenant-b"}, **extra)
+        assert gift.status_code == 400, gift.text
+        assert error_code(gift) == "baremetal.invalid-parameter"
+    assert requests.get(admin + "/v1/nodes?owner=tenant-b", headers=creds, timeout=10).json()["nodes"] == []
+    own = call(tenant, "POST", "/v1/nodes", {"driver": "fake-hardware"}, **spoof)
+    assert own.status_code == 201, own.text
+    assert own.json()["owner"] == "tenant-a"
+    own_path = f"/v1/nodes/{own.json()['uuid']}"
+    for extra in ({}, spoof):
+        to_b = [{"op": "replace", "path": "/owner", "value": "tenant-b"}]
+        moved = call(tenant, "PATCH", own_path, to_b, **extra)
+        assert moved.status_code == 403, moved.text
+        assert error_code(moved) == "baremetal.forbidden"
+    assert call(tenant, "GET", own_path).json()["owner"] == "tenant-a"
+
+    body = {"driver": "fake-hardware", "owner": "tenant-b", "lessee": "tenant-a"}
+    leased = call(admin, "POST", "/v1/nodes", body)
+    assert leased.status_code == 201, leased.text
+    leased_path = f"/v1/nodes/{leased.json()['uuid']}"
+    assert call(tenant, "GET", leased_path).status_code == 200
+    denied = [
+        call(tenant, "PATCH", leased_path, [{"op": "replace", "path": "/owner", "value": "tenant-a"}]),
+        call(tenant, "PATCH", leased_path, [{"op": "remove", "path": "/lessee"}]),
+        call(tenant, "DELETE", leased_path),
+        call(tenant, "POST", "/v1/ports", {"node_uuid": leased_path.rsplit("/", 1)[1], "address": mac}),
+    ]
+    assert [r.status_code for r in denied] == [403, 403, 403, 403], [r.text for r in denied]
+    assert {error_code(r) for r in denied} == {"baremetal.forbidden"}
+    after = call(admin, "GET", leased_path).json()
+    assert (after["owner"], after["lessee"]) == ("tenant-b", "tenant-a")
+
+    # the unscoped operator may give any node to anyone
+    given = call(admin, "PATCH", own_path, [{"op": "replace", "path": "/owner", "value": "tenant-b"}])
+    assert given.status_code == 200 and given.json()["owner"] == "tenant-b"
+    assert call(tenant, "GET", own_path).status_code == 404
+
+
 def _health(url: str, method: str = "GET") -> requests.Response:
     return requests.request(method, url + "/healthcheck", headers={"Accept": "application/json"}, timeout=10)
 

@@ -18,6 +18,7 @@ Hierarchy::
     │                               PortgroupUuidExists, ResourceClassExists, ResourceClassInUse,
     │                               NodeLocked, NodeDeleteForbidden, NodeAssociated
     ├── NodeProtected (403)         undeploy, rebuild or delete of a protected node
+    ├── PolicyForbidden (403)       a tenancy rule (Ironic's default policy) denies the write
     ├── Invalid (400)               InvalidParameterValue, InvalidStateRequested, NoValidHost,
     │                               ChassisNotEmpty, PortgroupNotEmpty, NodeInMaintenance,
     │                               InvalidResourceClassName, InterfaceNotFound
@@ -59,6 +60,7 @@ __all__ = [
     "NodeNotFound",
     "NodeUuidExists",
     "NotFound",
+    "PolicyForbidden",
     "PortNameExists",
     "PortNotFound",
     "PortUuidExists",
@@ -306,6 +308,20 @@ class NodeProtected(BaremetalError):
 
     def __init__(self, node: str) -> None:
         super().__init__(f"Node {_cut(node)} is protected and cannot be undeployed, rebuilt or deleted")
+
+
+class PolicyForbidden(BaremetalError):
+    """Ironic's policy denial: the caller may see the resource but not make this write.
+
+    *rule* is the name of Ironic's policy rule (``baremetal:node:update:owner``...), in
+    the text as Ironic words it and in ``extra["rule"]``.
+    """
+
+    status_code = 403
+    error_code = "baremetal.forbidden"
+
+    def __init__(self, rule: str) -> None:
+        super().__init__(f"Access was denied to the following resource: {rule}", rule=rule)
 
 
 # -- 400 ---------------------------------------------------------------------

@@ -27,8 +27,13 @@ Common keyword arguments:
     The caller's project, or ``None`` for an unscoped (admin / noauth) caller.  A
     scoped caller sees only the nodes it owns or leases (``owner``/``lessee``) and
     their ports and portgroups; anything else is "not found".  A node created by a
-    scoped caller without ``owner`` gets ``owner = project_id``.  Chassis, drivers
-    and resource classes are global.
+    scoped caller is owned by ``project_id``.  Chassis, drivers and resource classes
+    are global.  Ironic's default policy for scoped callers: another ``owner`` on
+    create is 400; changing ``owner`` is 403 (``baremetal.forbidden``, "Access was
+    denied to the following resource: baremetal:node:update:owner"); changing
+    ``lessee``, deleting the node and writing its ports and portgroups (create,
+    update, delete, or moving one to another node) need the node's owner -- a lessee
+    gets 403.  ``None`` (unscoped) may do all of it.
 ``if_match``
     ``environ["apimw.etag.if_match"]`` as is (an :class:`apimw.etag.IfMatch`, marked
     enforced here), a raw header string, a list of etags, or ``None``.  Checked
@@ -119,6 +124,7 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
+from apimw.errors import HTTPProblem
 from apimw.etag import ETagGenerator
 
 from . import exceptions as exc
@@ -213,6 +219,32 @@ def _check_keys(kind: str, values: Mapping[str, Any], allowed: frozenset[str]) -
         )
 
 
+# -- tenancy: Ironic's default policy for project-scoped callers --------------------------------
+
+CREATE_OTHER_OWNER: Final = (
+    "Cannot create a node as a project scoped admin with an owner other than your own project."
+)
+
+
+def _check_node_tenancy(
+    current: Mapping[str, Any], wanted: Mapping[str, Any], project_id: str | None
+) -> None:
+    """``baremetal:node:update:owner`` (system only) and ``...:lessee`` (owner only)."""
+    if project_id is None:
+        return
+    changed = {k for k in ("owner", "lessee") if k in wanted and wanted[k] != current.get(k)}
+    if "owner" in changed:
+        raise exc.PolicyForbidden("baremetal:node:update:owner")
+    if "lessee" in changed and current.get("owner") != project_id:
+        raise exc.PolicyForbidden("baremetal:node:update:lessee")
+
+
+def _require_owner(owner: Any, project_id: str | None, rule: str) -> None:
+    """A scoped caller that sees a node without owning it (its lessee) may not do *rule*."""
+    if project_id is not None and owner != project_id:
+        raise exc.PolicyForbidden(rule)
+
+
 class BaremetalService:
     """The domain facade (see the module docstring for the whole API)."""
 
@@ -290,6 +322,8 @@ class BaremetalService:
         if initial not in (states.ENROLL, states.AVAILABLE):
             raise exc.InvalidParameterValue(f"Invalid initial provision state {initial!r}")
         _check_keys("node", values, NODE_CREATABLE)
+        if project_id is not None and values.get("owner") not in (None, project_id):
+            raise exc.InvalidParameterValue(CREATE_OTHER_OWNER)
         if "driver" not in values or not isinstance(values["driver"], str):
             raise exc.InvalidParameterValue("Missing mandatory parameter: driver")
         hw = self.drivers.for_node(values["driver"])
@@ -303,7 +337,7 @@ class BaremetalService:
         for key in ("chassis_uuid", "description", "name", "resource_class", "automated_clean"):
             if key in values:
                 row[key] = values[key]
-        if project_id is not None and not row.get("owner"):
+        if project_id is not None:
             row["owner"] = project_id
         if not row.get("maintenance"):
             row.pop("maintenance_reason", None)
@@ -404,13 +438,36 @@ class BaremetalService:
     ) -> dict[str, Any]:
         def mutate(current: dict[str, Any]) -> dict[str, Any]:
             wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
+            _check_node_tenancy(current, wanted, project_id)
             return self._node_changes(current, wanted)
 
+        def authorize(current: dict[str, Any]) -> None:
+            # Only the tenancy verdict: any other error comes from the write, in its usual order.
+            try:
+                wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
+            except exc.PolicyForbidden:
+                raise
+            except HTTPProblem:
+                return
+            _check_node_tenancy(current, wanted, project_id)
+
+        self._authorize("node", ident, project_id, authorize)
         doc = self.db.update(
             "node", ident, mutate, if_match=if_match, project_id=project_id,
             match=_UNRESERVED, on_conflict=self._locked,
         )  # fmt: skip
         return self._node_out(doc)
+
+    def _authorize(
+        self, kind: str, ident: str, project_id: str | None, check: Callable[[dict[str, Any]], None]
+    ) -> None:
+        """A scoped caller's tenancy *check* on the current document, before the write.
+
+        So a denied write is 403 whatever its If-Match says (403 wins over 412).  The
+        write runs the same check again on the document it changes (authoritative).
+        """
+        if project_id is not None:
+            check(self.db.get(kind, ident, project_id=project_id))
 
     @staticmethod
     def _locked(current: Mapping[str, Any]) -> None:
@@ -423,7 +480,11 @@ class BaremetalService:
             raise exc.NodeLocked(current["uuid"], current.get("reservation") or host)
 
     def delete_node(self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None) -> None:
+        def owner_only(current: dict[str, Any]) -> None:
+            _require_owner(current.get("owner"), project_id, "baremetal:node:delete")
+
         def check(current: dict[str, Any]) -> None:
+            owner_only(current)
             self._busy(current, self.conductor.name)
             state = current["provision_state"]
             if state not in exc.DELETE_ALLOWED_STATES and not current["maintenance"]:
@@ -433,6 +494,7 @@ class BaremetalService:
             if current.get("instance_uuid"):
                 raise exc.NodeAssociated(current["uuid"], current["instance_uuid"])
 
+        self._authorize("node", ident, project_id, owner_only)
         self.db.delete(
             "node", ident, check=check, if_match=if_match, project_id=project_id,
             match=_IDLE,
@@ -619,6 +681,13 @@ class BaremetalService:
                 out[key] = {}
         return out
 
+    def _require_node_owner(self, node_ident: Any, project_id: str | None, rule: str) -> None:
+        """A scoped caller puts a port or portgroup only on a node it owns (not one it leases)."""
+        if project_id is None or node_ident is None:
+            return
+        node = self.db.get("node", str(node_ident), project_id=project_id)
+        _require_owner(node.get("owner"), project_id, rule)
+
     def _check_portgroup_node(self, port: Mapping[str, Any], project_id: str | None) -> None:
         pg_ident = port.get("portgroup_uuid")
         if pg_ident is None:
@@ -633,6 +702,7 @@ class BaremetalService:
         if "address" not in row or "node_uuid" not in row:
             raise exc.InvalidParameterValue("A port needs an address and a node_uuid.")
         try:
+            self._require_node_owner(row["node_uuid"], project_id, "baremetal:port:create")
             self._check_portgroup_node(row, project_id)
         except (exc.NodeNotFound, exc.PortgroupNotFound) as error:
             error.status = 400
@@ -677,23 +747,34 @@ class BaremetalService:
         project_id: str | None = None,
         if_match: IfMatchArg = None,
     ) -> dict[str, Any]:
+        def owner_only(current: dict[str, Any]) -> None:
+            _require_owner(current.get("_owner"), project_id, "baremetal:port:update")
+
         def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            owner_only(current)
             wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
             out = self._port_values(wanted, creating=False)
             out = {k: v for k, v in out.items() if current.get(k) != v}
             if "portgroup_uuid" in out or "node_uuid" in out:
                 merged = {**current, **out}
                 try:
+                    if "node_uuid" in out:
+                        self._require_node_owner(out["node_uuid"], project_id, "baremetal:port:update")
                     self._check_portgroup_node(merged, project_id)
                 except (exc.NodeNotFound, exc.PortgroupNotFound) as error:
                     error.status = 400
                     raise
             return out
 
+        self._authorize("port", ident, project_id, owner_only)
         return public(self.db.update("port", ident, mutate, if_match=if_match, project_id=project_id))
 
     def delete_port(self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None) -> None:
-        self.db.delete("port", ident, if_match=if_match, project_id=project_id)
+        def owner_only(current: dict[str, Any]) -> None:
+            _require_owner(current.get("_owner"), project_id, "baremetal:port:delete")
+
+        self._authorize("port", ident, project_id, owner_only)
+        self.db.delete("port", ident, check=owner_only, if_match=if_match, project_id=project_id)
 
     # -- portgroups ---------------------------------------------------------------------
 
@@ -715,6 +796,11 @@ class BaremetalService:
         row = self._portgroup_values(values, creating=True)
         if "node_uuid" not in row:
             raise exc.InvalidParameterValue("A portgroup needs a node_uuid.")
+        try:
+            self._require_node_owner(row["node_uuid"], project_id, "baremetal:portgroup:create")
+        except exc.NodeNotFound as error:
+            error.status = 400
+            raise
         return public(self.db.insert("portgroup", row, project_id=project_id))
 
     def get_portgroup(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
@@ -751,23 +837,39 @@ class BaremetalService:
         project_id: str | None = None,
         if_match: IfMatchArg = None,
     ) -> dict[str, Any]:
+        def owner_only(current: dict[str, Any]) -> None:
+            _require_owner(current.get("_owner"), project_id, "baremetal:portgroup:update")
+
         def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            owner_only(current)
             wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
             out = self._portgroup_values(wanted, creating=False)
             out = {k: v for k, v in out.items() if current.get(k) != v}
+            if "node_uuid" in out:
+                try:
+                    self._require_node_owner(out["node_uuid"], project_id, "baremetal:portgroup:update")
+                except exc.NodeNotFound as error:
+                    error.status = 400
+                    raise
             if "node_uuid" in out and self.db.count("port", PORTS.c.portgroup_id == current["id"]):
                 raise exc.PortgroupNotEmpty(current["uuid"])
             return out
 
+        self._authorize("portgroup", ident, project_id, owner_only)
         return public(self.db.update("portgroup", ident, mutate, if_match=if_match, project_id=project_id))
 
     def delete_portgroup(
         self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None
     ) -> None:
+        def owner_only(current: dict[str, Any]) -> None:
+            _require_owner(current.get("_owner"), project_id, "baremetal:portgroup:delete")
+
         def check(current: dict[str, Any]) -> None:
+            owner_only(current)
             if self.db.count("port", PORTS.c.portgroup_id == current["id"]):
                 raise exc.PortgroupNotEmpty(current["uuid"])
 
+        self._authorize("portgroup", ident, project_id, owner_only)
         self.db.delete("portgroup", ident, check=check, if_match=if_match, project_id=project_id)
 
     # -- chassis ------------------------------------------------------------------------

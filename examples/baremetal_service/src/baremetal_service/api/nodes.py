@@ -10,6 +10,7 @@ from flask import Blueprint, Response, request
 
 from apimw._version import Version
 
+from ..exceptions import PolicyForbidden
 from . import schemas, serialize, versions
 from .common import (
     api_version,
@@ -221,14 +222,34 @@ def patch_node(ident: str) -> Response:
             raise bad_request(f"'add' and 'replace' operations need a value (path {op['path']}).")
         touched.add(field)
     check_fields_allowed(touched, versions.NODE_FIELD_VERSIONS, "node")
+    caller = project_id()
+    tenancy = touched & _TENANCY_FIELDS
 
     def changes(node: dict[str, Any]) -> dict[str, Any]:
         # Runs inside the service's compare-and-swap loop on the current, unmasked node,
         # so concurrent PATCHes never lose each other's changes.
+        if tenancy:
+            _check_tenancy_paths(node, tenancy, caller)
         return _patched_changes(node, patch)
 
     node = service().update_node(ident, changes, project_id=project_id(), if_match=if_match())
     return json_response(_doc(node), headers=_etag_headers(node))
+
+
+_TENANCY_FIELDS = frozenset({"owner", "lessee"})
+
+
+def _check_tenancy_paths(node: dict[str, Any], fields: set[str], caller: str | None) -> None:
+    """Ironic authorizes a PATCH by the paths it names, whatever the values: for a
+    project-scoped caller ``/owner`` is denied (``baremetal:node:update:owner`` is
+    system-only) and ``/lessee`` is the owner's alone (``baremetal:node:update:lessee``).
+    The service checks the resulting values again."""
+    if caller is None:
+        return
+    if "owner" in fields:
+        raise PolicyForbidden("baremetal:node:update:owner")
+    if "lessee" in fields and node.get("owner") != caller:
+        raise PolicyForbidden("baremetal:node:update:lessee")
 
 
 def _patched_changes(node: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
