@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from apimw import etag as etag_module
-from apimw.errors import ConfigError
+from apimw.errors import ConfigError, HTTPProblem
 from apimw.etag import CanonicalizationError, ETagGenerator, canonical_json
 
 # no per-example deadline or speed health check: the CI box is small and shared
@@ -564,3 +564,103 @@ def test_a_copied_or_pickled_generator_gives_the_same_etags(generator: ETagGener
         assert repr(other) == repr(generator)
         for kind in ("node", "port", None):
             assert other.etag(doc, kind) == generator.etag(doc, kind)
+
+
+# -- a lone surrogate is bad input, with and without orjson -------------------------------------
+
+LONE = ["\ud800", "\udfff", "a\ud83d", "\ude00b"]  # JSON "\ud800" parses to one: any client can send it
+
+
+def _lone_surrogate_docs(lone: str) -> list[pytest.param]:  # type: ignore[valid-type]
+    return [
+        pytest.param({**node(), "description": lone}, "/description", id="field"),
+        pytest.param({**node(), "extra": {"notes": ["ok", {"deep": lone}]}}, "/extra/notes/1/deep",
+                     id="nested"),
+        pytest.param({**node(), "extra": {lone: 1}}, "/extra/", id="key"),
+        pytest.param({**node(), "properties": {"n": 2.5, "s": lone}}, "/properties/s", id="with-a-float"),
+        pytest.param({**node(), "traits": (lone,)}, "/traits/0", id="in-a-tuple"),
+        pytest.param({**node(), "tags": {lone}}, "/tags/0", id="in-a-set"),
+    ]
+
+
+ENTRY_POINTS = [
+    pytest.param(lambda doc: canonical_json(doc), id="canonical_json"),
+    pytest.param(lambda doc: canonical_json(doc, timespec="seconds"), id="canonical_json-seconds"),
+    pytest.param(lambda doc: GEN.digest(doc, "node"), id="digest"),
+    pytest.param(lambda doc: GEN.etag(doc, "node"), id="etag-hmac"),
+    pytest.param(lambda doc: ETagGenerator(algorithm="sha512").etag(doc, "port"), id="etag-sha512"),
+    pytest.param(lambda doc: GEN.etag(doc), id="etag-no-type"),
+]
+
+
+@pytest.mark.parametrize("orjson", [True, False], ids=["orjson", "stdlib"])
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+@pytest.mark.parametrize("lone", LONE)
+def test_a_lone_surrogate_is_a_400_canonicalization_error(orjson: bool, entry: Any, lone: str) -> None:
+    for case in _lone_surrogate_docs(lone):
+        doc, where = case.values
+        context = contextlib.nullcontext() if orjson else without_orjson()
+        with context, pytest.raises(CanonicalizationError) as raised:
+            entry(doc)
+        error = raised.value
+        assert isinstance(error, HTTPProblem)
+        assert (error.status, error.code) == (400, "etag.canonicalization-failed")
+        assert "lone surrogate" in error.detail and where in error.detail, error.detail
+        assert len(error.detail) < 300
+        assert error.detail.isascii()  # the error body can always be written
+
+
+def test_a_surrogate_pair_is_one_character_and_hashes() -> None:
+    doc = json.loads('{"description": "\\ud83d\\ude00"}')
+    assert doc["description"] == "\U0001f600"
+    assert canonical_json(doc) == '{"description":"\U0001f600"}'.encode()
+    with without_orjson():
+        assert canonical_json(doc) == '{"description":"\U0001f600"}'.encode()
+
+
+@RELAXED
+@given(
+    st.dictionaries(keys, json_like(fast_leaves, odd_keys=False), max_size=4),
+    st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1, max_size=3),
+    st.text(max_size=4),
+)
+def test_any_document_with_a_lone_surrogate_is_refused_on_both_paths(
+    doc: dict[str, Any], surrogates: str, prefix: str
+) -> None:
+    doc = {**doc, "field": prefix + surrogates}
+    for context in (contextlib.nullcontext, without_orjson):
+        with context(), pytest.raises(CanonicalizationError) as raised:
+            GEN.etag(doc)
+        assert raised.value.status == 400
+
+
+def test_unknown_types_are_the_servers_error_not_the_clients() -> None:
+    with pytest.raises(CanonicalizationError) as raised:
+        GEN.etag({"x": object()})
+    assert (raised.value.status, raised.value.code) == (500, "etag.unsupported-type")
+
+
+LONE_SURROGATE_CODE = """
+import json, sys
+{prelude}
+from apimw import etag
+doc = json.loads(sys.argv[1])
+try:
+    etag.ETagGenerator(key={key!r}).etag(doc, "node")
+except etag.CanonicalizationError as error:
+    print(json.dumps([etag._fast_dumps is None, error.status, error.code]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("prelude", "fast_path_off"),
+    [
+        pytest.param("", False, id="orjson"),
+        pytest.param("sys.modules['orjson'] = None  # not importable", True, id="no-orjson"),
+    ],
+)
+def test_a_lone_surrogate_in_a_process_with_and_without_orjson(prelude: str, fast_path_off: bool) -> None:
+    code = LONE_SURROGATE_CODE.format(prelude=prelude, key=KEY)
+    document = '{"name": "n1", "description": "\\ud800"}'
+    out = subprocess.run([sys.executable, "-c", code, document], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [fast_path_off, 400, "etag.canonicalization-failed"]

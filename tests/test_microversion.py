@@ -483,10 +483,17 @@ def test_close_is_called_exactly_once_and_write_is_passed_through() -> None:
     assert body.closed == 1
 
 
-def test_exc_info_reaches_the_server() -> None:
+@pytest.mark.parametrize("started_first", [False, True], ids=["first-call", "replacing"])
+def test_exc_info_reaches_the_server_only_to_replace(started_first: bool) -> None:
+    # PEP 3333: exc_info lets the app replace headers it already gave start_response (the
+    # server re-raises it if they were sent).  On a first call there is nothing to replace,
+    # and webob's get_response / werkzeug's test client would re-raise the error the app
+    # handled instead of sending its answer: the middleware drops it there.
     received: list[Any] = []
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if started_first:
+            start_response("200 OK", [("Content-Type", "text/plain")])
         try:
             raise RuntimeError("boom")
         except RuntimeError:
@@ -501,7 +508,11 @@ def test_exc_info_reaches_the_server() -> None:
 
     mw = MicroversionMiddleware(app, service_type="baremetal", min_version="1.1", max_version="1.2")
     mw(Request.blank("/").environ, start_response)
-    status, headers, exc_info = received[0]
+    status, headers, exc_info = received[-1]
+    assert len(received) == (2 if started_first else 1)
     assert status.startswith("500")
-    assert exc_info is not None and exc_info[0] is RuntimeError
+    if started_first:
+        assert exc_info is not None and exc_info[0] is RuntimeError
+    else:
+        assert exc_info is None
     assert headers["OpenStack-API-Version"] == "baremetal 1.1"

@@ -36,6 +36,7 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from _typeshed import OptExcInfo
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 __all__ = [
@@ -167,18 +168,29 @@ def respond_with_problem(
     *,
     profile: str | None = None,
     extra_headers: Iterable[tuple[str, str]] = (),
+    exc_info: OptExcInfo | None = None,
 ) -> list[bytes]:
     """Answer the WSGI request with *problem*.
 
     The profile is *profile*, else the one an outer apimw middleware recorded in
     the environ, else ``api-sig``.  HEAD requests get the headers without a body.
+
+    Pass *exc_info* only when *start_response* was already called for this request
+    (the app started its answer, then raised): PEP 3333 needs it to replace the
+    stored headers, and a server that already sent them re-raises it.  A problem
+    rendered before anything was started is an answer, not an error: with
+    *exc_info*, webob's ``get_response`` and werkzeug's test client (and so every
+    webob middleware outside this one) would re-raise it instead of answering.
     """
     chosen = profile or environ.get(ENVIRON_PROFILE) or "api-sig"
     status, headers, body = render_problem(
         problem, profile=chosen, request_id=environ.get(ENVIRON_REQUEST_ID)
     )
     headers.extend(extra_headers)
-    start_response(status, headers)
+    if exc_info is None:
+        start_response(status, headers)
+    else:
+        start_response(status, headers, exc_info)
     if environ.get("REQUEST_METHOD") == "HEAD":
         return []
     return [body]

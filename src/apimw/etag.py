@@ -62,6 +62,8 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 __all__ = [
+    "CODE_CANONICALIZATION",
+    "CODE_UNSUPPORTED_TYPE",
     "DEFAULT_IGNORED_FIELDS",
     "ENVIRON_ENABLED",
     "ENVIRON_ENFORCED",
@@ -126,8 +128,29 @@ MIN_KEY_BYTES: Final = 16
 # == generation ==============================================================================
 
 
-class CanonicalizationError(ApimwError):
-    """A resource document cannot be hashed deterministically (NaN, an unknown type...)."""
+#: The stable code of a document that cannot be hashed because of what it holds.
+CODE_CANONICALIZATION: Final = "etag.canonicalization-failed"
+#: The stable code of a document holding a Python type the canonical form does not know.
+CODE_UNSUPPORTED_TYPE: Final = "etag.unsupported-type"
+
+
+class CanonicalizationError(HTTPProblem):
+    """A resource document cannot be hashed deterministically.
+
+    An :class:`HTTPProblem`, so the middlewares (and the Flask and webob adapters) render
+    it when the app lets it through.  Bad *content* -- NaN or Infinity, a string with a lone
+    surrogate (JSON ``"\\ud800"`` parses to one), nesting too deep, keys that collide
+    once made strings -- is the client's input: 400 ``etag.canonicalization-failed``.  A
+    value of a type the canonical form does not know (or a non-string key) is the
+    server's own doing: 500 ``etag.unsupported-type``.
+    """
+
+    def __init__(self, detail: str, *, status: int = 400, code: str = CODE_CANONICALIZATION) -> None:
+        super().__init__(status, code, detail)
+
+
+def _unsupported(detail: str) -> CanonicalizationError:
+    return CanonicalizationError(detail, status=500, code=CODE_UNSUPPORTED_TYPE)
 
 
 _UTC = _dt.UTC
@@ -222,7 +245,7 @@ def _normalise(value: Any, timespec: str) -> Any:
         return _normalise(dict(value), timespec)
     if isinstance(value, list | tuple):
         return _normalise(list(value), timespec)
-    raise CanonicalizationError(f"cannot compute an etag over a value of type {kind.__name__}")
+    raise _unsupported(f"cannot compute an etag over a value of type {kind.__name__}")
 
 
 def _key(key: Any) -> str:
@@ -230,7 +253,7 @@ def _key(key: Any) -> str:
         return str.__str__(key)
     if isinstance(key, int) and not isinstance(key, bool):
         return str(int(key))
-    raise CanonicalizationError(f"mapping keys must be strings, got {type(key).__name__}")
+    raise _unsupported(f"mapping keys must be strings, got {type(key).__name__}")
 
 
 def _sort_key(item: Any) -> str:
@@ -248,6 +271,48 @@ def _stdlib_json(doc: Any, timespec: str) -> bytes:
         return _ENCODER.encode(_normalise(doc, timespec)).encode("utf-8")
     except RecursionError:
         raise CanonicalizationError("document nested too deeply for an etag") from None
+    except UnicodeEncodeError:
+        # A lone surrogate (U+D800..U+DFFF) is not text: UTF-8 cannot encode it, so there
+        # are no canonical bytes to hash.  JSON's "\ud800" escape gives one to any client.
+        where = _surrogate_path(doc)
+        raise CanonicalizationError(
+            "cannot compute an etag: "
+            + (f"the {where[1]} at {where[0] or '/'}" if where else "a string")
+            + " holds a lone surrogate (a \\uD800-\\uDFFF escape that is not part of a pair), "
+            "which is not valid Unicode text"
+        ) from None
+
+
+def _surrogate_path(doc: Any, depth: int = 0) -> tuple[str, str] | None:
+    """``(path, "string" | "key")`` of the first lone surrogate, the path shortened and ASCII."""
+    if depth > 64:
+        return None
+    if isinstance(doc, str):
+        return None if _encodable(doc) else ("", "string")
+    items: Iterable[tuple[Any, Any]]
+    if isinstance(doc, Mapping):
+        items = doc.items()
+    elif isinstance(doc, list | tuple | set | frozenset):
+        items = enumerate(doc)
+    else:
+        return None
+    for key, value in items:
+        name = key if isinstance(key, str) else str(key)
+        segment = "/" + (name if len(name) <= 40 else name[:40] + "...")
+        if not _encodable(segment):
+            return (ascii(segment)[1:-1][:200], "key")
+        inner = _surrogate_path(value, depth + 1)
+        if inner is not None:
+            return ((segment + inner[0])[:200], inner[1])
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # -- the fast path: orjson, only where its bytes are provably the stdlib path's ----------------
@@ -1114,13 +1179,34 @@ class ETagMiddleware:
         problem: HTTPProblem,
         exc_info: Any = None,
     ) -> Iterable[bytes]:
-        if exc_info is not None:
-            # The app may already have called start_response: replace its answer (PEP 3333).
-            def replace(status: str, headers: list[tuple[str, str]], _: Any = None) -> Any:
-                return start_response(status, headers, exc_info)
+        """Answer with *problem*; *exc_info* only to replace an answer already started.
 
-            return respond_with_problem(environ, replace, problem, profile=self.error_profile)
-        return respond_with_problem(environ, start_response, problem, profile=self.error_profile)
+        A problem rendered before *start_response* was called is an answer, not an
+        error: with exc_info, webob's ``get_response`` and werkzeug's test client (and
+        so any webob middleware outside this one) re-raise it instead (PEP 3333 needs
+        exc_info only to replace headers already given to start_response).
+        """
+        return respond_with_problem(
+            environ, start_response, problem, profile=self.error_profile, exc_info=exc_info
+        )
+
+    def _direct(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """Call the app with nothing to add; render an :class:`HTTPProblem` it raises."""
+        started = False
+
+        def tracked(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], object]:
+            nonlocal started
+            if started:
+                return start_response(status, headers, exc_info)
+            started = True  # nothing to replace yet: no exc_info (see _problem)
+            return start_response(status, headers)
+
+        try:
+            return self.app(environ, tracked)
+        except HTTPProblem as problem:
+            return self._problem(environ, start_response, problem, sys.exc_info() if started else None)
 
     def _too_old(self, environ: WSGIEnvironment, header: str) -> HTTPProblem:
         try:
@@ -1167,17 +1253,19 @@ class ETagMiddleware:
                     f"{', '.join(sorted(self.methods))}).",
                 ))  # fmt: skip
             if not enabled:
-                return self.app(environ, start_response)
+                return self._direct(environ, start_response)
             if self.not_modified and (method == "GET" or method == "HEAD"):
                 inm_raw = environ.get(IF_NONE_MATCH)
                 if inm_raw is not None:
                     return self._conditional_get(environ, start_response, inm_raw)
             if method in self._response_methods:
                 return self._plain(environ, start_response)
-            return self.app(environ, start_response)
+            return self._direct(environ, start_response)
         except HTTPProblem as problem:
-            # raised by the app or its data layer (StaleEtag, ResourceGone...) or by the lookup
-            return self._problem(environ, start_response, problem, sys.exc_info())
+            # Raised by the lookup or the If-None-Match parser, or by the app or its data layer
+            # (StaleEtag, ResourceGone...) before our caller's start_response was called (_call
+            # holds the app's answer until it is decided; _plain and _direct catch their own).
+            return self._problem(environ, start_response, problem)
 
     def _write(
         self, environ: WSGIEnvironment, start_response: StartResponse, method: str, enabled: bool
@@ -1199,7 +1287,7 @@ class ETagMiddleware:
                 return self._problem(environ, start_response, problem)
             if enabled and method in self._response_methods:
                 return self._plain(environ, start_response)
-            return self.app(environ, start_response)
+            return self._direct(environ, start_response)
         if not enabled:
             # Nothing is written: the client asked for a precondition this version lacks.
             header = "If-Match" if im_raw is not None else "If-None-Match"
@@ -1290,7 +1378,9 @@ class ETagMiddleware:
                     return self._not_modified(start_response, etag)
                 if wants_etag and etag is not None and _header(headers, ETAG_HEADER) != etag:
                     headers = _with_etag(headers, etag)
-            write = start_response(status, headers, capture.exc_info)
+            # No exc_info: the app's answer (even one it gave with exc_info, replacing an earlier
+            # one) is the first our caller sees, so there is nothing to replace (see _problem).
+            write = start_response(status, headers)
         except BaseException:
             _close(app_iter)
             raise
@@ -1326,23 +1416,31 @@ class ETagMiddleware:
         """
         deferred: list[Any] = []
         called = False
+        forwarded = False  # our caller's start_response was called (exc_info matters only then)
         from_body = self.etag_from_body
 
         def etag_start_response(
             status: str, headers: list[tuple[str, str]], exc_info: Any = None
         ) -> Callable[[bytes], object]:
-            nonlocal called
+            nonlocal called, forwarded
             called = True
             if status[:1] == "2":
                 etag = environ.get(ENVIRON_RESPONSE_ETAG)
                 if etag is not None:
                     headers = _with_etag(headers, etag)
-                elif from_body and _body_etag_wanted(headers):
-                    deferred[:] = [status, headers, exc_info, []]
-                    return deferred[3].append  # type: ignore[no-any-return]
-            return start_response(status, headers, exc_info)
+                elif from_body and not forwarded and _body_etag_wanted(headers):
+                    deferred[:] = [status, headers, []]
+                    return deferred[2].append  # type: ignore[no-any-return]
+            deferred.clear()  # an answer held for its body etag, replaced by the app
+            if forwarded:
+                return start_response(status, headers, exc_info)
+            forwarded = True  # the first call: nothing to replace, no exc_info (see _problem)
+            return start_response(status, headers)
 
-        app_iter = self.app(environ, etag_start_response)
+        try:
+            app_iter = self.app(environ, etag_start_response)
+        except HTTPProblem as problem:
+            return self._problem(environ, start_response, problem, sys.exc_info() if forwarded else None)
         if called and not deferred:
             return app_iter
         head: list[bytes] = []
@@ -1359,7 +1457,7 @@ class ETagMiddleware:
                     raise RuntimeError("WSGI app returned without calling start_response")
                 if not deferred:
                     return _Body(head, rest, app_iter)
-            status, headers, exc_info, written = deferred
+            status, headers, written = deferred
             parts = [*written, *head]
             parts.extend(rest if rest is not None else app_iter)
         except BaseException:
@@ -1370,7 +1468,7 @@ class ETagMiddleware:
         etag = _etag_in_body(body)
         if etag is not None:
             headers = [*headers, (ETAG_HEADER, etag)]
-        start_response(status, headers, exc_info)
+        start_response(status, headers)
         return [body]
 
     def _unenforced(

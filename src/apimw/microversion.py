@@ -12,6 +12,7 @@ Parsing is sans-IO (:func:`select_version`) so it can be tested without WSGI.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -487,11 +488,18 @@ class MicroversionMiddleware:
         version, ours = result
         environ[ENVIRON_VERSION] = version
         merge = self._merge
+        started = False
 
         def _start_response(
             status: str, headers: list[tuple[str, str]], exc_info: OptExcInfo | None = None
         ) -> Callable[[bytes], object]:
-            return start_response(status, merge(headers, ours), exc_info)
+            nonlocal started
+            if started:  # replacing (PEP 3333): the caller needs exc_info, and re-raises it if sent
+                return start_response(status, merge(headers, ours), exc_info)
+            # The first call: there is nothing to replace, so an error the app handled itself
+            # is an answer; with exc_info, webob's get_response would re-raise it instead.
+            started = True
+            return start_response(status, merge(headers, ours))
 
         if self.discovery:
             answered = self._discovery(environ, _start_response, version)
@@ -500,8 +508,11 @@ class MicroversionMiddleware:
         try:
             return self.app(environ, _start_response)
         except HTTPProblem as problem:
-            # App code raised a gate or another apimw problem: render it here.
-            return respond_with_problem(environ, _start_response, problem)
+            # App code raised a gate or another apimw problem: render it here, replacing the
+            # answer the app had started (if any; only then is exc_info passed).
+            return respond_with_problem(
+                environ, _start_response, problem, exc_info=sys.exc_info() if started else None
+            )
 
 
 # -- integration ------------------------------------------------------------------------
