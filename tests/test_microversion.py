@@ -115,6 +115,72 @@ def test_repeated_standard_header_lines_last_entry_wins() -> None:
     assert served(resp) == "1.4"
 
 
+L_ENV, S_ENV = "HTTP_X_OPENSTACK_IRONIC_API_VERSION", "HTTP_OPENSTACK_API_VERSION"
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        pytest.param({L_ENV: "1.5, 1.5"}, "1.5", id="legacy-same-twice"),
+        pytest.param({L_ENV: "1.3, 1.4"}, "1.4", id="legacy-last-wins"),
+        pytest.param({L_ENV: "1.4,1.3"}, "1.3", id="legacy-joined-without-space"),
+        pytest.param({L_ENV: "1.3, latest"}, "1.115", id="legacy-last-latest"),
+        pytest.param({L_ENV: "latest, 1.3"}, "1.3", id="legacy-first-latest"),
+        pytest.param({L_ENV: "1.3, "}, "1.3", id="legacy-empty-line-skipped"),
+        pytest.param({L_ENV: " , "}, "1.1", id="legacy-only-empty-lines"),
+        pytest.param({S_ENV: "baremetal 1.5, baremetal 1.5"}, "1.5", id="standard-same-twice"),
+        pytest.param({S_ENV: "baremetal 1.3,baremetal 1.4"}, "1.4", id="standard-last-wins"),
+    ],
+)
+def test_repeated_header_lines_one_rule_for_both_headers_the_last_wins(
+    environ: dict[str, str], expected: str
+) -> None:
+    # A WSGI server joins repeated header lines with "," or ", " (RFC 9110 §5.3); the legacy
+    # header follows the standard header's rule instead of answering 406 to "1.5, 1.5".
+    resp = get(make(), **environ)
+    assert resp.status_int == 200, resp.body
+    assert served(resp) == expected
+
+
+@pytest.mark.parametrize("profile", ["api-sig", "ironic"])
+def test_repeated_legacy_header_with_a_malformed_last_line_is_malformed(profile: str) -> None:
+    resp = get(make(error_profile=profile), HTTP_X_OPENSTACK_IRONIC_API_VERSION="1.5, 1.x")
+    assert resp.status_int == (406 if profile == "ironic" else 400)
+    assert error_entry(resp)["code"] == "microversion.malformed"
+
+
+def test_repeated_legacy_header_lines_over_http() -> None:
+    """Two real header lines through a real server, joined by it, for both headers."""
+    import http.client
+    import logging
+    import threading
+
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = make_server("127.0.0.1", 0, make(), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for header, lines, expected in [(LEGACY, ["1.5", "1.5"], "1.5"), (LEGACY, ["1.6", "1.7"], "1.7"),
+                                        (STD, ["baremetal 1.6", "baremetal 1.8"], "1.8")]:  # fmt: skip
+            conn = http.client.HTTPConnection("127.0.0.1", server.server_port, timeout=10)
+            try:
+                conn.putrequest("GET", "/v1/nodes")
+                for line in lines:
+                    conn.putheader(header, line)
+                conn.endheaders()
+                resp = conn.getresponse()
+                body = json.loads(resp.read())
+            finally:
+                conn.close()
+            assert (resp.status, body["served"]) == (200, expected)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
 def test_environ_carries_a_comparable_version() -> None:
     seen: dict[str, Any] = {}
 

@@ -123,6 +123,15 @@ def _from_standard(value: str, service_types: frozenset[str]) -> tuple[str | Non
     return None, False
 
 
+def _last_element(value: str) -> str | None:
+    """The last non-empty element of a comma-separated header value."""
+    for element in reversed(value.split(",")):
+        stripped = element.strip(" \t")
+        if stripped:
+            return stripped
+    return None
+
+
 def select_version(
     standard: str | None,
     legacy: str | None,
@@ -135,7 +144,8 @@ def select_version(
     """Pick the version to serve from the raw header values (``None`` when absent).
 
     The standard header wins over the legacy one; no header -> *min_version*;
-    ``latest`` (any case) -> *max_version*.
+    ``latest`` (any case) -> *max_version*.  Either header sent several times (joined
+    with commas by the server): the last value wins.
     """
     text: str | None = None
     header: str | None = None
@@ -146,9 +156,11 @@ def select_version(
         if found:
             text, header = found_text, STANDARD_HEADER
     if header is None and legacy is not None:
-        stripped = legacy.strip(" \t")
-        if stripped:
-            text, header = stripped, legacy_header
+        # The same rule as the standard header: repeated lines arrive comma-joined (RFC 9110
+        # §5.3), empty list elements are skipped (§5.6.1), and the last one wins.
+        last = _last_element(legacy)
+        if last:
+            text, header = last, legacy_header
     if header is None or text is None:
         return Selection(min_version)
     if text.lower() == LATEST:
