@@ -583,7 +583,23 @@ class ResourceClient:
 
 
 def _short(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+    """The cause of a requests/urllib3 connection error in a few words, e.g.
+    ``[Errno 111] Connection refused``, ``read timed out (0.5 s)``."""
+    if isinstance(exc, requests.ReadTimeout):
+        return "read timed out"
+    if isinstance(exc, requests.ConnectTimeout):
+        return "connect timed out"
+    reason: Any = exc.args[0] if exc.args else exc
+    reason = getattr(reason, "reason", reason)  # urllib3's MaxRetryError -> its cause
+    args: tuple[Any, ...] = tuple(getattr(reason, "args", ()))
+    if len(args) == 2 and isinstance(args[0], str) and isinstance(args[1], BaseException):
+        text = f"{args[0].rstrip('.').lower()}: {args[1]}"  # ('Connection aborted.', RemoteDisconnected(...))
+    else:
+        text = str(reason)
+        if "): " in text and text.startswith(("HTTPConnection", "HTTPSConnection", "<urllib3")):
+            text = text.split("): ", 1)[1]  # drop urllib3's "HTTPConnection(host=..., port=...)"
+        text = text.removeprefix("Failed to establish a new connection: ")
+    text = " ".join(text.split())
     return text if len(text) <= 200 else text[:197] + "..."
 
 
@@ -695,8 +711,9 @@ class ResourceManager(Generic[R2]):
 
     path, key
         the collection's path (``/v1/nodes``) and the list key in its answer (``nodes``).
-    kind
-        the resource's name in messages (``node``); default *key* without a final ``s``.
+    kind, plural
+        the resource's name in messages (``node``, ``nodes``); default *key* without a final
+        ``s``, and *key* with spaces for underscores.
     id_field
         the field that names a resource in URLs (``uuid``; ``name`` for resource classes).
     etag_version
@@ -717,6 +734,7 @@ class ResourceManager(Generic[R2]):
         key: str,
         *,
         kind: str | None = None,
+        plural: str | None = None,
         id_field: str = "uuid",
         etag_version: str | Version | None = None,
         min_version: str | Version | None = None,
@@ -727,6 +745,7 @@ class ResourceManager(Generic[R2]):
         self.path = "/" + path.strip("/")
         self.key = key
         self.kind = kind or (key[:-1] if key.endswith("s") else key)
+        self.plural = plural or key.replace("_", " ")
         self.id_field = id_field
         self.etag_version = _version(etag_version, "etag_version")
         self.min_version = _version(min_version, "min_version")
@@ -894,7 +913,7 @@ class ResourceManager(Generic[R2]):
         need = self.etag_version
         if need is None:
             raise EtagUnsupported(
-                f"{self.kind}s carry no etags in this API, so no If-Match can be sent",
+                f"{self.plural} carry no etags in this API, so no If-Match can be sent",
                 etag_version=None, version=version, server_max=server_max)
         if version >= need:
             return version
@@ -994,7 +1013,8 @@ class ResourceManager(Generic[R2]):
         elif local:
             what = f"changed on the server since it was read: {format_diff(diff)}"
         else:
-            what = "changed on the server since the given etag was read"
+            what = (f"changed on the server since the given etag was read; its current etag is "
+                    f"{remote.etag if remote is not None else None}")
         message = f"{self.kind} {ident} {what} (412, stale etag)"
         if attempts > 1:
             message += f"; gave up after {attempts} attempts"
@@ -1020,7 +1040,7 @@ class ResourceManager(Generic[R2]):
             where = (f"the server supports [{known.min_version}, {known.max_version}]"
                      if known is not None and known.versioned else "the server has no microversions")
             raise FeatureUnsupported(
-                f"{self.kind}s need microversion {self.min_version} or later; this session uses "
+                f"{self.plural} need microversion {self.min_version} or later; this session uses "
                 f"{version} and {where}")
 
     def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
