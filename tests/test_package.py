@@ -18,6 +18,7 @@ MODULES = [
     "apimw.etag_db",
     "apimw.idempotency",
     "apimw.microversion",
+    "apimw.webob",
 ]
 
 
