@@ -73,8 +73,9 @@ class FaultProxy:
 
     ``plan(request, n)`` (``n``: how many requests with this method and path came before)
     returns what to do: ``"pass"``; ``"drop"`` (forward, wait for the answer, close the
-    client's connection without a byte); ``"abandon"`` (forward, close the client's
-    connection at once, let the server finish); ``"refuse"`` (close without forwarding);
+    client's connection without a byte); ``("abandon", event)`` (forward, wait until *event*
+    says the server started, close the client's connection, let the server finish);
+    ``"refuse"`` (close without forwarding);
     ``("status", 502)`` (forward, then answer 502 instead); ``("fake", 503, retry_after)``
     (answer 503 without forwarding); ``("delay", seconds)`` (forward, answer late).
     """
@@ -146,9 +147,16 @@ class FaultProxy:
                     conn.sendall(f"HTTP/1.1 {action[1]} Injected\r\nContent-Type: application/json\r\n"
                                  f"{extra}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
                     continue
-                if action == "abandon":
-                    conn.shutdown(socket.SHUT_RDWR)
-                    self._forward(req)
+                if isinstance(action, tuple) and action[0] == "abandon":
+                    # the server has the request (action[1], an Event, says it started), then
+                    # the client loses its connection while the server carries on
+                    started: threading.Event = action[1]
+
+                    def lose_client(started: threading.Event = started, conn: socket.socket = conn) -> None:
+                        started.wait(10)
+                        conn.shutdown(socket.SHUT_RDWR)
+
+                    self._forward(req, before_answer=lose_client)
                     return
                 status, reason, rheaders, rbody = self._forward(req)
                 if action == "drop":
@@ -168,11 +176,15 @@ class FaultProxy:
                 except OSError:
                     return
 
-    def _forward(self, req: Seen) -> tuple[int, str, list[tuple[str, str]], bytes]:
+    def _forward(
+        self, req: Seen, before_answer: Callable[[], object] | None = None
+    ) -> tuple[int, str, list[tuple[str, str]], bytes]:
         up = http.client.HTTPConnection(*self._up, timeout=30)
         try:
             headers = {k: v for k, v in req.headers.items() if k not in ("host", "connection")}
             up.request(req.method, req.path, body=req.body or None, headers=headers)
+            if before_answer is not None:
+                before_answer()
             resp = up.getresponse()
             return resp.status, resp.reason, resp.getheaders(), resp.read()
         finally:
@@ -514,8 +526,8 @@ def test_gateway_errors_before_the_server_are_retried(service, make_client, prox
 
 
 def test_read_timeout_is_retried_with_the_same_token(service, make_client, proxies):
-    proxy = proxies(service, lambda req, n: ("delay", 1.5) if first_create(req, n) else "pass")
-    client = make_client(proxy.url, timeout=0.5)
+    proxy = proxies(service, lambda req, n: ("delay", 2.5) if first_create(req, n) else "pass")
+    client = make_client(proxy.url, timeout=1.0)
     client.session.negotiate()  # learn the range first; only the create meets the slow answer
     node = nodes_of(client).create({"driver": "fake-hardware"})
     sent = proxy.requests_to("POST", "/v1/nodes")
@@ -578,16 +590,19 @@ def test_server_without_replay_gets_the_token_a_warning_and_no_retry(service, ma
 
 
 class SlowCreates:
-    """A tiny service whose creates take 0.6 s; counts the resources it made."""
+    """A tiny service whose creates take 1.5 s; counts the resources it made; ``started`` is
+    set when a create begins (the middleware has claimed its token by then)."""
 
     def __init__(self) -> None:
         self.made: list[str] = []
+        self.started = threading.Event()
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
         if environ["REQUEST_METHOD"] == "POST":
             length = int(environ.get("CONTENT_LENGTH") or 0)
             environ["wsgi.input"].read(length)
-            time.sleep(0.6)
+            self.started.set()
+            time.sleep(1.5)
             ident = str(uuid.uuid4())
             self.made.append(ident)
             body = json.dumps({"uuid": ident}).encode()
@@ -620,7 +635,8 @@ def test_in_flight_409_waits_per_retry_after_then_gets_the_replay(make_client, p
     server = _WsgiServer(IdempotencyMiddleware(app, store="memory://", scope="project",
                                                missing_scope="shared", retry_after=1))
     try:
-        proxy = proxies(server.url, lambda req, n: "abandon" if req.method == "POST" and n == 0 else "pass")
+        proxy = proxies(server.url, lambda req, n: ("abandon", app.started) if n == 0 and req.method == "POST"
+                        else "pass")
         client = make_client(proxy.url)
         things = client.manager("/things", "things", kind="thing")
         start = time.monotonic()
@@ -640,7 +656,8 @@ def test_in_flight_wait_is_bounded(make_client, proxies):
     server = _WsgiServer(IdempotencyMiddleware(app, store="memory://", scope="project",
                                                missing_scope="shared", retry_after=1))
     try:
-        proxy = proxies(server.url, lambda req, n: "abandon" if req.method == "POST" and n == 0 else "pass")
+        proxy = proxies(server.url, lambda req, n: ("abandon", app.started) if n == 0 and req.method == "POST"
+                        else "pass")
         policy = RetryPolicy(attempts=4, backoff=0.02, jitter=0.0, in_flight_timeout=0.0)
         client = make_client(proxy.url, retry=policy)
         with pytest.raises(Conflict, match="in progress"):
