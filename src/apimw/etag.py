@@ -1000,21 +1000,20 @@ def _parse_policy(entries: Iterable[str], methods: frozenset[str]) -> tuple[tupl
 class _Capture:
     """start_response interceptor: holds the app's status and headers until we decide."""
 
-    __slots__ = ("status", "headers", "exc_info", "chunks")
+    __slots__ = ("status", "headers", "chunks")
 
     def __init__(self) -> None:
         self.status: str | None = None
         self.headers: list[tuple[str, str]] = []
-        self.exc_info: Any = None
         self.chunks: list[bytes] = []
 
     def __call__(
         self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
     ) -> Callable[[bytes], object]:
-        # Nothing has been sent yet, so a second call (with exc_info, PEP 3333) just replaces.
+        # Nothing has been sent yet, so a second call (with exc_info, PEP 3333) just replaces,
+        # and the exc_info is not passed on: our caller sees one answer (see _problem).
         self.status = status
         self.headers = headers
-        self.exc_info = exc_info
         return self.chunks.append
 
 
