@@ -142,7 +142,9 @@ def _http(port: int, req: Req) -> Reply:
 def werkzeug_server() -> Iterator[Callable[[Any, Req], Reply]]:
     from werkzeug.serving import make_server
 
-    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)  # the "before" run logs tracebacks
+    logger = logging.getLogger("werkzeug")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
     switch = _Switch()
     server = make_server(HOST, 0, switch, threaded=True)
     thread = threading.Thread(target=server.serve_forever, name="werkzeug-callers", daemon=True)
@@ -156,13 +158,16 @@ def werkzeug_server() -> Iterator[Callable[[Any, Req], Reply]]:
     server.shutdown()
     server.server_close()
     thread.join(timeout=WAIT)
+    logger.setLevel(level)
 
 
 @pytest.fixture(scope="module")
 def waitress_server() -> Iterator[Callable[[Any, Req], Reply]]:
     from waitress.server import create_server
 
-    logging.getLogger("waitress").setLevel(logging.CRITICAL)
+    logger = logging.getLogger("waitress")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
     switch = _Switch()
     server = create_server(switch, host=HOST, port=0, threads=2)
     thread = threading.Thread(target=server.run, name="waitress-callers", daemon=True)
@@ -175,6 +180,7 @@ def waitress_server() -> Iterator[Callable[[Any, Req], Reply]]:
     yield send
     server.close()
     thread.join(timeout=WAIT)
+    logger.setLevel(level)
 
 
 IN_MEMORY = {
