@@ -170,7 +170,17 @@ def waitress_server() -> Iterator[Callable[[Any, Req], Reply]]:
     logger.setLevel(logging.CRITICAL)
     switch = _Switch()
     server = create_server(switch, host=HOST, port=0, threads=2)
-    thread = threading.Thread(target=server.run, name="waitress-callers", daemon=True)
+    stop = threading.Event()
+
+    def serve() -> None:
+        # The loop's own thread closes the server: closing it from another thread while
+        # poll() runs races (EBADF in the loop).
+        while not stop.is_set():
+            server.asyncore.loop(timeout=0.05, map=server._map, count=1)
+        server.close()
+        server.task_dispatcher.shutdown()
+
+    thread = threading.Thread(target=serve, name="waitress-callers", daemon=True)
     thread.start()
 
     def send(app: Any, req: Req) -> Reply:
@@ -178,8 +188,9 @@ def waitress_server() -> Iterator[Callable[[Any, Req], Reply]]:
         return _http(server.effective_port, req)
 
     yield send
-    server.close()
+    stop.set()
     thread.join(timeout=WAIT)
+    assert not thread.is_alive()
     logger.setLevel(level)
 
 
