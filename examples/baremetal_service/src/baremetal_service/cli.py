@@ -8,6 +8,11 @@ in the current directory; ``postgresql+psycopg://...`` for PostgreSQL).
 ``--store`` is the idempotency replay store: ``memory://`` (default),
 ``redis://host:port/db`` or ``memcached://host:port``.  ``--paste FILE`` builds
 the pipeline from an ``api-paste.ini`` instead of in code.
+
+The server is waitress, polling with ``poll()`` (``select()`` cannot watch a
+descriptor above 1023), with at most ``--connection-limit`` client connections
+(lowered to fit the descriptor limit, whose soft value is raised towards the hard
+one at start) and idle connections closed after ``--idle-timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6385
 DEFAULT_DATABASE = "sqlite:///baremetal.sqlite"
 DEFAULT_STORE = "memory://"
+DEFAULT_CONNECTION_LIMIT = 2000
+DEFAULT_IDLE_TIMEOUT = 30
+#: Descriptors kept for everything but client connections: the database pool and its
+#: overflow, store connections, BMC sessions, log files, the server's own sockets.
+RESERVED_DESCRIPTORS = 256
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -57,6 +67,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="the http_basic user file (default /etc/baremetal/htpasswd)",
     )
     parser.add_argument("--threads", type=int, default=8, help="worker threads (default 8)")
+    parser.add_argument(
+        "--connection-limit",
+        type=int,
+        default=DEFAULT_CONNECTION_LIMIT,
+        help="most client connections open at once; more wait to be accepted (default "
+        f"{DEFAULT_CONNECTION_LIMIT}, lowered to fit the descriptor limit, ulimit -n)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=int,
+        default=DEFAULT_IDLE_TIMEOUT,
+        help="seconds a client connection may stay silent (no request, nothing sent or read) "
+        f"before it is closed (default {DEFAULT_IDLE_TIMEOUT})",
+    )
     parser.add_argument("--no-conductor", action="store_true", help="do not run the conductor worker")
     parser.add_argument(
         "--enabled-hardware-types",
@@ -81,6 +105,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--port must be between 1 and 65535, got {args.port}")
     if args.threads < 1:
         parser.error("--threads must be at least 1")
+    if args.connection_limit < 1:
+        parser.error("--connection-limit must be at least 1")
+    if args.idle_timeout < 1:
+        parser.error("--idle-timeout must be at least 1 second")
     if args.power_sync_interval < 0:
         parser.error("--power-sync-interval must be 0 (off) or a positive number of seconds")
     return args
@@ -128,27 +156,81 @@ def build(args: argparse.Namespace) -> Any:
     )
 
 
-def serve(app: Any, host: str, port: int, threads: int) -> None:
-    from waitress.server import create_server
+def fit_connection_limit(wanted: int) -> tuple[int, int | None]:
+    """Raise this process's descriptor soft limit towards *wanted* connections; return what fits.
 
-    server = create_server(
+    Returns ``(connection limit, soft limit)``: the soft limit goes up (never beyond the
+    hard one) to leave :data:`RESERVED_DESCRIPTORS` besides the client connections, and
+    the connection limit comes down when the hard limit is too low for that.  Without
+    the ``resource`` module (not Unix), *wanted* as it is and ``None``.
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not Unix
+        return wanted, None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = wanted + RESERVED_DESCRIPTORS
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        if target > soft:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+                soft = target
+            except (ValueError, OSError):  # a container may refuse it: keep the soft limit
+                pass
+    if soft == resource.RLIM_INFINITY:
+        return wanted, None
+    return max(1, min(wanted, soft - RESERVED_DESCRIPTORS)), soft
+
+
+def create_server(app: Any, args: argparse.Namespace) -> Any:
+    """The waitress server for *app*, listening (``OSError`` when the address cannot be bound)."""
+    import socket
+
+    from waitress.server import create_server as waitress_server
+
+    # waitress turns a name that does not resolve into "Invalid host/port specified.": say why
+    socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+
+    connection_limit, soft = fit_connection_limit(args.connection_limit)
+    if connection_limit < args.connection_limit:
+        print(  # noqa: T201
+            f"baremetal-service: the descriptor limit (ulimit -n) is {soft}: at most {connection_limit} "
+            f"connections instead of {args.connection_limit}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return waitress_server(
         app,
-        host=host,
-        port=port,
-        threads=threads,
+        host=args.host,
+        port=args.port,
+        threads=args.threads,
         ident="baremetal_service",
         clear_untrusted_proxy_headers=True,
-        channel_timeout=60,
-        connection_limit=1000,
+        # poll(), not select(): select() raises "filedescriptor out of range" (and the
+        # server loop dies) as soon as one descriptor is above 1023.
+        asyncore_use_poll=True,
+        connection_limit=connection_limit,
+        # An idle connection is closed after channel_timeout, found by a sweep every
+        # cleanup_interval: a client waiting behind idle ones waits at most about both.
+        channel_timeout=args.idle_timeout,
+        cleanup_interval=max(1, min(30, args.idle_timeout // 2)),
     )
 
+
+def serve(server: Any, host: str) -> None:
     def _stop(signum: int, frame: Any) -> None:
-        server.close()
+        # Only leave the loop: server.run() then waits for the worker threads.  Closing the
+        # server here closed its wake-up pipe under the threads still answering requests
+        # ("OSError: [Errno 9] Bad file descriptor" tracebacks on every busy shutdown).
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, _stop)
     print(f"baremetal-service: serving on http://{host}:{server.effective_port}", flush=True)  # noqa: T201
-    server.run()
+    try:
+        server.run()  # returns on SystemExit/KeyboardInterrupt once the worker threads are done
+    finally:
+        server.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -163,7 +245,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"baremetal-service: cannot start: {exc}", file=sys.stderr)  # noqa: T201
         return 2
     try:
-        serve(app, args.host, args.port, args.threads)
+        try:
+            server = create_server(app, args)
+        except (OSError, ValueError) as exc:  # port in use, address not on this machine, unknown name
+            reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+            print(  # noqa: T201
+                f"baremetal-service: cannot start: cannot listen on {args.host}:{args.port}: {reason}",
+                file=sys.stderr,
+            )
+            return 2
+        serve(server, args.host)
     except (KeyboardInterrupt, SystemExit):
         pass
     finally:

@@ -1,0 +1,358 @@
+"""The ``baremetal-service`` command under connection exhaustion, and its start-up errors.
+
+Each test starts the real console script in a subprocess on 127.0.0.1 and a free
+port (SQLite in a temporary directory) and talks to it over TCP.  The service runs
+with the descriptor soft limit most Linux machines give a process (1024), as a
+user's shell would start it; the test process raises its own soft limit to hold
+its share of the idle connections.
+"""
+
+from __future__ import annotations
+
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+import requests
+
+HOST = "127.0.0.1"
+HEADERS = {"X-OpenStack-Ironic-API-Version": "latest"}
+SERVICE_SOFT_NOFILE = 1024  # the usual default soft limit (ulimit -n) of a login shell
+IDLE_CONNECTIONS = 1000
+#: Worker threads and concurrent list requests: enough for the database pool to hold a few
+#: dozen descriptors (pool_size 10 + max_overflow 20), as a busy service does.
+BUSY = 32
+
+
+def _command() -> list[str]:
+    script = Path(sys.executable).parent / "baremetal-service"
+    assert script.exists(), f"the console script is not installed next to {sys.executable}"
+    return [str(script)]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _raise_own_nofile(wanted: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        pytest.skip(f"this test needs a descriptor hard limit of at least {wanted} (ulimit -Hn is {hard})")
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def _nofile(limit: int | None, *, hard_too: bool = False) -> Callable[[], None] | None:
+    """A ``preexec_fn`` giving the service *limit* as descriptor soft limit (and hard limit with
+    *hard_too*); None: the test process's own limits."""
+    if limit is None:
+        return None
+
+    def apply() -> None:  # in the child, before exec
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, soft if hard_too else hard))
+
+    return apply
+
+
+class Service:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+        self.proc = proc
+        self.port = port
+        self.url = f"http://{HOST}:{port}"
+        self.log = log
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+@contextmanager
+def _service(
+    tmp_path: Path, *args: str, soft_nofile: int | None = SERVICE_SOFT_NOFILE, hard_too: bool = False
+) -> Iterator[Service]:
+    port = _free_port()
+    log = tmp_path / "service.log"
+    cmd = [*_command(), "--host", HOST, "--port", str(port), *args]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(  # noqa: S603 - our own console script
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            preexec_fn=_nofile(soft_nofile, hard_too=hard_too),
+        )
+        service = Service(proc, port, log)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                assert proc.poll() is None, service.output()
+                assert time.monotonic() < deadline, "the service did not answer in 30 s\n" + service.output()
+                try:
+                    if requests.get(service.url + "/", timeout=1).status_code == 200:
+                        break
+                except requests.ConnectionError:
+                    time.sleep(0.1)
+            yield service
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _open_idle(port: int, count: int, stack: ExitStack) -> list[socket.socket]:
+    """*count* TCP connections that send nothing (the kernel completes the handshake even when
+    the server does not accept them yet)."""
+    socks = []
+    for _ in range(count):
+        sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+        sock.settimeout(5)
+        sock.connect((HOST, port))
+        socks.append(sock)
+    return socks
+
+
+def _get(url: str, timeout: float) -> requests.Response:
+    with requests.Session() as session:
+        return session.get(url, headers=HEADERS, timeout=timeout)
+
+
+def _create_nodes(url: str, count: int) -> None:
+    with requests.Session() as session:
+        for i in range(count):
+            resp = session.post(
+                url + "/v1/nodes",
+                json={"driver": "fake-hardware", "name": f"node-{i}", "extra": {"pad": "x" * 200}},
+                headers=HEADERS,
+                timeout=10,
+            )
+            assert resp.status_code == 201, resp.text
+
+
+def _concurrent_lists(url: str, clients: int, expected: int) -> None:
+    def one(_: int) -> int:
+        resp = _get(url + "/v1/nodes/detail", timeout=60)
+        assert resp.status_code == 200, resp.text
+        return len(resp.json()["nodes"])
+
+    with ThreadPoolExecutor(clients) as pool:
+        assert list(pool.map(one, range(clients))) == [expected] * clients
+
+
+# -- 1. connection exhaustion -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("database_url", "soft_nofile"),
+    [("sqlite", None), ("postgresql", SERVICE_SOFT_NOFILE)],
+    ids=["sqlite-ulimit-high", "postgresql-ulimit-1024"],
+    indirect=["database_url"],
+)
+def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_out(
+    tmp_path: Path, database_url: str, soft_nofile: int | None
+) -> None:
+    """After concurrent traffic (the database pool holds its connections), 1,000 idle connections.
+
+    Before: waitress's select() loop died with "filedescriptor out of range in select()"
+    once a client descriptor passed 1023 (and the process refused every connection
+    afterwards), or, with fewer descriptors, every new client waited behind the idle
+    ones until they timed out.  The service starts with the usual soft limit of 1024
+    descriptors, and with a high one (as in a container), where select() is what fails.
+    """
+    _raise_own_nofile(2 * IDLE_CONNECTIONS + 512)
+    args = ("--database", database_url, "--threads", str(BUSY))
+    with _service(tmp_path, *args, soft_nofile=soft_nofile) as service:
+        _create_nodes(service.url, 300)
+        _concurrent_lists(service.url, BUSY, 300)  # the database pool now holds its connections
+        with ExitStack() as stack:
+            _open_idle(service.port, IDLE_CONNECTIONS, stack)
+            time.sleep(3)  # held for a few seconds
+            assert service.alive(), service.output()
+            # A health check and an API call answer while the idle connections are held.
+            started = time.monotonic()
+            assert _get(service.url + "/", timeout=10).status_code == 200
+            assert _get(service.url + "/v1/nodes?limit=1", timeout=10).status_code == 200
+            assert time.monotonic() - started < 10
+        # ... and after they are gone; the process is still alive and logged no crash.
+        _concurrent_lists(service.url, BUSY, 300)
+        assert service.alive(), service.output()
+    assert "out of range" not in service.output()
+    assert "Traceback" not in service.output()
+
+
+def test_with_a_hard_limit_of_1024_the_connection_limit_fits_and_the_service_survives(tmp_path: Path) -> None:
+    """The soft limit cannot be raised: fewer connections, said once at start; the rest wait (bounded)."""
+    _raise_own_nofile(IDLE_CONNECTIONS + 512)
+    args = ("--no-conductor", "--idle-timeout", "3")
+    with _service(tmp_path, *args, soft_nofile=SERVICE_SOFT_NOFILE, hard_too=True) as service:
+        assert "the descriptor limit (ulimit -n) is 1024: at most 768 connections instead of 2000" in (
+            service.output()
+        )
+        with ExitStack() as stack:
+            _open_idle(service.port, IDLE_CONNECTIONS, stack)
+            time.sleep(2)
+            started = time.monotonic()
+            assert _get(service.url + "/", timeout=20).status_code == 200  # once idle ones time out
+            assert time.monotonic() - started < 15
+            assert service.alive(), service.output()
+        assert _get(service.url + "/v1/nodes", timeout=10).status_code == 200
+    assert "Traceback" not in service.output()
+    assert "accept() threw" not in service.output()  # never out of descriptors
+
+
+def _silent_until_closed(sock: socket.socket, deadline: float) -> bool:
+    """True when the server closes *sock* (an idle connection) before *deadline*."""
+    while time.monotonic() < deadline:
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            if sock.recv(1024) == b"":
+                return True
+        except TimeoutError:
+            return False
+        except ConnectionResetError:
+            return True
+    return False
+
+
+def test_idle_connections_time_out_and_clients_beyond_the_limit_wait_a_bounded_time(tmp_path: Path) -> None:
+    """Every slot held by a silent connection: a new client is served once the idle ones time out."""
+    limit, idle_timeout = 40, 2
+    args = ("--no-conductor", "--connection-limit", str(limit), "--idle-timeout", str(idle_timeout))
+    with _service(tmp_path, *args) as service, ExitStack() as stack:
+        idle = _open_idle(service.port, limit + 10, stack)  # the last ones wait in the listen backlog
+        time.sleep(0.5)
+        started = time.monotonic()
+        resp = _get(service.url + "/v1/nodes", timeout=30)
+        waited = time.monotonic() - started
+        assert resp.status_code == 200, resp.text
+        # at most two rounds of "idle timeout + sweep" (the client queued behind the overflow)
+        assert waited < 2 * (idle_timeout + 2) + 2, waited
+        # the server closed the idle connections it accepted (the first ones surely)
+        assert _silent_until_closed(idle[0], time.monotonic() + 10)
+        assert service.alive(), service.output()
+
+
+# -- 2. start-up errors: one line, exit 2 ------------------------------------------------------------
+
+
+def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # noqa: S603 - our own console script
+        [*_command(), "--no-conductor", *args], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+
+
+def _assert_one_line_error(done: subprocess.CompletedProcess[str], *expected: str) -> None:
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("baremetal-service: cannot start: cannot listen on "), lines[0]
+    for text in expected:
+        assert text in lines[0], lines[0]
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as listener:
+        listener.bind((HOST, 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        done = _run(tmp_path, "--host", HOST, "--port", str(port))
+    _assert_one_line_error(done, f"{HOST}:{port}", "in use")
+
+
+def test_an_address_not_on_this_machine_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    port = _free_port()
+    done = _run(tmp_path, "--host", "192.0.2.1", "--port", str(port))  # TEST-NET-1: never local
+    _assert_one_line_error(done, f"192.0.2.1:{port}", "assign requested address")
+
+
+def test_an_unknown_host_name_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = _run(tmp_path, "--host", "no-such-host.invalid", "--port", str(_free_port()))
+    _assert_one_line_error(done, "no-such-host.invalid")
+
+
+@pytest.mark.parametrize("option", ["--connection-limit", "--idle-timeout"])
+def test_limits_below_one_are_refused(tmp_path: Path, option: str) -> None:
+    done = _run(tmp_path, option, "0")
+    assert done.returncode == 2
+    assert f"{option} must be at least 1" in done.stderr
+
+
+def test_sigterm_while_busy_stops_cleanly(tmp_path: Path) -> None:
+    """Before: the SIGTERM handler closed the server under the worker threads still answering,
+    and each printed "OSError: [Errno 9] Bad file descriptor" (most busy shutdowns)."""
+    stop = threading.Event()
+
+    def hammer(url: str) -> None:
+        with requests.Session() as session:
+            while not stop.is_set():
+                try:
+                    session.get(url, headers=HEADERS, timeout=5)
+                except requests.RequestException:
+                    time.sleep(0.05)
+
+    threads: list[threading.Thread] = []
+    try:
+        with _service(tmp_path, "--no-conductor") as service:
+            threads = [threading.Thread(target=hammer, args=(service.url + "/v1/nodes",)) for _ in range(8)]
+            for thread in threads:
+                thread.start()
+            time.sleep(1.5)
+            assert service.alive()
+        # leaving the block sent SIGTERM while the clients kept sending
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert service.proc.returncode == 0, service.output()
+    assert "Traceback" not in service.output()
+
+
+# -- 3. the HTTP parser's own 400 -----------------------------------------------------------------------
+
+
+def _raw_exchange(port: int, request: bytes) -> bytes:
+    with socket.create_connection((HOST, port), timeout=10) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):  # waitress closes the connection after its 400
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def test_a_control_character_in_a_header_gets_the_servers_plain_400_and_the_service_goes_on(
+    tmp_path: Path,
+) -> None:
+    """waitress answers this itself, before the application: in plain text (docs/baremetal-service.md,
+    "Server")."""
+    with _service(tmp_path, "--no-conductor") as service:
+        answer = _raw_exchange(
+            service.port, b"GET /v1/nodes HTTP/1.1\r\nHost: x\r\nX-Note: a\x01b\r\nConnection: close\r\n\r\n"
+        )
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith((b"HTTP/1.0 400 ", b"HTTP/1.1 400 ")), answer
+        assert b"content-type: text/plain" in head.lower(), head
+        assert body.startswith(b"Bad Request"), body
+        # the next request, on a new connection, is answered normally (JSON)
+        resp = _get(service.url + "/v1/nodes", timeout=10)
+        assert resp.status_code == 200
+        assert resp.json() == {"nodes": []}
+        assert service.alive(), service.output()
