@@ -291,3 +291,5 @@ class NodeEvent(Base):
     payload: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
     etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
+
+from . import models_collections_a  # noqa: E402,F401  (allocations, conductors, deploy templates, runbooks)
