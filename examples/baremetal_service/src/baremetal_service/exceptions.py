@@ -11,12 +11,15 @@ Hierarchy::
 
     BaremetalError(HTTPProblem)
     ├── NotFound (404)              NodeNotFound, PortNotFound, PortgroupNotFound,
-    │                               ChassisNotFound, ResourceClassNotFound, DriverNotFound
+    │                               ChassisNotFound, ResourceClassNotFound, DriverNotFound,
+    │                               AllocationNotFound, DeployTemplateNotFound, RunbookNotFound
     ├── Conflict (409)              NodeNameExists, NodeUuidExists, InstanceAssociated,
     │                               MACAlreadyExists, PortNameExists, PortgroupNameExists,
     │                               PortgroupMACExists, ChassisUuidExists, PortUuidExists,
     │                               PortgroupUuidExists, ResourceClassExists, ResourceClassInUse,
-    │                               NodeLocked, NodeDeleteForbidden, NodeAssociated
+    │                               NodeLocked, NodeDeleteForbidden, NodeAssociated,
+    │                               AllocationDuplicate, AllocationNodeTaken, InvalidState,
+    │                               DeployTemplateDuplicate, RunbookDuplicate
     ├── NodeProtected (403)         undeploy, rebuild or delete of a protected node
     ├── PolicyForbidden (403)       a tenancy rule (Ironic's default policy) denies the write
     ├── Invalid (400)               InvalidParameterValue, InvalidStateRequested, NoValidHost,
@@ -73,6 +76,23 @@ __all__ = [
     "ResourceClassExists",
     "ResourceClassInUse",
     "ResourceClassNotFound",
+    "AllocationDuplicate",
+    "AllocationNodeTaken",
+    "AllocationNotFound",
+    "DeployTemplateDuplicate",
+    "DeployTemplateNotFound",
+    "InvalidState",
+    "RunbookDuplicate",
+    "RunbookNotFound",
+    "InspectionRuleNotFound",
+    "InspectionRuleUuidExists",
+    "NodeStateForbidsAction",
+    "VolumeConnectorNotFound",
+    "VolumeConnectorTypeAndIdExists",
+    "VolumeConnectorUuidExists",
+    "VolumeTargetBootIndexExists",
+    "VolumeTargetNotFound",
+    "VolumeTargetUuidExists",
 ]
 
 
@@ -411,4 +431,146 @@ class InvalidResourceClassName(Invalid):
         super().__init__(
             f"Invalid resource class name {_cut(repr(name))}: custom resource classes must match "
             "CUSTOM_[A-Z0-9_]+ and be at most 255 characters long."
+        )
+
+
+# -- allocations, deploy templates, runbooks (Ironic's texts) -----------------------------------
+
+
+class AllocationNotFound(NotFound):
+    error_code = "baremetal.allocation-not-found"
+
+    def __init__(self, ident: str, *, status: int | None = None) -> None:
+        super().__init__(f"Allocation {_cut(ident)} could not be found.", status=status)
+
+
+class DeployTemplateNotFound(NotFound):
+    error_code = "baremetal.deploy-template-not-found"
+
+    def __init__(self, ident: str, *, status: int | None = None) -> None:
+        super().__init__(f"Deploy template {_cut(ident)} could not be found.", status=status)
+
+
+class RunbookNotFound(NotFound):
+    error_code = "baremetal.runbook-not-found"
+
+    def __init__(self, ident: str, *, status: int | None = None) -> None:
+        super().__init__(f"Runbook {_cut(ident)} could not be found.", status=status)
+
+
+class AllocationDuplicate(Conflict):
+    error_code = "baremetal.allocation-duplicate"
+
+    def __init__(self, value: object) -> None:
+        super().__init__(f"An allocation with name or UUID {_cut(value)} already exists.")
+
+
+class AllocationNodeTaken(Conflict):
+    """Another allocation holds the node (the unique ``allocations.node_id`` decided)."""
+
+    error_code = "baremetal.node-associated"
+
+    def __init__(self, value: object) -> None:
+        super().__init__("The node is already associated with another allocation.")
+
+
+class DeployTemplateDuplicate(Conflict):
+    error_code = "baremetal.deploy-template-duplicate"
+
+    def __init__(self, value: object) -> None:
+        super().__init__(f"A deploy template with name or UUID {_cut(value)} already exists.")
+
+
+class RunbookDuplicate(Conflict):
+    error_code = "baremetal.runbook-duplicate"
+
+    def __init__(self, value: object) -> None:
+        super().__init__(f"A runbook with name or UUID {_cut(value)} already exists.")
+
+
+class InvalidState(Conflict):
+    error_code = "baremetal.invalid-state"
+
+
+# -- volume connectors and targets, inspection rules (Ironic's texts) ---------------------------
+
+
+class VolumeConnectorNotFound(NotFound):
+    error_code = "baremetal.volume-connector-not-found"
+
+    def __init__(self, ident: str, *, status: int | None = None) -> None:
+        super().__init__(f"Volume connector {_cut(ident)} could not be found.", status=status)
+
+
+class VolumeTargetNotFound(NotFound):
+    error_code = "baremetal.volume-target-not-found"
+
+    def __init__(self, ident: str, *, status: int | None = None) -> None:
+        super().__init__(f"Volume target {_cut(ident)} could not be found.", status=status)
+
+
+class InspectionRuleNotFound(NotFound):
+    error_code = "baremetal.inspection-rule-not-found"
+
+    def __init__(self, ident: str, *, status: int | None = None) -> None:
+        super().__init__(f"Rule {_cut(ident)} could not be found.", status=status)
+
+
+class VolumeConnectorUuidExists(Conflict):
+    error_code = "baremetal.volume-connector-duplicate-uuid"
+
+    def __init__(self, uuid: object) -> None:
+        super().__init__(f"A volume connector with UUID {_cut(uuid)} already exists.")
+
+
+class VolumeConnectorTypeAndIdExists(Conflict):
+    """Another connector has this ``(type, connector_id)`` (built from the whole document)."""
+
+    error_code = "baremetal.volume-connector-duplicate"
+
+    def __init__(self, doc: Any) -> None:
+        super().__init__(
+            f"A volume connector with type {_cut(doc.get('type'))} and connector ID "
+            f"{_cut(doc.get('connector_id'))} already exists."
+        )
+
+
+class VolumeTargetUuidExists(Conflict):
+    error_code = "baremetal.volume-target-duplicate-uuid"
+
+    def __init__(self, uuid: object) -> None:
+        super().__init__(f"A volume target with UUID {_cut(uuid)} already exists.")
+
+
+class VolumeTargetBootIndexExists(Conflict):
+    error_code = "baremetal.volume-target-duplicate-boot-index"
+
+    def __init__(self, boot_index: object) -> None:
+        super().__init__(
+            f"A volume target with boot index '{_cut(boot_index)}' for the same node already exists."
+        )
+
+
+class InspectionRuleUuidExists(Conflict):
+    error_code = "baremetal.inspection-rule-duplicate"
+
+    def __init__(self, uuid: object) -> None:
+        super().__init__(f"An inspection rule with UUID {_cut(uuid)} already exists.")
+
+
+class NodeStateForbidsAction(Invalid):
+    """Ironic's InvalidStateRequested for a node-bound action (no provision verbs to list).
+
+    Volume connectors and targets change only while their node is powered off (and
+    are deleted only then, or while the node is enroll/manageable/adopt failed).
+    """
+
+    error_code = "baremetal.invalid-node-state"
+
+    def __init__(self, action: str, node: str, state: object) -> None:
+        super().__init__(
+            f'The requested action "{action}" can not be performed on node "{_cut(node)}" '
+            f'while it is in state "{state}".',
+            action=action,
+            state=state,
         )

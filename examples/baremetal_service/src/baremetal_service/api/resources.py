@@ -53,6 +53,13 @@ class Resource:
     #: turns request filters/body values into the service's (e.g. node name -> uuid)
     prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     extra_detail: Sequence[str] = field(default_factory=tuple)
+    #: the attribute of the service that serves this resource ("" = the service itself),
+    #: e.g. "allocations" -> service().allocations.create_allocation(...)
+    backend: str = ""
+
+    def backend_of(self) -> Any:
+        svc = service()
+        return getattr(svc, self.backend) if self.backend else svc
 
     @property
     def svc_name(self) -> str:
@@ -110,7 +117,7 @@ class Resource:
         for name, value in filters.items():  # the first of two aliases wins (node before node_uuid)
             kwargs.setdefault(self.filter_kwargs.get(name, name), value)
         kwargs.update(scope or {})
-        items = getattr(service(), f"list_{self.collection}")(
+        items = getattr(self.backend_of(), f"list_{self.collection}")(
             **self.scope(),
             **kwargs,
             limit=paging["limit"],
@@ -137,7 +144,7 @@ class Resource:
     def get(self, ident: str) -> Response:
         self.gate()
         fields = parse_fields(self.field_versions, self.fields, self.kind)
-        obj = getattr(service(), f"get_{self.svc_name}")(ident, **self.scope())
+        obj = getattr(self.backend_of(), f"get_{self.svc_name}")(ident, **self.scope())
         return json_response(self.doc(obj, fields), headers=self.etag_headers(obj))
 
     def create(self) -> Response:
@@ -148,7 +155,7 @@ class Resource:
         values = dict(body)
         if self.prepare is not None:
             values = self.prepare(values)
-        obj = getattr(service(), f"create_{self.svc_name}")(values, **self.scope())
+        obj = getattr(self.backend_of(), f"create_{self.svc_name}")(values, **self.scope())
         doc = self.doc(obj)
         location = f"{base_url()}/v1/{self.collection}/{doc['uuid']}"
         return json_response(doc, 201, [("Location", location), *self.etag_headers(obj)])
@@ -175,7 +182,7 @@ class Resource:
         def changes(current_obj: dict[str, Any]) -> dict[str, Any]:
             return self._patched_changes(current_obj, patch)
 
-        obj = getattr(service(), f"update_{self.svc_name}")(
+        obj = getattr(self.backend_of(), f"update_{self.svc_name}")(
             ident, changes, **self.scope(), if_match=if_match()
         )
         return json_response(self.doc(obj), headers=self.etag_headers(obj))
@@ -197,5 +204,5 @@ class Resource:
 
     def delete(self, ident: str) -> Response:
         self.gate()
-        getattr(service(), f"delete_{self.svc_name}")(ident, **self.scope(), if_match=if_match())
+        getattr(self.backend_of(), f"delete_{self.svc_name}")(ident, **self.scope(), if_match=if_match())
         return empty_response(204)

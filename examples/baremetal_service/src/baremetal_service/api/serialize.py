@@ -91,6 +91,21 @@ _TABLES: Final[dict[str, tuple[dict[str, Version], tuple[str, ...]]]] = {
 }
 
 
+def register(
+    kind: str,
+    field_versions: Mapping[str, Version],
+    fields: Sequence[str],
+    defaults: Mapping[str, Any] | None = None,
+) -> None:
+    """Declare a resource kind: its fields in Ironic's order, the version each appears in,
+    and the value an absent field shows (by field name, as for the built-in kinds)."""
+    _TABLES[kind] = (dict(field_versions), tuple(fields))
+    for name, value in (defaults or {}).items():
+        _DEFAULTS.setdefault(name, value)
+    visible.cache_clear()
+    _plan.cache_clear()
+
+
 def default_for(name: str) -> Any:
     if name in _DICT_FIELDS:
         return {}

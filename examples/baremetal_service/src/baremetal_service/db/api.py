@@ -45,6 +45,7 @@ from . import migrate
 from .engine import create_engine
 from .etags import make_generator
 from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass
+from .models_collections_a import Allocation, DeployTemplate, Runbook
 
 __all__ = [
     "INTERNAL_KEYS",
@@ -65,6 +66,9 @@ PORTGROUPS: Final = cast(sa.Table, Portgroup.__table__)
 CHASSIS: Final = cast(sa.Table, Chassis.__table__)
 RESOURCE_CLASSES: Final = cast(sa.Table, ResourceClass.__table__)
 EVENTS: Final = cast(sa.Table, NodeEvent.__table__)
+ALLOCATIONS: Final = cast(sa.Table, Allocation.__table__)
+DEPLOY_TEMPLATES: Final = cast(sa.Table, DeployTemplate.__table__)
+RUNBOOKS: Final = cast(sa.Table, Runbook.__table__)
 
 INTERNAL_KEYS: Final = frozenset(
     {"id", "chassis_id", "node_id", "portgroup_id", "reserved_at", "pending_action",
@@ -129,6 +133,8 @@ class _Kind:
         self.datetimes = tuple(c.name for c in table.c if isinstance(_base_type(c), sa.DateTime))
         self.json_cols = frozenset(c.name for c in table.c if isinstance(_base_type(c), sa.JSON))
         self.columns = frozenset(c.name for c in table.c)
+        #: document keys a read joins in from other tables (``chassis_uuid``, ``allocation_uuid``...)
+        self.joined = tuple(c.key for c in select.selected_columns if c.key not in self.columns)
         #: VARCHAR limits, checked on every backend (SQLite would not enforce them).
         self.max_lengths = {
             c.name: int(c.type.length)
@@ -214,8 +220,12 @@ class _Kind:
         return docs
 
 
-_NODE_SELECT = sa.select(NODES, CHASSIS.c.uuid.label("chassis_uuid")).select_from(
-    NODES.outerjoin(CHASSIS, NODES.c.chassis_id == CHASSIS.c.id)
+_NODE_SELECT = sa.select(
+    NODES, CHASSIS.c.uuid.label("chassis_uuid"), ALLOCATIONS.c.uuid.label("allocation_uuid")
+).select_from(
+    NODES.outerjoin(CHASSIS, NODES.c.chassis_id == CHASSIS.c.id).outerjoin(
+        ALLOCATIONS, ALLOCATIONS.c.node_id == NODES.c.id  # unique: at most one row
+    )
 )
 _PORT_SELECT = sa.select(
     PORTS,
@@ -235,6 +245,9 @@ _PORTGROUP_SELECT = sa.select(
     NODES.c.lessee.label("_lessee"),
 ).select_from(PORTGROUPS.join(NODES, PORTGROUPS.c.node_id == NODES.c.id))
 _CHASSIS_SELECT = sa.select(CHASSIS)
+_ALLOCATION_SELECT = sa.select(ALLOCATIONS, NODES.c.uuid.label("node_uuid")).select_from(
+    ALLOCATIONS.outerjoin(NODES, ALLOCATIONS.c.node_id == NODES.c.id)
+)
 
 KINDS: Final[dict[str, _Kind]] = {
     "node": _Kind("node", NODES, _NODE_SELECT, exc.NodeNotFound, has_name=True,
@@ -245,6 +258,13 @@ KINDS: Final[dict[str, _Kind]] = {
                        has_name=True, owner_cols=(NODES.c.owner, NODES.c.lessee)),
     "chassis": _Kind("chassis", CHASSIS, _CHASSIS_SELECT, exc.ChassisNotFound, has_name=False,
                      owner_cols=None),
+    "allocation": _Kind("allocation", ALLOCATIONS, _ALLOCATION_SELECT, exc.AllocationNotFound,
+                        has_name=True, owner_cols=(ALLOCATIONS.c.owner, ALLOCATIONS.c.owner)),
+    "deploy_template": _Kind("deploy_template", DEPLOY_TEMPLATES, sa.select(DEPLOY_TEMPLATES),
+                             exc.DeployTemplateNotFound, has_name=True, owner_cols=None),
+    # scoped in services_runbooks (a project sees its own and the public ones)
+    "runbook": _Kind("runbook", RUNBOOKS, sa.select(RUNBOOKS), exc.RunbookNotFound, has_name=True,
+                     owner_cols=None),
 }  # fmt: skip
 
 #: Reference fields in documents -> (db column, referenced kind).
@@ -253,6 +273,9 @@ _REFS: Final[dict[str, dict[str, tuple[str, str]]]] = {
     "port": {"node_uuid": ("node_id", "node"), "portgroup_uuid": ("portgroup_id", "portgroup")},
     "portgroup": {"node_uuid": ("node_id", "node")},
     "chassis": {},
+    "allocation": {"node_uuid": ("node_id", "node")},
+    "deploy_template": {},
+    "runbook": {},
 }
 
 #: Which unique constraint -> which 409.
@@ -268,6 +291,13 @@ _DUPLICATES: Final[dict[tuple[str, str], Callable[[Any], exc.BaremetalError]]] =
     ("portgroups", "address"): exc.PortgroupMACExists,
     ("chassis", "uuid"): exc.ChassisUuidExists,
     ("resource_classes", "name"): exc.ResourceClassExists,
+    ("allocations", "uuid"): exc.AllocationDuplicate,
+    ("allocations", "name"): exc.AllocationDuplicate,
+    ("allocations", "node_id"): exc.AllocationNodeTaken,
+    ("deploy_templates", "uuid"): exc.DeployTemplateDuplicate,
+    ("deploy_templates", "name"): exc.DeployTemplateDuplicate,
+    ("runbooks", "uuid"): exc.RunbookDuplicate,
+    ("runbooks", "name"): exc.RunbookDuplicate,
 }
 
 
@@ -585,6 +615,8 @@ class Database:
             with self.engine.begin() as conn:
                 columns, ref_docs = self._resolve_refs(conn, kind_name, refs, project_id)
                 doc = {**self._doc_values(kind, row), **ref_docs}
+                for key in kind.joined:  # what a read joins in (a new node has no allocation yet)
+                    doc.setdefault(key, None)
                 etag = self._new_etag(kind_name, doc)
                 db_row = {**self._db_values(kind, row), **columns, "etag": etag}
                 inserted = conn.execute(kind.table.insert(), db_row).inserted_primary_key
