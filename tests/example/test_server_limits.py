@@ -356,3 +356,21 @@ def test_a_control_character_in_a_header_gets_the_servers_plain_400_and_the_serv
         assert resp.status_code == 200
         assert resp.json() == {"nodes": []}
         assert service.alive(), service.output()
+
+
+def test_a_huge_declared_body_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A 50 MB Content-Length is answered 413 at once: the server does not wait for (or spool)
+    the body before the application's 1 MiB limit can speak."""
+    with _service(tmp_path, "--no-conductor") as service:
+        with socket.create_connection((HOST, service.port), timeout=5) as sock:
+            sock.sendall(b"POST /v1/nodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 52428800\r\n\r\n")  # fmt: skip
+            head = sock.recv(65536)  # no body sent: a server waiting for it times out here
+        assert head.startswith((b"HTTP/1.0 413 ", b"HTTP/1.1 413 ")), head
+        # a body over the application's limit but under the server's gets the JSON 413
+        big = b'{"driver": "fake-hardware", "extra": {"x": "' + b"y" * (2 * 1024 * 1024) + b'"}}'
+        resp = requests.post(service.url + "/v1/nodes", data=big, timeout=30,
+                             headers={**HEADERS, "Content-Type": "application/json"})  # fmt: skip
+        assert resp.status_code == 413
+        assert resp.json()["error_message"]
+        assert service.alive(), service.output()

@@ -183,6 +183,11 @@ def fit_connection_limit(wanted: int) -> tuple[int, int | None]:
     return max(1, min(wanted, soft - RESERVED_DESCRIPTORS)), soft
 
 
+#: The largest body waitress reads before handing a request to the application (whose own
+#: limit, api.common.MAX_BODY_BYTES, is 1 MiB).
+SERVER_BODY_LIMIT = 4 * 1024 * 1024
+
+
 def create_server(app: Any, args: argparse.Namespace) -> Any:
     """The waitress server for *app*, listening (``OSError`` when the address cannot be bound)."""
     import socket
@@ -215,6 +220,10 @@ def create_server(app: Any, args: argparse.Namespace) -> Any:
         # cleanup_interval: a client waiting behind idle ones waits at most about both.
         channel_timeout=args.idle_timeout,
         cleanup_interval=max(1, min(30, args.idle_timeout // 2)),
+        # waitress reads (and spools) a whole body before the application sees it: refuse a
+        # body far over the application's limit at once (plain-text 413 from waitress); one
+        # just over it still reaches the application, which answers a JSON 413.
+        max_request_body_size=SERVER_BODY_LIMIT,
     )
 
 
