@@ -46,6 +46,7 @@ from .engine import create_engine
 from .etags import make_generator
 from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass
 from .models_collections_a import Allocation, DeployTemplate, Runbook
+from .models_collections_b import InspectionRule, VolumeConnector, VolumeTarget
 
 __all__ = [
     "INTERNAL_KEYS",
@@ -69,6 +70,9 @@ EVENTS: Final = cast(sa.Table, NodeEvent.__table__)
 ALLOCATIONS: Final = cast(sa.Table, Allocation.__table__)
 DEPLOY_TEMPLATES: Final = cast(sa.Table, DeployTemplate.__table__)
 RUNBOOKS: Final = cast(sa.Table, Runbook.__table__)
+VOLUME_CONNECTORS: Final = cast(sa.Table, VolumeConnector.__table__)
+VOLUME_TARGETS: Final = cast(sa.Table, VolumeTarget.__table__)
+INSPECTION_RULES: Final = cast(sa.Table, InspectionRule.__table__)
 
 INTERNAL_KEYS: Final = frozenset(
     {"id", "chassis_id", "node_id", "portgroup_id", "reserved_at", "pending_action",
@@ -77,7 +81,10 @@ INTERNAL_KEYS: Final = frozenset(
 _INTERNAL_TUPLE: Final = tuple(INTERNAL_KEYS)
 _EVENT_INSERT: Final = EVENTS.insert()
 #: Keys never copied into event payloads (secrets may live there).
-_PAYLOAD_EXCLUDED: Final = INTERNAL_KEYS | {"driver_info", "driver_internal_info", "instance_info"}
+#: (an inspection rule's conditions and actions may hold secrets: its ``sensitive`` flag)
+_PAYLOAD_EXCLUDED: Final = INTERNAL_KEYS | {
+    "driver_info", "driver_internal_info", "instance_info", "conditions", "actions",
+}  # fmt: skip
 MAX_WRITE_ATTEMPTS: Final = 20
 MAX_LIMIT: Final = 1000
 
@@ -249,6 +256,16 @@ _ALLOCATION_SELECT = sa.select(ALLOCATIONS, NODES.c.uuid.label("node_uuid")).sel
     ALLOCATIONS.outerjoin(NODES, ALLOCATIONS.c.node_id == NODES.c.id)
 )
 
+def _node_child_select(table: sa.Table) -> sa.Select[Any]:
+    """A node-bound resource with its node's uuid and the node's owner/lessee (scoping)."""
+    return sa.select(
+        table,
+        NODES.c.uuid.label("node_uuid"),
+        NODES.c.owner.label("_owner"),
+        NODES.c.lessee.label("_lessee"),
+    ).select_from(table.join(NODES, table.c.node_id == NODES.c.id))
+
+
 KINDS: Final[dict[str, _Kind]] = {
     "node": _Kind("node", NODES, _NODE_SELECT, exc.NodeNotFound, has_name=True,
                   owner_cols=(NODES.c.owner, NODES.c.lessee)),
@@ -265,6 +282,14 @@ KINDS: Final[dict[str, _Kind]] = {
     # scoped in services_runbooks (a project sees its own and the public ones)
     "runbook": _Kind("runbook", RUNBOOKS, sa.select(RUNBOOKS), exc.RunbookNotFound, has_name=True,
                      owner_cols=None),
+    "volume_connector": _Kind("volume_connector", VOLUME_CONNECTORS,
+                              _node_child_select(VOLUME_CONNECTORS), exc.VolumeConnectorNotFound,
+                              has_name=False, owner_cols=(NODES.c.owner, NODES.c.lessee)),
+    "volume_target": _Kind("volume_target", VOLUME_TARGETS, _node_child_select(VOLUME_TARGETS),
+                           exc.VolumeTargetNotFound, has_name=False,
+                           owner_cols=(NODES.c.owner, NODES.c.lessee)),
+    "inspection_rule": _Kind("inspection_rule", INSPECTION_RULES, sa.select(INSPECTION_RULES),
+                             exc.InspectionRuleNotFound, has_name=False, owner_cols=None),
 }  # fmt: skip
 
 #: Reference fields in documents -> (db column, referenced kind).
@@ -276,6 +301,9 @@ _REFS: Final[dict[str, dict[str, tuple[str, str]]]] = {
     "allocation": {"node_uuid": ("node_id", "node")},
     "deploy_template": {},
     "runbook": {},
+    "volume_connector": {"node_uuid": ("node_id", "node")},
+    "volume_target": {"node_uuid": ("node_id", "node")},
+    "inspection_rule": {},
 }
 
 #: Which unique constraint -> which 409.
@@ -298,7 +326,14 @@ _DUPLICATES: Final[dict[tuple[str, str], Callable[[Any], exc.BaremetalError]]] =
     ("deploy_templates", "name"): exc.DeployTemplateDuplicate,
     ("runbooks", "uuid"): exc.RunbookDuplicate,
     ("runbooks", "name"): exc.RunbookDuplicate,
+    ("volume_connectors", "uuid"): exc.VolumeConnectorUuidExists,
+    ("volume_connectors", "type"): exc.VolumeConnectorTypeAndIdExists,  # (type, connector_id)
+    ("volume_targets", "uuid"): exc.VolumeTargetUuidExists,
+    ("volume_targets", "boot_index"): exc.VolumeTargetBootIndexExists,  # (boot_index, node_id)
+    ("inspection_rules", "uuid"): exc.InspectionRuleUuidExists,
 }
+#: Unique constraints over several columns whose 409 names them all: built from the document.
+_DUPLICATE_DOCS: Final = frozenset({("volume_connectors", "type")})
 
 
 def _unique_violation(error: sa.exc.IntegrityError) -> tuple[str, str] | None:
@@ -552,7 +587,7 @@ class Database:
             value = values.get(column)
             if (table, column) == ("nodes", "instance_uuid"):
                 raise exc.InstanceAssociated(str(value), str(values.get("uuid"))) from None
-            raise _DUPLICATES[found](value) from None
+            raise _DUPLICATES[found](values if found in _DUPLICATE_DOCS else value) from None
         if kind == "chassis":
             raise exc.ChassisNotEmpty(str(values.get("uuid"))) from None
         if kind == "portgroup":
