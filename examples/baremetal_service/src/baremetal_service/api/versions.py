@@ -42,6 +42,14 @@ PORTGROUPS: Final = Version(1, 23)
 PORTGROUPS_SUBCONTROLLERS: Final = Version(1, 24)
 SOFT_POWER_OFF: Final = Version(1, 27)
 DETAIL_QUERY: Final = Version(1, 43)
+CONDUCTORS: Final = Version(1, 49)
+ALLOCATIONS: Final = Version(1, 52)
+DEPLOY_TEMPLATES: Final = Version(1, 55)
+ALLOCATION_UPDATE: Final = Version(1, 57)
+ALLOCATION_BACKFILL: Final = Version(1, 58)
+ALLOCATION_OWNER: Final = Version(1, 60)
+RUNBOOKS: Final = Version(1, 92)
+RUNBOOK_TRAITS: Final = Version(1, 112)
 DEPLOY_UNDEPLOY_VERBS: Final = Version(1, 73)
 
 #: One line per version this service gives a meaning to (docs/baremetal-service.md mirrors it).
@@ -80,11 +88,15 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 46), "Node conductor_group."),
     (Version(1, 47), "Node automated_clean."),
     (Version(1, 48), "Node protected and protected_reason."),
-    (Version(1, 49), "Node conductor."),
+    (Version(1, 49), "Node conductor; /v1/conductors (the live conductors, from their heartbeats)."),
     (Version(1, 50), "Node owner."),
     (Version(1, 51), "Node description."),
-    (Version(1, 52), "Node allocation_uuid."),
+    (Version(1, 52), "Allocations: /v1/allocations, /v1/nodes/{id}/allocation; node allocation_uuid."),
     (Version(1, 53), "Port is_smartnic."),
+    (Version(1, 55), "Deploy templates: /v1/deploy_templates."),
+    (Version(1, 57), "PATCH /v1/allocations/{id} (name, extra)."),
+    (Version(1, 58), "Allocation backfill: POST /v1/allocations with node."),
+    (Version(1, 60), "Allocation owner."),
     (Version(1, 61), "Node retired and retired_reason."),
     (Version(1, 65), "Node lessee."),
     (Version(1, 66), "Node network_data."),
@@ -95,6 +107,7 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 86), "Node firmware_interface."),
     (Version(1, 87), "Node service_step."),
     (Version(1, 88), "Port name."),
+    (Version(1, 92), "Runbooks: /v1/runbooks."),
     (Version(1, 95), "Node disable_power_off."),
     (Version(1, 97), "Port description."),
     (Version(1, 100), "Port vendor."),
@@ -104,6 +117,10 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 104), "Node instance_name."),
     (Version(1, 109), "Node health."),
     (Version(1, 111), "Port available_for_dynamic_portgroup; portgroup dynamic_portgroup."),
+    (
+        Version(1, 112),
+        "Runbook traits (/v1/runbooks/{id}/traits) and description; any logical name for a runbook.",
+    ),
     (Version(1, 115), "Ironic 39.0's maximum (node history fields; nothing visible here)."),
     (
         ETAG_VERSION,
@@ -199,6 +216,23 @@ PORTGROUP_FIELD_VERSIONS: Final[dict[str, Version]] = {
 CHASSIS_FIELD_VERSIONS: Final[dict[str, Version]] = {
     "etag": ETAG_VERSION,
 }
+
+ALLOCATION_FIELD_VERSIONS: Final[dict[str, Version]] = {
+    "owner": _V(1, 60),
+    "etag": ETAG_VERSION,
+}
+
+DEPLOY_TEMPLATE_FIELD_VERSIONS: Final[dict[str, Version]] = {
+    "etag": ETAG_VERSION,
+}
+
+RUNBOOK_FIELD_VERSIONS: Final[dict[str, Version]] = {
+    "description": _V(1, 112),
+    "traits": _V(1, 112),
+    "etag": ETAG_VERSION,
+}
+
+CONDUCTOR_FIELD_VERSIONS: Final[dict[str, Version]] = {}
 
 #: Provision verbs and the version that introduced them (Ironic's MIN_VERB_VERSIONS).
 VERB_VERSIONS: Final[dict[str, Version]] = {
