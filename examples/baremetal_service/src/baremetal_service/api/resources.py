@@ -56,6 +56,11 @@ class Resource:
     #: the attribute of the service that serves this resource ("" = the service itself),
     #: e.g. "allocations" -> service().allocations.create_allocation(...)
     backend: str = ""
+    #: the list's JSON key and ``list_<key>`` service method, when not the collection
+    #: (``/v1/volume/connectors`` lists ``"connectors"``)
+    list_key: str = ""
+    #: ``?detail=`` is accepted from this version (Ironic's volume lists take it from 1.32)
+    detail_since: Version = versions.DETAIL_QUERY
 
     def backend_of(self) -> Any:
         svc = service()
@@ -102,7 +107,7 @@ class Resource:
         if detail_arg is not None:
             if detail:
                 raise bad_request("Can not specify ?detail=True parameter to this endpoint.")
-            require("The 'detail' parameter", versions.DETAIL_QUERY)
+            require("The 'detail' parameter", self.detail_since)
             detail = detail_arg
         if detail and fields is not None:
             raise bad_request("Can not specify ?detail=True and fields in the same request.")
@@ -117,7 +122,8 @@ class Resource:
         for name, value in filters.items():  # the first of two aliases wins (node before node_uuid)
             kwargs.setdefault(self.filter_kwargs.get(name, name), value)
         kwargs.update(scope or {})
-        items = getattr(self.backend_of(), f"list_{self.collection}")(
+        key = self.list_key or self.collection
+        items = getattr(self.backend_of(), f"list_{key}")(
             **self.scope(),
             **kwargs,
             limit=paging["limit"],
@@ -134,7 +140,7 @@ class Resource:
                 f for f in self.list_fields if self.field_versions.get(f, versions.MIN_VERSION) <= served
             ]
         docs = [self.doc(i, shown) for i in items]
-        out: dict[str, Any] = {self.collection: docs}
+        out: dict[str, Any] = {key: docs}
         extra = {k: str(v) for k, v in filters.items()}
         nxt = next_link(self.collection, items, paging, shown or [], extra, path=path)
         if nxt:
