@@ -60,6 +60,7 @@ _FILTERS: tuple[tuple[str, Version], ...] = (
     ("shard", Version(1, 82)),
     ("fault", Version(1, 42)),
     ("description_contains", Version(1, 51)),
+    ("instance_name", versions.NODE_INSTANCE_NAME),
 )
 
 
@@ -108,7 +109,7 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
         flag = parse_bool(name, request.args.get(name))
         if flag is not None:
             if name == "retired":
-                require("Filtering nodes by retired", Version(1, 61))
+                require("Filtering nodes by retired", versions.NODE_RETIRED)
             filters[name] = flag
     chassis = query_uuid("chassis_uuid")
     if chassis is not None:

@@ -41,6 +41,13 @@ RESOURCE_CLASS_FILTER: Final = Version(1, 21)
 PORTGROUPS: Final = Version(1, 23)
 PORTGROUPS_SUBCONTROLLERS: Final = Version(1, 24)
 SOFT_POWER_OFF: Final = Version(1, 27)
+NODE_VIFS: Final = Version(1, 28)
+NODE_TRAITS: Final = Version(1, 37)
+NODE_RETIRED: Final = Version(1, 61)
+VIF_ATTACH_PORT: Final = Version(1, 67)
+NODE_FIRMWARE: Final = Version(1, 86)
+NODE_VMEDIA: Final = Version(1, 89)
+NODE_INSTANCE_NAME: Final = Version(1, 104)
 DETAIL_QUERY: Final = Version(1, 43)
 CONDUCTORS: Final = Version(1, 49)
 ALLOCATIONS: Final = Version(1, 52)
@@ -76,10 +83,11 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 24), "Node and portgroup subresources /portgroups and /ports; port portgroup_uuid."),
     (Version(1, 26), "Portgroup mode and properties."),
     (Version(1, 27), "Soft power off, soft reboot and power timeout."),
+    (Version(1, 28), "Node VIFs: /v1/nodes/{id}/vifs (attach, list, detach)."),
     (Version(1, 31), "Node hardware interface fields (boot_interface, deploy_interface, ...)."),
     (Version(1, 33), "Node storage_interface."),
     (Version(1, 34), "Port physical_network."),
-    (Version(1, 37), "Node traits."),
+    (Version(1, 37), "Node traits: the traits field and /v1/nodes/{id}/traits."),
     (Version(1, 38), "Node rescue_interface."),
     (Version(1, 40), "Node bios_interface."),
     (Version(1, 42), "Node fault."),
@@ -97,16 +105,18 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 57), "PATCH /v1/allocations/{id} (name, extra)."),
     (Version(1, 58), "Allocation backfill: POST /v1/allocations with node."),
     (Version(1, 60), "Allocation owner."),
-    (Version(1, 61), "Node retired and retired_reason."),
+    (Version(1, 61), "Node retired and retired_reason; filter nodes by retired."),
     (Version(1, 65), "Node lessee."),
     (Version(1, 66), "Node network_data."),
+    (Version(1, 67), "VIF attach names a port_uuid or a portgroup_uuid (not both)."),
     (Version(1, 73), "'deploy' and 'undeploy' verbs (aliases of 'active' and 'deleted')."),
     (Version(1, 75), "Node boot_mode and secure_boot."),
     (Version(1, 82), "Node shard."),
     (Version(1, 83), "Node parent_node."),
-    (Version(1, 86), "Node firmware_interface."),
+    (Version(1, 86), "Node firmware_interface; /v1/nodes/{id}/firmware."),
     (Version(1, 87), "Node service_step."),
     (Version(1, 88), "Port name."),
+    (Version(1, 89), "Node virtual media: POST/DELETE /v1/nodes/{id}/vmedia."),
     (Version(1, 92), "Runbooks: /v1/runbooks."),
     (Version(1, 95), "Node disable_power_off."),
     (Version(1, 97), "Port description."),
@@ -114,7 +124,10 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 101), "Port category."),
     (Version(1, 102), "Portgroup physical_network."),
     (Version(1, 103), "Portgroup category."),
-    (Version(1, 104), "Node instance_name."),
+    (
+        Version(1, 104),
+        "Node instance_name (filled from instance_info.display_name); filter nodes by instance_name.",
+    ),
     (Version(1, 109), "Node health."),
     (Version(1, 111), "Port available_for_dynamic_portgroup; portgroup dynamic_portgroup."),
     (

@@ -292,8 +292,10 @@ class NodeEvent(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
     etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
 
+
 # Models of other modules on the same Base, so the metadata (and alembic's comparison) knows them.
 from . import (  # noqa: E402
     models_collections_a,  # noqa: F401  (allocations, conductors, deploy templates, runbooks)
     models_collections_b,  # noqa: F401  (volume connectors and targets, inspection rules; 0005)
+    models_node_features,  # noqa: F401  (appends nodes.traits; migration 0003)
 )

@@ -117,20 +117,21 @@ class DriverRegistry:
 
     def check_interfaces(self, name: str, values: Mapping[str, Any]) -> None:
         """400 if a ``*_interface`` value is not the one the hardware type implements."""
-        names = self.for_node(name).interface_names
+        enabled = self.for_node(name).enabled_interfaces
         for key, value in values.items():
-            if key in names and value is not None and value != names[key]:
-                raise exc.InterfaceNotFound(key.removesuffix("_interface"), str(value), [names[key]])
+            if key in enabled and value is not None and value not in enabled[key]:
+                raise exc.InterfaceNotFound(key.removesuffix("_interface"), str(value), list(enabled[key]))
 
     def describe(self, name: str) -> dict[str, Any]:
         """The driver document of ``GET /v1/drivers/{name}`` (without links)."""
         hw = self.get(name)
         doc: dict[str, Any] = {"name": hw.name, "hosts": [self.host], "type": "dynamic"}
         names = hw.interface_names
+        enabled = hw.enabled_interfaces
         for kind in _INTERFACE_KINDS:
             value = names.get(f"{kind}_interface")
             doc[f"default_{kind}_interface"] = value
-            doc[f"enabled_{kind}_interfaces"] = [value] if value else []
+            doc[f"enabled_{kind}_interfaces"] = list(enabled.get(f"{kind}_interface", ())) if value else []
         return doc
 
     def properties(self, name: str) -> dict[str, str]:

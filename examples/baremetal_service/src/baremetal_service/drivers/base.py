@@ -203,6 +203,11 @@ class HardwareType(abc.ABC):
             "vendor_interface": "no-vendor",
         }
 
+    @property
+    def enabled_interfaces(self) -> dict[str, tuple[str, ...]]:
+        """Every implementation a node of this type may choose per interface (the default first)."""
+        return {key: (name,) for key, name in self.interface_names.items()}
+
     def required_driver_info(self) -> list[str]:
         return sorted(k for k, v in self.driver_info_properties.items() if v.startswith("Required."))
 

@@ -86,3 +86,12 @@ class FakeHardware(HardwareType):
         names["network_interface"] = "noop"
         names["storage_interface"] = "noop"
         return names
+
+    @property
+    def enabled_interfaces(self) -> dict[str, tuple[str, ...]]:
+        # Interfaces without behaviour here may also be switched off, as the Ironic
+        # deployments' fake-hardware allows (e.g. firmware_interface="no-firmware").
+        enabled = super().enabled_interfaces
+        for kind in ("bios", "console", "firmware", "raid", "rescue", "vendor"):
+            enabled[f"{kind}_interface"] = ("fake", f"no-{kind}")
+        return enabled

@@ -1,4 +1,8 @@
-"""Node features: traits, VIFs, virtual media, firmware components, retirement, instance names (helper-owned slot).
+"""Node features: traits, VIFs, virtual media, firmware components, retirement, instance names.
+
+Only traits need storage: ``nodes.traits``, a JSON list (JSONB on PostgreSQL),
+``[]`` for existing rows.  Retirement and instance names use columns of 0001;
+VIFs, virtual media and firmware components keep no state with the fake drivers.
 
 Revision ID: 0003
 Revises: 0002
@@ -6,15 +10,23 @@ Revises: 0002
 
 from __future__ import annotations
 
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
 
+JSON_TYPE = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+
 
 def upgrade() -> None:
-    pass
+    with op.batch_alter_table("nodes") as batch:
+        batch.add_column(sa.Column("traits", JSON_TYPE, nullable=False, server_default=sa.text("'[]'")))
 
 
 def downgrade() -> None:
-    pass
+    with op.batch_alter_table("nodes") as batch:
+        batch.drop_column("traits")
