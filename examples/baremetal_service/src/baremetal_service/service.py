@@ -145,6 +145,8 @@ from .db.api import (
 from .db.etags import make_generator
 from .drivers import POWER_TARGETS, DriverError, DriverRegistry, HardwareType, Task
 from .node_features import NodeFeatures, check_provision, node_change_rules
+from .services_inspection_rules import InspectionRules
+from .services_volume import Volumes
 
 __all__ = ["BaremetalService", "NODE_UPDATABLE", "PORT_UPDATABLE", "PORTGROUP_UPDATABLE"]
 
@@ -292,6 +294,10 @@ class BaremetalService:
                 self.conductor.start()
             #: traits, VIFs, virtual media, firmware (:mod:`baremetal_service.node_features`)
             self.node_features = NodeFeatures(self)
+            #: volume connectors and targets (:mod:`baremetal_service.services_volume`)
+            self.volumes = Volumes(self)
+            #: inspection rules (:mod:`baremetal_service.services_inspection_rules`)
+            self.inspection_rules = InspectionRules(self)
         except BaseException:
             self.db.dispose()
             raise

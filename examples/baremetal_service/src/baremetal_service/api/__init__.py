@@ -42,6 +42,10 @@ def create_flask_app(service: Any, *, max_body_bytes: int = MAX_BODY_BYTES) -> F
     app.url_map.strict_slashes = False
     for module in (root, nodes, node_features, ports, portgroups, chassis, drivers, resource_classes):
         app.register_blueprint(module.bp)
+    from . import inspection_rules, volume  # volume connectors/targets (1.32), inspection rules (1.96)
+
+    for module in (volume, inspection_rules):
+        app.register_blueprint(module.bp)
 
     @app.before_request
     def _acceptable() -> None:

@@ -23,6 +23,8 @@ _RESOURCES: tuple[tuple[str, Any], ...] = (
     ("ports", versions.MIN_VERSION),
     ("drivers", versions.MIN_VERSION),
     ("portgroups", versions.PORTGROUPS),
+    ("volume", versions.VOLUME),
+    ("inspection_rules", versions.INSPECTION_RULES),
     ("resource_classes", versions.RESOURCE_CLASS_VERSION),
 )
 

@@ -49,6 +49,8 @@ NODE_FIRMWARE: Final = Version(1, 86)
 NODE_VMEDIA: Final = Version(1, 89)
 NODE_INSTANCE_NAME: Final = Version(1, 104)
 DETAIL_QUERY: Final = Version(1, 43)
+VOLUME: Final = Version(1, 32)
+INSPECTION_RULES: Final = Version(1, 96)
 CONDUCTORS: Final = Version(1, 49)
 ALLOCATIONS: Final = Version(1, 52)
 DEPLOY_TEMPLATES: Final = Version(1, 55)
@@ -85,6 +87,11 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 27), "Soft power off, soft reboot and power timeout."),
     (Version(1, 28), "Node VIFs: /v1/nodes/{id}/vifs (attach, list, detach)."),
     (Version(1, 31), "Node hardware interface fields (boot_interface, deploy_interface, ...)."),
+    (
+        VOLUME,
+        "Volume connectors and targets: /v1/volume, /v1/volume/connectors, /v1/volume/targets, "
+        "/v1/nodes/{id}/volume.",
+    ),
     (Version(1, 33), "Node storage_interface."),
     (Version(1, 34), "Port physical_network."),
     (Version(1, 37), "Node traits: the traits field and /v1/nodes/{id}/traits."),
@@ -119,6 +126,7 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 89), "Node virtual media: POST/DELETE /v1/nodes/{id}/vmedia."),
     (Version(1, 92), "Runbooks: /v1/runbooks."),
     (Version(1, 95), "Node disable_power_off."),
+    (INSPECTION_RULES, "Inspection rules: /v1/inspection_rules."),
     (Version(1, 97), "Port description."),
     (Version(1, 100), "Port vendor."),
     (Version(1, 101), "Port category."),

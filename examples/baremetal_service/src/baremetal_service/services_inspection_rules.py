@@ -1,0 +1,239 @@
+"""Inspection rules (Ironic's ``/v1/inspection_rules``, microversion 1.96).
+
+A rule is ``description``, ``priority`` (0..9999), ``sensitive``, ``phase``
+(``main``), ``conditions`` and ``actions`` (lists of ``{"op", "args", ...}``).
+Validated as Ironic validates them (``ironic.common.inspection_rules.validation``):
+the JSON schema (API layer), then the phase, the priority range, and each
+condition's and action's arguments against the operator's signature -- ``args``
+as a list (positional, Ironic's deprecated form) or an object (named).  Where
+Ironic answers a bad argument list with a 500, this service answers 400
+``baremetal.invalid-parameter`` ("Invalid parameters for action operator
+set-attribute: missing required argument(s): value").
+
+``sensitive`` rules never show their conditions and actions (``null`` in every
+answer) and cannot be made non-sensitive again (400).  Documents returned here are
+what the API shows: conditions show ``loop``/``multiple`` only with a loop, actions
+``loop`` only when set (Ironic's ``convert_conditions``/``convert_actions``); the
+stored rule keeps everything it was given.
+
+Inspection rules are system resources: a project-scoped caller gets 403
+``baremetal.forbidden`` (Ironic's default policy: ``baremetal:inspection_rule:*``
+is system-only).  Served as ``service.inspection_rules`` (:class:`InspectionRules`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+from . import exceptions as exc
+from .db.api import INSPECTION_RULES, IfMatchArg, public
+
+__all__ = ["ACTIONS", "OPERATORS", "PHASES", "InspectionRules", "check_rule", "shown"]
+
+PHASES: Final = ("main",)
+MAX_PRIORITY: Final = 9999
+UPDATABLE: Final = frozenset({"description", "priority", "sensitive", "phase", "conditions", "actions"})
+
+#: Condition operators -> (required, optional) argument names (Ironic 39's signatures).
+OPERATORS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    "eq": (("values",), ("force_strings",)),
+    "lt": (("values",), ("force_strings",)),
+    "gt": (("values",), ("force_strings",)),
+    "is-empty": (("value",), ()),
+    "in-net": (("address", "subnet"), ()),
+    "matches": (("value", "regex"), ()),
+    "contains": (("value", "regex"), ()),
+    "one-of": (("value",), ("values",)),
+    "is-none": (("value",), ()),
+    "is-true": (("value",), ()),
+    "is-false": (("value",), ()),
+}
+#: Actions -> (required, optional) argument names; ``plugin_data`` is supplied by Ironic.
+ACTIONS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    "fail": (("msg",), ()),
+    "log": (("msg",), ("level",)),
+    "set-attribute": (("path", "value"), ()),
+    "extend-attribute": (("path", "value"), ("unique",)),
+    "del-attribute": (("path",), ()),
+    "set-capability": (("name", "value"), ()),
+    "unset-capability": (("name",), ()),
+    "add-trait": (("name",), ()),
+    "remove-trait": (("name",), ()),
+    "set-plugin-data": (("path", "value", "plugin_data"), ()),
+    "extend-plugin-data": (("path", "value", "plugin_data"), ("unique",)),
+    "unset-plugin-data": (("path", "plugin_data"), ()),
+    "set-port-attribute": (("port_id", "path", "value"), ()),
+    "extend-port-attribute": (("port_id", "path", "value"), ("unique",)),
+    "del-port-attribute": (("port_id", "path"), ()),
+    "api-call": (("url",), ("headers", "proxies", "timeout", "retries", "backoff_factor")),
+}
+_IMPLICIT: Final = frozenset({"plugin_data"})
+
+Changes = Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]]
+
+
+def _check_args(signature: tuple[tuple[str, ...], tuple[str, ...]], args: Any) -> str | None:
+    """What is wrong with *args* for an operator of *signature* (None when fine)."""
+    required = [n for n in signature[0] if n not in _IMPLICIT]
+    optional = list(signature[1])
+    if isinstance(args, list):
+        if len(args) < len(required):
+            return f"Not enough arguments provided. Missing: {', '.join(required[len(args) :])}"
+        return None
+    if not isinstance(args, dict):
+        return "args must be either a list or dictionary"
+    provided = set(args)
+    problems = []
+    missing = [n for n in required if n not in provided]
+    unexpected = sorted(provided - set(required) - set(optional) - _IMPLICIT)
+    if missing:
+        problems.append(f"missing required argument(s): {', '.join(missing)}")
+    if unexpected:
+        problems.append(f"unexpected argument(s): {', '.join(unexpected)}")
+    return "; ".join(problems) or None
+
+
+def check_rule(rule: Mapping[str, Any]) -> None:
+    """Ironic's ``validate_rule`` beyond the JSON schema: 400 with all problems at once."""
+    errors: list[str] = []
+    phase = rule.get("phase") or "main"
+    if phase not in PHASES:
+        errors.append(f"Invalid phase: {phase}. Valid phases are: {', '.join(PHASES)}")
+    priority = rule.get("priority") or 0
+    if priority < 0:
+        errors.append("Priority cannot be negative for user-defined rules.")
+    if priority > MAX_PRIORITY:
+        errors.append(f"Priority must be between 0 and {MAX_PRIORITY} for user-defined rules.")
+    for condition in rule.get("conditions") or ():
+        op = str(condition["op"]).removeprefix("!")
+        problem = _check_args(OPERATORS[op], condition.get("args"))
+        if problem:
+            errors.append(f"Invalid parameters for condition operator {op}: {problem}")
+    for action in rule.get("actions") or ():
+        problem = _check_args(ACTIONS[action["op"]], action.get("args"))
+        if problem:
+            errors.append(f"Invalid parameters for action operator {action['op']}: {problem}")
+    if len(errors) == 1:
+        raise exc.InvalidParameterValue(errors[0])
+    if errors:
+        raise exc.InvalidParameterValue(f"Multiple validation errors occurred: {'; '.join(errors)}")
+
+
+def shown(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The API's view of a stored rule (Ironic's convert_* and sanitize)."""
+    out = public(doc)
+    if out.get("sensitive"):
+        out["conditions"] = None
+        out["actions"] = None
+        return out
+    if "conditions" in out:
+        conditions = []
+        for condition in out["conditions"] or ():
+            item = {"op": condition.get("op"), "args": condition.get("args")}
+            if condition.get("loop"):
+                item["loop"] = condition["loop"]
+                item["multiple"] = condition.get("multiple", "any")
+            conditions.append(item)
+        out["conditions"] = conditions
+    if "actions" in out:
+        actions = []
+        for action in out["actions"] or ():
+            item = {"op": action.get("op"), "args": action.get("args")}
+            if action.get("loop"):
+                item["loop"] = action["loop"]
+            actions.append(item)
+        out["actions"] = actions
+    return out
+
+
+class InspectionRules:
+    """The inspection rules of a :class:`~.service.BaremetalService`."""
+
+    def __init__(self, service: Any) -> None:
+        self.db = service.db
+
+    @staticmethod
+    def _system_only(project_id: str | None, rule: str) -> None:
+        if project_id is not None:
+            raise exc.PolicyForbidden(f"baremetal:inspection_rule:{rule}")
+
+    @staticmethod
+    def _values(values: Mapping[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
+        unknown = sorted(set(values) - allowed)
+        if unknown:
+            raise exc.InvalidParameterValue(
+                f"Unknown or read-only inspection rule field(s): {', '.join(unknown)}", fields=unknown
+            )
+        out = dict(values)
+        for key, default in (("conditions", []), ("sensitive", False), ("phase", "main"), ("priority", 0)):
+            if key in out and out[key] is None:
+                out[key] = copy.copy(default)
+        return out
+
+    def create_inspection_rule(
+        self, values: Mapping[str, Any], *, project_id: str | None = None
+    ) -> dict[str, Any]:
+        self._system_only(project_id, "create")
+        row = self._values(values, UPDATABLE | {"uuid"})
+        if row.get("uuid") is None:
+            row.pop("uuid", None)
+        check_rule(row)
+        return shown(self.db.insert("inspection_rule", row))
+
+    def get_inspection_rule(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
+        self._system_only(project_id, "get")
+        return shown(self.db.get("inspection_rule", ident))
+
+    def list_inspection_rules(
+        self,
+        *,
+        project_id: str | None = None,
+        phase: str | None = None,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+        fields: Iterable[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        self._system_only(project_id, "get")
+        where: list[sa.ColumnElement[bool]] = []
+        if phase is not None:
+            where.append(INSPECTION_RULES.c.phase == phase)
+        docs = self.db.list(
+            "inspection_rule", where=where, limit=limit, marker=marker, sort_key=sort_key,
+            sort_dir=sort_dir, fields=None if fields is None else {*fields, "sensitive"},
+            internal=False,
+        )  # fmt: skip
+        return [shown(doc) for doc in docs]
+
+    def update_inspection_rule(
+        self,
+        ident: str,
+        changes: Changes,
+        *,
+        project_id: str | None = None,
+        if_match: IfMatchArg = None,
+    ) -> dict[str, Any]:
+        self._system_only(project_id, "update")
+
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
+            out = self._values(wanted, UPDATABLE)
+            out = {k: v for k, v in out.items() if current.get(k) != v}
+            if current.get("sensitive") and out.get("sensitive") is False:
+                raise exc.InvalidParameterValue("Inspection rules cannot have the sensitive flag unset.")
+            if out:
+                check_rule({**current, **out})
+            return out
+
+        return shown(self.db.update("inspection_rule", ident, mutate, if_match=if_match))
+
+    def delete_inspection_rule(
+        self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None
+    ) -> None:
+        self._system_only(project_id, "delete")
+        self.db.delete("inspection_rule", ident, if_match=if_match)
