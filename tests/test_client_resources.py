@@ -205,6 +205,8 @@ class FaultProxy:
                 conn.shutdown(socket.SHUT_RDWR)
         for thread in threads:
             thread.join(timeout=10)
+        for conn in conns:  # a serving thread still blocked upstream: its client socket goes now
+            conn.close()
 
 
 # -- fixtures ---------------------------------------------------------------------------
