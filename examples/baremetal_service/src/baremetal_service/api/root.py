@@ -23,8 +23,10 @@ _RESOURCES: tuple[tuple[str, Any], ...] = (
     ("ports", versions.MIN_VERSION),
     ("drivers", versions.MIN_VERSION),
     ("portgroups", versions.PORTGROUPS),
-    ("volume", versions.VOLUME),
-    ("inspection_rules", versions.INSPECTION_RULES),
+    ("conductors", versions.CONDUCTORS),
+    ("allocations", versions.ALLOCATIONS),
+    ("deploy_templates", versions.DEPLOY_TEMPLATES),
+    ("runbooks", versions.RUNBOOKS),
     ("resource_classes", versions.RESOURCE_CLASS_VERSION),
 )
 

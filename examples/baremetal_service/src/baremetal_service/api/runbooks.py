@@ -1,0 +1,158 @@
+"""``/v1/runbooks`` (Ironic 1.92) and ``/v1/runbooks/{id}/traits`` (1.112).
+
+Listing, reading, patching and deleting go through :class:`~.resources.Resource`;
+create picks the schema of the served version (before 1.112 a runbook's name must
+be a trait); the traits sub-resource is Ironic's (PUT one trait or the whole list,
+DELETE one or all; removing an absent trait is a no-op).
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, request
+
+from . import serialize, versions
+from .collections_a_schemas import RUNBOOK_CREATE, RUNBOOK_CREATE_112, RUNBOOK_TRAITS, TRAIT
+from .common import (
+    api_version,
+    bad_request,
+    base_url,
+    check_fields_allowed,
+    empty_response,
+    json_body,
+    json_response,
+    validate,
+)
+from .context import if_match, project_id, service
+from .resources import Resource
+
+bp = Blueprint("runbooks", __name__)
+
+FIELDS = (
+    "uuid", "created_at", "updated_at", "name", "extra", "public", "owner", "disable_ramdisk",
+    "description", "links", "steps", "traits", "etag",
+)  # fmt: skip
+serialize.register(
+    "runbook", versions.RUNBOOK_FIELD_VERSIONS, FIELDS, defaults={"steps": [], "public": False}
+)
+
+RUNBOOKS = Resource(
+    kind="runbook",
+    collection="runbooks",
+    field_versions=versions.RUNBOOK_FIELD_VERSIONS,
+    fields=FIELDS,
+    list_fields=("uuid", "name"),
+    create_schema=RUNBOOK_CREATE_112,  # what a patched runbook must satisfy (Ironic's choice)
+    patchable=("disable_ramdisk", "extra", "name", "owner", "public", "steps", "description"),
+    sort_keys=("uuid", "name", "created_at", "updated_at"),
+    since=versions.RUNBOOKS,
+    backend="runbooks",
+)
+
+
+@bp.route("/v1/runbooks", methods=["GET"])
+def list_runbooks() -> Response:
+    return RUNBOOKS.index()
+
+
+@bp.route("/v1/runbooks/detail", methods=["GET"])
+def list_runbooks_detail() -> Response:
+    return RUNBOOKS.index(True, path="runbooks/detail")
+
+
+@bp.route("/v1/runbooks", methods=["POST"])
+def create_runbook() -> Response:
+    RUNBOOKS.gate()
+    body = json_body()
+    traits_era = api_version() >= versions.RUNBOOK_TRAITS
+    validate(body, RUNBOOK_CREATE_112 if traits_era else RUNBOOK_CREATE, "runbook")
+    check_fields_allowed(body, RUNBOOKS.field_versions, "runbook")
+    obj = service().runbooks.create_runbook(dict(body), project_id=project_id())
+    doc = RUNBOOKS.doc(obj)
+    location = f"{base_url()}/v1/runbooks/{doc['uuid']}"
+    return json_response(doc, 201, [("Location", location), *RUNBOOKS.etag_headers(obj)])
+
+
+@bp.route("/v1/runbooks/<ident>", methods=["GET"])
+def get_runbook(ident: str) -> Response:
+    return RUNBOOKS.get(ident)
+
+
+@bp.route("/v1/runbooks/<ident>", methods=["PATCH"])
+def patch_runbook(ident: str) -> Response:
+    return RUNBOOKS.patch(ident)
+
+
+@bp.route("/v1/runbooks/<ident>", methods=["DELETE"])
+def delete_runbook(ident: str) -> Response:
+    return RUNBOOKS.delete(ident)
+
+
+# -- traits (1.112) ---------------------------------------------------------------------------
+
+
+def _traits_gate() -> None:
+    RUNBOOKS.gate()
+    if api_version() < versions.RUNBOOK_TRAITS:
+        from apimw.errors import HTTPProblem
+
+        raise HTTPProblem(404, "request.not-found", "The resource could not be found.")
+
+
+@bp.route("/v1/runbooks/<ident>/traits", methods=["GET"])
+def get_runbook_traits(ident: str) -> Response:
+    _traits_gate()
+    doc = service().runbooks.get_runbook(ident, project_id=project_id())
+    return json_response({"traits": list(doc.get("traits") or [])})
+
+
+@bp.route("/v1/runbooks/<ident>/traits", methods=["PUT"])
+def set_runbook_traits(ident: str) -> Response:
+    _traits_gate()
+    body = json_body()
+    validate(body, RUNBOOK_TRAITS, "runbook traits")
+    if "traits" not in body:
+        raise bad_request(
+            "A single runbook trait may be added via PUT /v1/runbooks/<runbook identifier>/traits/<trait> "
+            "with no body, or all runbook traits may be replaced via PUT /v1/runbooks/<runbook identifier>"
+            "/traits with the list of traits specified in the request body."
+        )
+    wanted = list(dict.fromkeys(body["traits"]))
+    service().runbooks.set_runbook_traits(
+        ident, lambda _current: wanted, project_id=project_id(), if_match=if_match()
+    )
+    return empty_response(204)
+
+
+@bp.route("/v1/runbooks/<ident>/traits/<trait>", methods=["PUT"])
+def add_runbook_trait(ident: str, trait: str) -> Response:
+    _traits_gate()
+    validate(trait, TRAIT, "trait")
+    if request.get_data(cache=True).strip():
+        raise bad_request("No body should be provided when adding a trait")
+
+    def add(current: list[str]) -> list[str]:
+        return current if trait in current else [*current, trait]
+
+    service().runbooks.set_runbook_traits(ident, add, project_id=project_id(), if_match=if_match())
+    location = f"{base_url()}/v1/runbooks/{ident}/traits/{trait}"
+    return empty_response(204, [("Location", location)])
+
+
+@bp.route("/v1/runbooks/<ident>/traits/<trait>", methods=["DELETE"])
+def remove_runbook_trait(ident: str, trait: str) -> Response:
+    _traits_gate()
+
+    def remove(current: list[str]) -> list[str]:
+        return [t for t in current if t != trait]
+
+    service().runbooks.set_runbook_traits(ident, remove, project_id=project_id(), if_match=if_match())
+    return empty_response(204)
+
+
+@bp.route("/v1/runbooks/<ident>/traits", methods=["DELETE"])
+def remove_runbook_traits(ident: str) -> Response:
+    _traits_gate()
+    service().runbooks.set_runbook_traits(
+        ident, lambda _current: [], project_id=project_id(), if_match=if_match()
+    )
+    return empty_response(204)

@@ -1,0 +1,386 @@
+"""Allocations (``/v1/allocations``, Ironic 1.52): reserve a node matching a request.
+
+Create answers at once with ``state: allocating``; a background thread then runs
+Ironic's allocation process (``ironic/conductor/allocations.py``):
+
+1. candidates: nodes with the allocation's ``resource_class``, ``available``, not in
+   maintenance, with a known power state, no instance and no allocation; among
+   ``candidate_nodes`` if given; owned or leased by the allocation's ``owner`` if it
+   has one; whose ``traits`` include every requested trait (read from the node
+   document, when the service has node traits);
+2. in random order (a node named like the allocation first), take the first one:
+   a. the allocation's ``node_id`` is set -- a unique column, so among concurrent
+      allocations exactly one gets a node;
+   b. the node's ``instance_uuid`` is set to the allocation's UUID, conditional on the
+      node still being free (``instance_uuid IS NULL``, ``available``, no lease);
+      if that fails, (a) is undone and the next candidate is tried;
+   c. ``state: active``.
+   With no candidate: ``state: error`` and Ironic's ``last_error`` text.
+
+Backfill (1.58, ``node`` in the body) associates an ``active`` node synchronously.
+Deleting an allocation frees its node (``instance_uuid`` cleared), refused (409) while
+the node is ``active`` and not in maintenance, like Ironic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import random
+import threading
+import uuid as uuidlib
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+from . import exceptions as exc
+from .db.api import ALLOCATIONS, NODES, Database, IfMatchArg, is_uuid_like, public
+
+__all__ = ["AllocationService"]
+
+LOG = logging.getLogger(__name__)
+ALLOCATING: Final = "allocating"
+ACTIVE: Final = "active"
+ERROR: Final = "error"
+UPDATABLE: Final = frozenset({"name", "extra"})
+
+
+class _Failed(Exception):
+    pass
+
+
+class AllocationService:
+    """*service* is the :class:`~baremetal_service.service.BaremetalService` (node reads)."""
+
+    def __init__(self, service: Any, *, asynchronous: bool = True) -> None:
+        self.service = service
+        self.db: Database = service.db
+        self.asynchronous = asynchronous
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+    def _submit(self, uuid: str) -> None:
+        if not self.asynchronous:
+            self.process(uuid)
+            return
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="allocations")
+            self._executor.submit(self._run, uuid)
+
+    def _run(self, uuid: str) -> None:
+        try:
+            self.process(uuid)
+        except exc.AllocationNotFound:
+            pass  # deleted meanwhile
+        except Exception as error:  # never leave it allocating
+            LOG.exception("allocation %s failed unexpectedly", uuid)
+            self._fail(uuid, f"Unexpected exception during allocation: {error}")
+
+    # -- CRUD ---------------------------------------------------------------------------
+
+    def create_allocation(
+        self, values: Mapping[str, Any], *, project_id: str | None = None
+    ) -> dict[str, Any]:
+        row = dict(values)
+        node_ident = row.pop("node", None)
+        if project_id is not None:
+            if row.get("owner") not in (None, project_id):
+                raise exc.PolicyForbidden("baremetal:allocation:create_restricted")
+            row["owner"] = project_id
+        node: dict[str, Any] | None = None
+        if node_ident is not None:
+            try:
+                node = self.db.get("node", str(node_ident), project_id=project_id)
+            except exc.NodeNotFound as error:
+                error.status = 400
+                raise
+        if not row.get("resource_class"):
+            if node is None:
+                raise exc.Invalid("The resource_class field is mandatory when not backfilling")
+            row["resource_class"] = node.get("resource_class")
+        if row.get("candidate_nodes"):
+            uuids = []
+            for ident in row["candidate_nodes"]:
+                try:
+                    uuids.append(self.db.get("node", str(ident), project_id=project_id)["uuid"])
+                except exc.NodeNotFound as error:
+                    error.status = 400
+                    raise
+            row["candidate_nodes"] = uuids
+        for key, empty in (("candidate_nodes", []), ("traits", []), ("extra", {})):
+            if row.get(key) is None:
+                row[key] = empty
+        if row.get("uuid"):
+            if not isinstance(row["uuid"], str) or not is_uuid_like(row["uuid"]):
+                raise exc.InvalidParameterValue(f"Expected a UUID but received {row['uuid']}.", field="uuid")
+            row["uuid"] = row["uuid"].lower()
+        elif node is not None and node.get("instance_uuid"):
+            row["uuid"] = node["instance_uuid"]
+        else:
+            row["uuid"] = str(uuidlib.uuid4())
+        row["state"] = ALLOCATING
+        row["last_error"] = None
+        doc = self.db.insert("allocation", row)
+        if node is not None:
+            return self._backfill(doc, node)
+        self._submit(doc["uuid"])
+        return public(doc)
+
+    def get_allocation(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
+        return self.db.get("allocation", ident, project_id=project_id, internal=False)
+
+    def list_allocations(
+        self,
+        *,
+        project_id: str | None = None,
+        node: str | None = None,
+        resource_class: str | None = None,
+        state: str | None = None,
+        owner: str | None = None,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+        fields: Iterable[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        where: list[sa.ColumnElement[bool]] = []
+        if node is not None:
+            try:
+                node_id = self.db.get("node", node, project_id=project_id)["id"]
+            except exc.NodeNotFound as error:
+                error.status = 400
+                raise
+            where.append(ALLOCATIONS.c.node_id == node_id)
+        if resource_class is not None:
+            where.append(ALLOCATIONS.c.resource_class == resource_class)
+        if state is not None:
+            where.append(ALLOCATIONS.c.state == state)
+        if owner is not None:
+            where.append(ALLOCATIONS.c.owner == owner)
+        return self.db.list(
+            "allocation", where=where, project_id=project_id, limit=limit, marker=marker,
+            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=False,
+        )  # fmt: skip
+
+    def update_allocation(
+        self,
+        ident: str,
+        changes: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
+        *,
+        project_id: str | None = None,
+        if_match: IfMatchArg = None,
+    ) -> dict[str, Any]:
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            wanted = dict(changes(copy.deepcopy(public(current))) if callable(changes) else changes)
+            unknown = sorted(set(wanted) - UPDATABLE)
+            if unknown:
+                raise exc.InvalidParameterValue(f"Unknown or read-only allocation field(s): {unknown}")
+            if "extra" in wanted and wanted["extra"] is None:
+                wanted["extra"] = {}
+            return {k: v for k, v in wanted.items() if current.get(k) != v}
+
+        return public(self.db.update("allocation", ident, mutate, if_match=if_match, project_id=project_id))
+
+    def delete_allocation(
+        self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None
+    ) -> None:
+        def check(current: dict[str, Any]) -> None:
+            if current.get("node_id") is None:
+                return
+            node = self.db.get_by_id("node", current["node_id"])
+            if node is None or node.get("maintenance"):
+                return
+            if node.get("target_provision_state") and node["provision_state"] not in _UPDATE_ALLOWED:
+                raise exc.InvalidState(
+                    f"Cannot remove allocation {current['uuid']} for node {node['uuid']}, because the "
+                    f"node is in state {node['provision_state']} where updates are not allowed "
+                    "(and maintenance mode is off)"
+                )
+            if node["provision_state"] == "active":
+                raise exc.InvalidState(
+                    f"Cannot remove allocation {current['uuid']} for node {node['uuid']}, because the "
+                    "node is active (and maintenance mode is off)"
+                )
+
+        doc = self.db.delete("allocation", ident, check=check, if_match=if_match, project_id=project_id)
+        if doc.get("node_id") is not None:
+            self._release_node(doc["node_id"], doc["uuid"])
+
+    def delete_node_allocation(self, node_ident: str, *, project_id: str | None = None) -> None:
+        node = self.db.get("node", node_ident, project_id=project_id)
+        if not node.get("allocation_uuid"):
+            raise exc.AllocationNotFound(f"for node {node_ident}")
+        self.delete_allocation(node["allocation_uuid"], project_id=project_id)
+
+    def get_node_allocation(self, node_ident: str, *, project_id: str | None = None) -> dict[str, Any]:
+        node = self.db.get("node", node_ident, project_id=project_id)
+        if not node.get("allocation_uuid"):
+            raise exc.AllocationNotFound(f"for node {node_ident}")
+        return self.get_allocation(node["allocation_uuid"])
+
+    # -- the allocation process ------------------------------------------------------------
+
+    def process(self, uuid: str) -> dict[str, Any]:
+        allocation = self.db.get("allocation", uuid)
+        if allocation["state"] != ALLOCATING:
+            return public(allocation)
+        try:
+            nodes = self._candidates(allocation)
+            for node in nodes:
+                done = self._take(allocation, node)
+                if done is not None:
+                    return done
+            raise _Failed("all nodes were filtered out during reservation" if nodes else "no candidate nodes")
+        except _Failed as failure:
+            return self._fail(uuid, f"Failed to process allocation {uuid}: {failure}.")
+
+    def _candidates(self, allocation: Mapping[str, Any]) -> list[dict[str, Any]]:
+        rc = allocation.get("resource_class")
+        where: list[sa.ColumnElement[bool]] = [
+            NODES.c.resource_class == rc,
+            NODES.c.provision_state == "available",
+            NODES.c.instance_uuid.is_(None),
+            NODES.c.power_state.is_not(None),
+            NODES.c.maintenance.is_(False),
+            ALLOCATIONS.c.id.is_(None),  # the node select joins the node's allocation
+        ]
+        if allocation.get("candidate_nodes"):
+            where.append(NODES.c.uuid.in_(list(allocation["candidate_nodes"])))
+        owner = allocation.get("owner")
+        nodes = self.db.list("node", where=where, project_id=owner)
+        if not nodes:
+            if allocation.get("candidate_nodes"):
+                raise _Failed(f"none of the requested nodes are available and match the resource class {rc}")
+            raise _Failed(f"no available nodes match the resource class {rc}")
+        wanted = set(allocation.get("traits") or [])
+        if wanted:
+            nodes = [n for n in nodes if wanted <= set(self._traits(n))]
+            if not nodes:
+                raise _Failed(f"no suitable nodes have the requested traits {', '.join(sorted(wanted))}")
+        random.shuffle(nodes)
+        name = allocation.get("name")
+        if name:
+            nodes.sort(key=lambda n: n.get("name") != name)
+        return nodes
+
+    def _traits(self, node: Mapping[str, Any]) -> list[str]:
+        traits = node.get("traits")
+        if traits is None:  # not in the row: ask the service (node traits may live elsewhere)
+            try:
+                traits = self.service.get_node(node["uuid"]).get("traits")
+            except exc.NodeNotFound:
+                return []
+        return [t if isinstance(t, str) else str(t.get("trait")) for t in traits or []]
+
+    def _take(self, allocation: Mapping[str, Any], node: Mapping[str, Any]) -> dict[str, Any] | None:
+        uuid = allocation["uuid"]
+        try:
+            self.db.update(
+                "allocation", uuid, lambda cur: {"node_uuid": node["uuid"]}, match={"state": ALLOCATING}
+            )
+        except exc.AllocationNodeTaken:
+            return None
+        except exc.Conflict:
+            return None
+        try:
+            self.db.update(
+                "node", node["uuid"], lambda cur: {"instance_uuid": uuid},
+                match={"instance_uuid": None, "provision_state": "available", "reservation": None,
+                       "maintenance": False},
+                event_type="baremetal.node.allocation.end", on_conflict=_node_taken,
+            )  # fmt: skip
+        except (exc.Conflict, exc.NodeNotFound):
+            self.db.update("allocation", uuid, lambda cur: {"node_uuid": None})
+            return None
+        return public(self.db.update("allocation", uuid, lambda cur: {"state": ACTIVE, "last_error": None}))
+
+    def _backfill(self, allocation: dict[str, Any], node: Mapping[str, Any]) -> dict[str, Any]:
+        uuid = allocation["uuid"]
+        errors = []
+        if node["provision_state"] != "active":
+            errors.append(
+                f'Node must be in the "active" state, but the current state is "{node["provision_state"]}"'
+            )
+        rc = allocation.get("resource_class")
+        if rc and node.get("resource_class") != rc:
+            errors.append(
+                f"Resource class {node.get('resource_class')} does not match the requested "
+                f"resource class {rc}"
+            )
+        wanted = set(allocation.get("traits") or [])
+        if wanted and not wanted <= set(self._traits(node)):
+            errors.append(
+                f"List of traits {self._traits(node)} does not match the requested traits {sorted(wanted)}"
+            )
+        if allocation.get("candidate_nodes") and node["uuid"] not in allocation["candidate_nodes"]:
+            errors.append(
+                "Candidate nodes must be empty or contain the target node, but got "
+                f"{allocation['candidate_nodes']}"
+            )
+        if node.get("instance_uuid") not in (None, uuid):
+            errors.append(f"Node {node['uuid']} is associated with instance {node['instance_uuid']}")
+        if errors:
+            text = f"Cannot backfill an allocation for node {node['uuid']}: {'; '.join(errors)}"
+            self._fail(uuid, f"Failed to process allocation {uuid}: {text}")
+            raise exc.Conflict(text)
+        try:
+            self.db.update("allocation", uuid, lambda cur: {"node_uuid": node["uuid"]})
+        except exc.AllocationNodeTaken:
+            text = f"Node {node['uuid']} already has an allocation"
+            self._fail(uuid, text)
+            raise exc.Conflict(text) from None
+        if node.get("instance_uuid") != uuid:
+            self.db.update(
+                "node", node["uuid"], lambda cur: {"instance_uuid": uuid}, match={"instance_uuid": None}
+            )
+        return public(self.db.update("allocation", uuid, lambda cur: {"state": ACTIVE, "last_error": None}))
+
+    def _fail(self, uuid: str, reason: str) -> dict[str, Any]:
+        try:
+            return public(
+                self.db.update(
+                    "allocation", uuid, lambda cur: {"state": ERROR, "last_error": reason, "node_uuid": None}
+                )
+            )
+        except exc.AllocationNotFound:
+            return {}
+
+    def _release_node(self, node_id: int, allocation_uuid: str) -> None:
+        node = self.db.get_by_id("node", node_id)
+        if node is None or node.get("instance_uuid") != allocation_uuid:
+            return
+
+        def free(current: dict[str, Any]) -> dict[str, Any]:
+            return {"instance_uuid": None} if current.get("instance_uuid") == allocation_uuid else {}
+
+        with contextlib.suppress(exc.NodeNotFound):
+            self.db.update("node", node["uuid"], free, event_type="baremetal.node.allocation_delete.end")
+
+
+def _node_taken(current: Mapping[str, Any]) -> None:
+    """The conditional node write failed: stop at once when the node is no longer free."""
+    if (
+        current.get("instance_uuid") is not None
+        or current.get("provision_state") != "available"
+        or current.get("reservation") is not None
+        or current.get("maintenance")
+    ):
+        raise exc.Conflict(f"Node {current.get('uuid')} was taken meanwhile")
+
+
+#: Ironic's UPDATE_ALLOWED_STATES: where a node with a target state may still be changed.
+_UPDATE_ALLOWED: Final = frozenset({
+    "deploy failed", "inspecting", "clean failed", "error", "inspect wait", "clean wait",
+    "rescue failed", "unrescue failed", "service failed", "service wait", "enroll", "manageable",
+    "available", "active", "inspect failed",
+})  # fmt: skip
