@@ -52,8 +52,8 @@ Nodes
     pass the fields a list shows, it saves most of the cost of a 100-node page;
     filters: ``provision_state``, ``driver``, ``resource_class``, ``maintenance``
     (bool), ``associated`` (bool), ``retired`` (bool), ``chassis_uuid``,
-    ``instance_uuid``, ``conductor_group``, ``owner``, ``lessee``, ``shard``,
-    ``fault``, ``description_contains``
+    ``instance_uuid``, ``instance_name``, ``conductor_group``, ``owner``, ``lessee``,
+    ``shard``, ``fault``, ``description_contains``
     ``update_node(ident, changes, *, project_id=None, if_match=None) -> node``
     (``changes``: ``{field: new value}``, or a function ``current node -> changes``)
     ``delete_node(ident, *, project_id=None, if_match=None) -> None``
@@ -66,6 +66,9 @@ Nodes
     ``set_maintenance(ident, on, reason=None, *, project_id=None, if_match=None) -> node``
     ``validate_node(ident, *, project_id=None) -> {interface: {"result", "reason"}}``
     ``secret_fields(driver) -> frozenset[str]``  (driver_info keys to mask)
+    ``node_features``: traits, VIFs, virtual media, firmware components (see
+    :mod:`baremetal_service.node_features`, which also holds the retirement and
+    instance-name rules every node write applies)
     (every ``list_*`` below takes the same ``fields`` argument)
 Ports
     ``create_port(values, *, project_id=None)``, ``get_port(ident, ...)``,
@@ -141,10 +144,13 @@ from .db.api import (
 )
 from .db.etags import make_generator
 from .drivers import POWER_TARGETS, DriverError, DriverRegistry, HardwareType, Task
+from .node_features import NodeFeatures, check_provision, node_change_rules
 from .services_allocations import AllocationService
 from .services_conductors import ConductorRegistry
 from .services_deploy_templates import DeployTemplateService
+from .services_inspection_rules import InspectionRules
 from .services_runbooks import RunbookService
+from .services_volume import Volumes
 
 __all__ = ["BaremetalService", "NODE_UPDATABLE", "PORT_UPDATABLE", "PORTGROUP_UPDATABLE"]
 
@@ -181,6 +187,7 @@ _NODE_FILTERS: Final = {
     "shard": NODES.c.shard,
     "fault": NODES.c.fault,
     "instance_uuid": NODES.c.instance_uuid,
+    "instance_name": NODES.c.instance_name,
 }
 #: UPDATE conditions: no conductor lease / no lease and no queued work.
 _UNRESERVED: Final = {"reservation": None}
@@ -296,6 +303,12 @@ class BaremetalService:
             self.conductors = ConductorRegistry(self.db, self.drivers.host, self.drivers.names())
             if conductor_workers > 0:
                 self.conductors.start()  # the heartbeat: alive while the workers run
+            #: traits, VIFs, virtual media, firmware (:mod:`baremetal_service.node_features`)
+            self.node_features = NodeFeatures(self)
+            #: volume connectors and targets (:mod:`baremetal_service.services_volume`)
+            self.volumes = Volumes(self)
+            #: inspection rules (:mod:`baremetal_service.services_inspection_rules`)
+            self.inspection_rules = InspectionRules(self)
         except BaseException:
             self.db.dispose()
             raise
@@ -439,7 +452,7 @@ class BaremetalService:
                 out[key] = False
         if "conductor_group" in out and out["conductor_group"] is None:
             out["conductor_group"] = ""
-        return out
+        return node_change_rules(current, out)
 
     def update_node(
         self,
@@ -530,6 +543,7 @@ class BaremetalService:
             if not states.can_do(state, target):
                 raise exc.InvalidStateRequested(target, uuid, state, states.allowed_actions(state))
             self._busy(current, self.conductor.name)
+            check_provision(current, target)
             if current.get("protected") and target in ("deleted", "rebuild"):
                 raise exc.NodeProtected(uuid)
             if current["maintenance"] and target in ("active", "rebuild"):

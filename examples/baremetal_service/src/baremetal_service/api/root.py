@@ -27,6 +27,8 @@ _RESOURCES: tuple[tuple[str, Any], ...] = (
     ("allocations", versions.ALLOCATIONS),
     ("deploy_templates", versions.DEPLOY_TEMPLATES),
     ("runbooks", versions.RUNBOOKS),
+    ("volume", versions.VOLUME),
+    ("inspection_rules", versions.INSPECTION_RULES),
     ("resource_classes", versions.RESOURCE_CLASS_VERSION),
 )
 
