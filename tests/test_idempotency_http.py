@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,16 +12,13 @@ import requests
 
 from apimw.idempotency import IdempotencyMiddleware
 from tests.idempotency_support import CreateApp
+from tests.wsgi import LoopbackWaitress
 
 
 class Served:
     def __init__(self, app: Any) -> None:
-        from waitress.server import create_server
-
-        self.server = create_server(app, host="127.0.0.1", port=0, threads=4)
-        self.url = f"http://127.0.0.1:{self.server.effective_port}"
-        self.thread = threading.Thread(target=self.server.run, name="waitress-idem", daemon=True)
-        self.thread.start()
+        self.server = LoopbackWaitress(app, name="waitress-idem", threads=4)
+        self.url = self.server.url
         self.session = requests.Session()
         deadline = time.monotonic() + 10
         while True:
@@ -42,8 +38,7 @@ class Served:
 
     def close(self) -> None:
         self.session.close()
-        self.server.close()
-        self.thread.join(timeout=5)
+        self.server.stop()
 
 
 class Router:

@@ -37,6 +37,7 @@ from apimw.idempotency import IdempotencyMiddleware
 from apimw.microversion import MicroversionMiddleware, VersionGate, require_version
 from tests.idempotency_support import call, environ_for
 from tests.servers import HOST, free_port
+from tests.wsgi import LoopbackWaitress
 
 KEY = "a-deployment-secret-of-32-bytes!"
 GEN = ETagGenerator(key=KEY)
@@ -163,34 +164,18 @@ def werkzeug_server() -> Iterator[Callable[[Any, Req], Reply]]:
 
 @pytest.fixture(scope="module")
 def waitress_server() -> Iterator[Callable[[Any, Req], Reply]]:
-    from waitress.server import create_server
-
     logger = logging.getLogger("waitress")
     level = logger.level
     logger.setLevel(logging.CRITICAL)
     switch = _Switch()
-    server = create_server(switch, host=HOST, port=0, threads=2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        # The loop's own thread closes the server: closing it from another thread while
-        # poll() runs races (EBADF in the loop).
-        while not stop.is_set():
-            server.asyncore.loop(timeout=0.05, map=server._map, count=1)
-        server.close()
-        server.task_dispatcher.shutdown()
-
-    thread = threading.Thread(target=serve, name="waitress-callers", daemon=True)
-    thread.start()
+    server = LoopbackWaitress(switch, name="waitress-callers", threads=2)
 
     def send(app: Any, req: Req) -> Reply:
         switch.app = app
-        return _http(server.effective_port, req)
+        return _http(server.port, req)
 
     yield send
-    stop.set()
-    thread.join(timeout=WAIT)
-    assert not thread.is_alive()
+    server.stop()
     logger.setLevel(level)
 
 

@@ -11,7 +11,6 @@ keeps answering.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from baremetal_service.drivers.redfish import RedfishHardware
 from baremetal_service.service import BaremetalService
 
 from tests.example.redfish_emulator import PASSWORD, USERNAME, RedfishEmulator, serve, silent_bmc
+from tests.wsgi import LoopbackWaitress
 
 VERSION_HEADER = "X-OpenStack-Ironic-API-Version"
 
@@ -38,8 +38,6 @@ class Service:
     """The bare-metal service with redfish enabled, on waitress in a thread, on loopback."""
 
     def __init__(self, database_url: str) -> None:
-        from waitress.server import create_server
-
         self.service = BaremetalService(
             database_url,
             enabled_hardware_types=("fake-hardware", "redfish"),
@@ -49,19 +47,15 @@ class Service:
             conductor_workers=2,
             poll_interval=0.05,
         )
-        self.server = create_server(
-            wrap(create_flask_app(self.service).wsgi_app, store_url="memory://"),
-            host="127.0.0.1",
-            port=0,
-            threads=4,
-        )
-        self.url = f"http://127.0.0.1:{self.server.effective_port}"
-        self.thread = threading.Thread(target=self.server.run, name="waitress-redfish", daemon=True)
+        self.app = wrap(create_flask_app(self.service).wsgi_app, store_url="memory://")
+        self.server: LoopbackWaitress | None = None
+        self.url = ""
         self.session = requests.Session()
         self.session.headers[VERSION_HEADER] = "latest"
 
     def start(self) -> Service:
-        self.thread.start()
+        self.server = LoopbackWaitress(self.app, name="waitress-redfish", threads=4)
+        self.url = self.server.url
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -73,8 +67,8 @@ class Service:
 
     def stop(self) -> None:
         self.session.close()
-        self.server.close()
-        self.thread.join(timeout=5)
+        if self.server is not None:
+            self.server.stop()
         self.service.close()
 
     def request(self, method: str, path: str, body: Any = None) -> requests.Response:
