@@ -24,7 +24,6 @@ import sys
 import time
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,7 +182,7 @@ def test_fuzz_the_live_service_against_its_document(live_service: str, version: 
                     failures.append(f"{label}: {str(exc)[:3000]}")
                 timings.append((time.monotonic() - started, counts["requests"] - before, label))
         classes = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "requests")
-        summary = f"version {served}: {counts['requests']} requests on {len(operations)} operations ({classes})"
+        summary = f"version {served}: {counts['requests']} requests, {len(operations)} operations ({classes})"
         slowest = ", ".join(f"{label} {n} in {t:.1f}s" for t, n, label in sorted(timings)[-5:])
         print(f"{summary}; slowest: {slowest}")  # noqa: T201 - the numbers are the point of -s
         assert not failures, summary + "\n\n" + "\n\n".join(failures)
