@@ -2,6 +2,7 @@
 
     baremetal-service [--host 127.0.0.1] [--port 6385] [--database URL] [--store URL]
                       [--auth-strategy noauth|http_basic --htpasswd FILE]
+    baremetal-service openapi [--version 1.52|latest] [--output FILE]
 
 ``--database`` is a SQLAlchemy URL (default: a SQLite file ``baremetal.sqlite``
 in the current directory; ``postgresql+psycopg://...`` for PostgreSQL).
@@ -18,6 +19,7 @@ one at start) and idle connections closed after ``--idle-timeout`` seconds.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -242,8 +244,36 @@ def serve(server: Any, host: str) -> None:
         server.close()
 
 
+def openapi_command(argv: Sequence[str]) -> int:
+    """``baremetal-service openapi [--version X] [--output FILE]``: write the OpenAPI document."""
+    from baremetal_service import openapi
+
+    parser = argparse.ArgumentParser(
+        prog="baremetal-service openapi",
+        description="Write the OpenAPI 3.1 document of the API at one microversion (no server, no database).",
+    )
+    parser.add_argument(
+        "--version", default="latest", help="MAJOR.MINOR or 'latest' (default latest, the maximum)"
+    )
+    parser.add_argument("--output", default="-", help="file to write (default: standard output)")
+    args = parser.parse_args(argv)
+    try:
+        version = openapi.parse_version(args.version)
+    except ValueError as exc:
+        parser.error(str(exc))
+    text = json.dumps(openapi.document(version), indent=2) + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["openapi"]:
+        return openapi_command(arguments[1:])
+    args = parse_args(arguments)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",

@@ -64,6 +64,8 @@ def v1() -> Response:
                 "rel": "describedby",
                 "type": "text/html",
             },
+            # RFC 8631: this service's machine-readable description, for the served version
+            {"href": f"{base}/v1/openapi.json", "rel": "service-desc", "type": "application/openapi+json"},
         ],
         "media_types": {"base": "application/json", "type": "application/vnd.openstack.ironic.v1+json"},
     }
