@@ -90,7 +90,8 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
     if detail_arg is not None:
         if detail:
             raise bad_request("Can not specify ?detail=True parameter to this endpoint.")
-        require("The 'detail' parameter", versions.DETAIL_QUERY)
+        if served < versions.DETAIL_QUERY:  # Ironic: 400, not 406
+            raise bad_request(f"Invalid query parameter ?detail={detail_arg} received.")
         if detail_arg and fields is not None:
             raise bad_request("Can not specify ?detail=True and fields in the same request.")
         detail = detail_arg
@@ -164,6 +165,13 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
 @bp.route("/v1/nodes/", methods=["GET"])
 def list_nodes() -> Response:
     return _list(False, "nodes")
+
+
+@bp.route("/v1/nodes", methods=["DELETE", "PATCH"])
+@bp.route("/v1/nodes/", methods=["DELETE", "PATCH"])
+def node_collection_without_ident() -> Response:
+    # Ironic (pecan's RestController) asks for the missing id instead of answering 405.
+    raise bad_request("Missing mandatory parameter: node_ident", "request.missing-parameter")
 
 
 @bp.route("/v1/chassis/<chassis_ident>/nodes", methods=["GET"])
