@@ -7,6 +7,7 @@ tear down, clean and inspect succeed at once without touching anything.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from .base import (
@@ -72,6 +73,11 @@ class FakeInspect(InspectInterface):
 class FakeHardware(HardwareType):
     name: ClassVar[str] = "fake-hardware"
     description: ClassVar[str] = "Fake hardware: in-process, every operation succeeds instantly."
+    #: Ironic's fake vendor interface documents two (vendor method) properties.
+    interface_properties: ClassVar[Mapping[str, str]] = {
+        "B1": "B1 description. Required.",
+        "B2": "B2 description. Required.",
+    }
 
     def __init__(self) -> None:
         self.power = FakePower()
