@@ -141,3 +141,59 @@ def test_invalid_fault_filter_is_400(api: Api) -> None:
         "'clean failure', 'rescue abort failure', 'service failure')"
     )
     assert api.get("/v1/nodes?fault=power%20failure").status_code == 200
+
+
+# -- state rules -----------------------------------------------------------------------------------
+
+
+def _settle(api: Api, uuid: str) -> dict[str, Any]:
+    return api.wait_for(f"/v1/nodes/{uuid}", lambda d: d["target_provision_state"] is None)
+
+
+def _manageable(api: Api) -> str:
+    uuid = api.node()["uuid"]
+    assert api.put(f"/v1/nodes/{uuid}/states/provision", {"target": "manage"}).status_code == 202
+    assert _settle(api, uuid)["provision_state"] == "manageable"
+    return uuid
+
+
+def test_manual_clean_with_an_unsupported_step_ends_in_clean_failed(api: Api) -> None:
+    # Ironic 39.0, fake-hardware: "clean failed" and this last_error
+    uuid = _manageable(api)
+    steps = [{"interface": "deploy", "step": "no_such_step"}]
+    resp = api.put(f"/v1/nodes/{uuid}/states/provision", {"target": "clean", "clean_steps": steps})
+    assert resp.status_code == 202
+    node = _settle(api, uuid)
+    assert node["provision_state"] == "clean failed"
+    assert node["last_error"] == (
+        f"Cannot clean node {uuid}: node does not support this clean step: "
+        "{'interface': 'deploy', 'step': 'no_such_step'}"
+    )
+
+
+def test_manual_clean_with_a_supported_step_ends_in_manageable(api: Api) -> None:
+    uuid = _manageable(api)
+    steps = [{"interface": "bios", "step": "factory_reset"}]
+    assert api.put(f"/v1/nodes/{uuid}/states/provision", {"target": "clean", "clean_steps": steps}).ok
+    node = _settle(api, uuid)
+    assert (node["provision_state"], node["last_error"]) == ("manageable", None)
+
+
+def test_retirement_rules(api: Api) -> None:
+    # Regression guard (already right before this file): Ironic 39.0 answers the same.
+    uuid = _manageable(api)
+    patch = [
+        {"op": "add", "path": "/retired", "value": True},
+        {"op": "add", "path": "/retired_reason", "value": "old"},
+    ]
+    assert api.patch(f"/v1/nodes/{uuid}", patch).json()["retired_reason"] == "old"
+    node = api.patch(f"/v1/nodes/{uuid}", [{"op": "replace", "path": "/retired", "value": False}]).json()
+    assert (node["retired"], node["retired_reason"]) == (False, None)
+    assert api.put(f"/v1/nodes/{uuid}/states/provision", {"target": "provide"}).status_code == 202
+    assert _settle(api, uuid)["provision_state"] == "available"
+    resp = api.patch(f"/v1/nodes/{uuid}", [{"op": "add", "path": "/retired", "value": True}])
+    assert resp.status_code == 409
+    assert _fault(resp) == (
+        f"Node {uuid} can not have 'retired' set in provision state 'available', "
+        "the current state is 'available'"
+    )

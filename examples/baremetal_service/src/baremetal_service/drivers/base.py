@@ -47,6 +47,7 @@ from typing import Any, ClassVar, Final
 
 __all__ = [
     "BOOT_DEVICES",
+    "CleanStepNotSupported",
     "POWER_OFF",
     "POWER_ON",
     "REBOOT",
@@ -100,6 +101,16 @@ RAID_LOGICAL_DISK_PROPERTIES: Final[Mapping[str, str]] = {
 
 class DriverError(Exception):
     """A driver operation failed; ``str(error)`` becomes the node's ``last_error``."""
+
+
+class CleanStepNotSupported(DriverError):
+    """A manual clean step the node's interfaces do not have; its text is the whole last_error."""
+
+    verbatim: ClassVar[bool] = True
+
+    def __init__(self, node: str, step: Mapping[str, Any]) -> None:
+        shown = {k: step[k] for k in ("interface", "step") if k in step}
+        super().__init__(f"Cannot clean node {node}: node does not support this clean step: {shown!r}")
 
 
 class DriverValidationError(DriverError):
@@ -208,6 +219,8 @@ class HardwareType(abc.ABC):
     #: ``GET /v1/drivers/{name}/properties`` with the driver_info ones, never required by
     #: ``validate`` (Ironic's ``HardwareType.get_properties`` merges every interface's).
     interface_properties: ClassVar[Mapping[str, str]] = {}
+    #: ``(interface, step)`` pairs a manual clean may name; None accepts any.
+    clean_steps: ClassVar[frozenset[tuple[str, str]] | None] = None
 
     power: PowerInterface
     management: ManagementInterface
@@ -246,6 +259,15 @@ class HardwareType(abc.ABC):
         """The logical disk properties of its RAID interface; None without one (``no-raid``)."""
         raid = self.interface_names.get("raid_interface", "no-raid")
         return None if raid.startswith("no-") else dict(RAID_LOGICAL_DISK_PROPERTIES)
+
+    def check_clean_steps(self, task: Task, steps: list[dict[str, Any]]) -> None:
+        """Raise CleanStepNotSupported for the first manual step it does not have (Ironic's
+        conductor checks them before cleaning: the node ends in ``clean failed``)."""
+        if self.clean_steps is None:
+            return
+        for step in steps:
+            if (step.get("interface"), step.get("step")) not in self.clean_steps:
+                raise CleanStepNotSupported(task.uuid, step)
 
     def required_driver_info(self) -> list[str]:
         return sorted(k for k, v in self.driver_info_properties.items() if v.startswith("Required."))

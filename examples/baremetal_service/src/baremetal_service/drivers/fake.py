@@ -78,6 +78,12 @@ class FakeHardware(HardwareType):
         "B1": "B1 description. Required.",
         "B2": "B2 description. Required.",
     }
+    #: Ironic's fake interfaces' clean steps, plus the deploy interface's standard erase steps.
+    clean_steps: ClassVar[frozenset[tuple[str, str]] | None] = frozenset({
+        ("bios", "apply_configuration"), ("bios", "factory_reset"), ("bios", "cache_bios_settings"),
+        ("firmware", "update"), ("raid", "create_configuration"), ("raid", "delete_configuration"),
+        ("vendor", "log_passthrough"), ("deploy", "erase_devices"), ("deploy", "erase_devices_metadata"),
+    })  # fmt: skip
 
     def __init__(self) -> None:
         self.power = FakePower()
