@@ -50,9 +50,10 @@ def create_flask_app(service: Any, *, max_body_bytes: int = MAX_BODY_BYTES) -> F
 
     for module in (allocations, conductors, deploy_templates, runbooks):
         app.register_blueprint(module.bp)
-    from . import node_management  # boot device, bios, children, console state, shards
+    from . import node_history, node_management  # boot device, bios, children, console, shards...
 
     app.register_blueprint(node_management.bp)
+    app.register_blueprint(node_history.bp)
 
     @app.before_request
     def _acceptable() -> None:
