@@ -13,8 +13,8 @@ Error bodies come in *profiles*, selectable per deployment:
 ``ironic``
     Ironic's envelope, which python-ironicclient and openstacksdk both parse::
 
-        {"error_message": "{\"faultcode\": \"Client\", \"faultstring\": ..., \"description\": ...,
-                            \"debuginfo\": null}",
+        {"error_message": "{\"code\": 406, \"title\": \"Not Acceptable\", \"faultcode\": \"Client\",
+                            \"faultstring\": ..., \"description\": ..., \"debuginfo\": null}",
          "errors": [ <the api-sig entry below> ]}
 
     The ``errors`` list rides along so that the stable ``code`` is in the same
@@ -143,7 +143,12 @@ def render_problem(
     entry = _api_sig_entry(problem, request_id)
     doc: dict[str, Any]
     if profile == "ironic":
+        # Ironic has two inner shapes: its controllers' fault (faultcode, faultstring,
+        # debuginfo) and its router's / version check's (code, title, description).
+        # One superset serves the readers of either.
         inner = {
+            "code": problem.status,
+            "title": problem.title,
             "faultcode": "Server" if problem.status >= 500 else "Client",
             "faultstring": problem.detail,
             "description": problem.detail,

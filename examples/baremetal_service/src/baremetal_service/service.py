@@ -392,8 +392,22 @@ class BaremetalService:
         for name, value in (filters or {}).items():
             if value is None:
                 continue
-            if name in _NODE_FILTERS:
+            if name == "shard" and isinstance(value, list):
+                where.append(NODES.c.shard.in_(value))
+            elif name in _NODE_FILTERS:
                 where.append(_NODE_FILTERS[name] == value)
+            elif name == "project":  # Ironic: owner or lessee
+                where.append(sa.or_(NODES.c.owner == value, NODES.c.lessee == value))
+            elif name == "parent_node":
+                where.append(NODES.c.parent_node == value)
+            elif name == "children":  # False: only nodes without a parent (Ironic's default)
+                if not value:
+                    where.append(NODES.c.parent_node.is_(None))
+            elif name == "sharded":
+                where.append(NODES.c.shard.is_not(None) if value else NODES.c.shard.is_(None))
+            elif name == "conductor":  # every node is managed by this service's conductor
+                if value != self.drivers.host:
+                    where.append(sa.false())
             elif name == "maintenance":
                 where.append(NODES.c.maintenance.is_(bool(value)))
             elif name == "retired":

@@ -8,14 +8,23 @@ from flask import Blueprint, Response, request
 
 from apimw._version import Version
 
-from . import serialize
-from .common import api_version, base_url, json_response, parse_bool, require
+from . import serialize, versions
+from .common import api_version, base_url, json_response, not_acceptable, parse_bool, require
 from .context import service
 
 bp = Blueprint("drivers", __name__)
 
 DYNAMIC_DRIVERS = Version(1, 30)
-_INTERFACES = ("boot", "deploy", "inspect", "management", "power")
+RAID_CONFIG = Version(1, 12)
+#: Every interface kind of a driver document and the version it appears at (Ironic's
+#: ``hide_fields_in_newer_versions``); the others are there from 1.30 (dynamic drivers).
+_INTERFACES: tuple[tuple[str, Version], ...] = (
+    ("bios", Version(1, 40)), ("boot", DYNAMIC_DRIVERS), ("console", DYNAMIC_DRIVERS),
+    ("deploy", DYNAMIC_DRIVERS), ("firmware", versions.NODE_FIRMWARE), ("inspect", DYNAMIC_DRIVERS),
+    ("management", DYNAMIC_DRIVERS), ("network", DYNAMIC_DRIVERS), ("power", DYNAMIC_DRIVERS),
+    ("raid", DYNAMIC_DRIVERS), ("rescue", Version(1, 38)), ("storage", Version(1, 33)),
+    ("vendor", DYNAMIC_DRIVERS),
+)  # fmt: skip
 
 
 def _doc(driver: Any, detail: bool) -> dict[str, Any]:
@@ -27,7 +36,9 @@ def _doc(driver: Any, detail: bool) -> dict[str, Any]:
     if served >= DYNAMIC_DRIVERS:
         doc["type"] = "dynamic"
         if detail:
-            for iface in _INTERFACES:
+            for iface, since in _INTERFACES:
+                if served < since:
+                    continue
                 doc[f"default_{iface}_interface"] = serialize.get(driver, f"default_{iface}_interface")
                 enabled = serialize.get(driver, f"enabled_{iface}_interfaces")
                 doc[f"enabled_{iface}_interfaces"] = list(enabled or [])
@@ -63,3 +74,10 @@ def get_driver(name: str) -> Response:
 @bp.route("/v1/drivers/<name>/properties", methods=["GET"])
 def get_driver_properties(name: str) -> Response:
     return json_response(service().driver_properties(name))
+
+
+@bp.route("/v1/drivers/<name>/raid/logical_disk_properties", methods=["GET"])
+def get_raid_logical_disk_properties(name: str) -> Response:
+    if api_version() < RAID_CONFIG:
+        raise not_acceptable("RAID logical disk properties", RAID_CONFIG)
+    return json_response(service().drivers.raid_logical_disk_properties(name))

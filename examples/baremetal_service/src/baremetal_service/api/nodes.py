@@ -55,13 +55,57 @@ _FILTERS: tuple[tuple[str, Version], ...] = (
     ("driver", versions.DRIVER_FILTER),
     ("resource_class", versions.RESOURCE_CLASS_FILTER),
     ("conductor_group", Version(1, 46)),
+    ("conductor", versions.CONDUCTORS),
     ("owner", Version(1, 50)),
     ("lessee", Version(1, 65)),
+    ("project", versions.MIN_VERSION),  # owner or lessee; Ironic gates it by policy only
     ("shard", Version(1, 82)),
+    ("parent_node", versions.PARENT_NODE),
     ("fault", Version(1, 42)),
     ("description_contains", Version(1, 51)),
     ("instance_name", versions.NODE_INSTANCE_NAME),
 )
+#: Boolean filters and the version each needs.
+_FLAGS: tuple[tuple[str, Version], ...] = (
+    ("maintenance", versions.MIN_VERSION),
+    ("associated", versions.MIN_VERSION),
+    ("retired", versions.NODE_RETIRED),
+    ("sharded", Version(1, 82)),
+    ("include_children", versions.PARENT_NODE),
+)
+#: Every query parameter Ironic's node lists take (node.py ``get_all`` / ``detail``); any
+#: other is 400 "Unexpected arguments" (ironic/common/args.py).
+_LIST_ARGS: frozenset[str] = frozenset(
+    {name for name, _ in _FILTERS}
+    | {name for name, _ in _FLAGS}
+    | {"chassis_uuid", "instance_uuid", "marker", "limit", "sort_key", "sort_dir", "fields", "detail"}
+)
+#: Ironic's provision states (its state machine's) and node faults (ironic/common/faults.py).
+PROVISION_STATES: frozenset[str] = frozenset({
+    "active", "adopt failed", "adopting", "available", "clean failed", "clean hold", "clean wait",
+    "cleaning", "deleting", "deploy failed", "deploy hold", "deploying", "enroll", "error",
+    "inspect failed", "inspect wait", "inspecting", "manageable", "rescue", "rescue failed",
+    "rescue wait", "rescuing", "service failed", "service hold", "service wait", "servicing",
+    "unrescue failed", "unrescuing", "verifying", "wait call-back",
+})  # fmt: skip
+FAULTS: tuple[str, ...] = ("power failure", "clean failure", "rescue abort failure", "service failure")
+
+
+def check_unexpected_args(allowed: frozenset[str]) -> None:
+    """Ironic's 400 for query parameters an endpoint does not take."""
+    extra = sorted(set(request.args) - allowed)
+    if extra:
+        raise bad_request(f"Unexpected arguments: {', '.join(extra)}", "request.unexpected-arguments")
+
+
+def _check_filter_value(name: str, value: str) -> None:
+    if name == "provision_state" and value not in PROVISION_STATES:
+        raise bad_request(f'Provision state "{value}" is not valid', "request.invalid-parameter")
+    if name == "fault" and value not in FAULTS:
+        raise bad_request(
+            f'Unrecognized fault "{value}" is specified, allowed faults are {FAULTS}',
+            "request.invalid-parameter",
+        )
 
 
 def _secrets(node: Any) -> frozenset[str]:
@@ -85,12 +129,14 @@ def _etag_headers(node: Any) -> list[tuple[str, str]]:
 
 def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Response:
     served = api_version()
+    check_unexpected_args(_LIST_ARGS)
     fields = parse_fields(versions.NODE_FIELD_VERSIONS, serialize.NODE_FIELDS, "node")
     detail_arg = parse_bool("detail", request.args.get("detail"))
     if detail_arg is not None:
         if detail:
             raise bad_request("Can not specify ?detail=True parameter to this endpoint.")
-        require("The 'detail' parameter", versions.DETAIL_QUERY)
+        if served < versions.DETAIL_QUERY:  # Ironic: 400, not 406
+            raise bad_request(f"Invalid query parameter ?detail={detail_arg} received.")
         if detail_arg and fields is not None:
             raise bad_request("Can not specify ?detail=True and fields in the same request.")
         detail = detail_arg
@@ -104,12 +150,12 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
         value = request.args.get(name)
         if value is not None:
             require(f"Filtering nodes by {name}", since)
-            filters[name] = value
-    for name in ("maintenance", "associated", "retired"):
+            _check_filter_value(name, value)
+            filters[name] = value.split(",") if name == "shard" else value
+    for name, since in _FLAGS:
         flag = parse_bool(name, request.args.get(name))
         if flag is not None:
-            if name == "retired":
-                require("Filtering nodes by retired", versions.NODE_RETIRED)
+            require(f"Filtering nodes by {name}", since)
             filters[name] = flag
     chassis = query_uuid("chassis_uuid")
     if chassis is not None:
@@ -117,8 +163,11 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
     instance = query_uuid("instance_uuid")
     if instance is not None:
         filters["instance_uuid"] = instance
-    extra = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in filters.items()}
+    extra = {k: _query_value(v) for k, v in filters.items()}
     filters.update(scope or {})
+    if not filters.get("include_children") and "parent_node" not in filters:
+        filters["children"] = False  # Ironic lists child nodes only when asked to
+    filters.pop("include_children", None)
     if detail:
         shown: list[str] | None = None
     else:
@@ -160,10 +209,25 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
     return json_response(out)
 
 
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)
+
+
 @bp.route("/v1/nodes", methods=["GET"])
 @bp.route("/v1/nodes/", methods=["GET"])
 def list_nodes() -> Response:
     return _list(False, "nodes")
+
+
+@bp.route("/v1/nodes", methods=["DELETE", "PATCH"])
+@bp.route("/v1/nodes/", methods=["DELETE", "PATCH"])
+def node_collection_without_ident() -> Response:
+    # Ironic (pecan's RestController) asks for the missing id instead of answering 405.
+    raise bad_request("Missing mandatory parameter: node_ident", "request.missing-parameter")
 
 
 @bp.route("/v1/chassis/<chassis_ident>/nodes", methods=["GET"])
@@ -197,9 +261,13 @@ def create_node() -> Response:
 
 @bp.route("/v1/nodes/<ident>", methods=["GET"])
 def get_node(ident: str) -> Response:
+    check_unexpected_args(_GET_ARGS)
     fields = parse_fields(versions.NODE_FIELD_VERSIONS, serialize.NODE_FIELDS, "node")
     node = service().get_node(ident, project_id=project_id())
     return json_response(_doc(node, fields), headers=_etag_headers(node))
+
+
+_GET_ARGS: frozenset[str] = frozenset({"fields"})
 
 
 def _patch_path_field(path: str) -> str:

@@ -26,6 +26,7 @@ _RESOURCES: tuple[tuple[str, Any], ...] = (
     ("conductors", versions.CONDUCTORS),
     ("allocations", versions.ALLOCATIONS),
     ("deploy_templates", versions.DEPLOY_TEMPLATES),
+    ("shards", versions.SHARDS),
     ("runbooks", versions.RUNBOOKS),
     ("volume", versions.VOLUME),
     ("inspection_rules", versions.INSPECTION_RULES),

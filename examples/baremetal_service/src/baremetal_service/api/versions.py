@@ -45,6 +45,8 @@ NODE_VIFS: Final = Version(1, 28)
 NODE_TRAITS: Final = Version(1, 37)
 NODE_RETIRED: Final = Version(1, 61)
 VIF_ATTACH_PORT: Final = Version(1, 67)
+SHARDS: Final = Version(1, 82)
+PARENT_NODE: Final = Version(1, 83)
 NODE_FIRMWARE: Final = Version(1, 86)
 NODE_VMEDIA: Final = Version(1, 89)
 NODE_INSTANCE_NAME: Final = Version(1, 104)
@@ -60,6 +62,9 @@ ALLOCATION_OWNER: Final = Version(1, 60)
 RUNBOOKS: Final = Version(1, 92)
 RUNBOOK_TRAITS: Final = Version(1, 112)
 DEPLOY_UNDEPLOY_VERBS: Final = Version(1, 73)
+NODE_HISTORY: Final = Version(1, 78)
+NODE_HISTORY_PROJECT: Final = Version(1, 113)
+NODE_HISTORY_FIELDS: Final = Version(1, 115)
 
 #: One line per version this service gives a meaning to (docs/baremetal-service.md mirrors it).
 HISTORY: Final[tuple[tuple[Version, str], ...]] = (
@@ -118,6 +123,11 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 67), "VIF attach names a port_uuid or a portgroup_uuid (not both)."),
     (Version(1, 73), "'deploy' and 'undeploy' verbs (aliases of 'active' and 'deleted')."),
     (Version(1, 75), "Node boot_mode and secure_boot."),
+    (
+        NODE_HISTORY,
+        "Node history: /v1/nodes/{id}/history (an ERROR entry whenever a failure sets "
+        "last_error) and /v1/nodes/{id}/history/{event}.",
+    ),
     (Version(1, 82), "Node shard."),
     (Version(1, 83), "Node parent_node."),
     (Version(1, 86), "Node firmware_interface; /v1/nodes/{id}/firmware."),
@@ -142,7 +152,12 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
         Version(1, 112),
         "Runbook traits (/v1/runbooks/{id}/traits) and description; any logical name for a runbook.",
     ),
-    (Version(1, 115), "Ironic 39.0's maximum (node history fields; nothing visible here)."),
+    (NODE_HISTORY_PROJECT, "Node history entries show project."),
+    (
+        NODE_HISTORY_FIELDS,
+        "Node history entries show state, target_provision_state and duration_seconds "
+        "(Ironic 39.0's maximum).",
+    ),
     (
         ETAG_VERSION,
         "apimw: etag in node/port/portgroup/chassis bodies and the ETag header; "

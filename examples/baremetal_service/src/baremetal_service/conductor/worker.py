@@ -275,7 +275,11 @@ class Conductor:
                 changes = self._run_step(step.name, hw, task, doc, action)
                 event = states.done_event(state, action)
             except Exception as exc:  # driver failures of any kind land in last_error
-                error = _FAILURE_TEXT[step.name].format(uuid=doc["uuid"], error=_text(exc))
+                error = (
+                    str(exc)
+                    if getattr(exc, "verbatim", False)
+                    else _FAILURE_TEXT[step.name].format(uuid=doc["uuid"], error=_text(exc))
+                )
                 event = "fail"
             new_state = states.next_state(state, event)
             if new_state is None:  # pragma: no cover - the machine defines fail for each step
@@ -326,7 +330,9 @@ class Conductor:
             return {"power_state": POWER_OFF, "instance_info": {}, "instance_uuid": None}
         if name == "clean":
             if action == "clean":
-                hw.deploy.clean(task, list(task.driver_internal_info.get("clean_steps") or []))
+                steps = list(task.driver_internal_info.get("clean_steps") or [])
+                hw.check_clean_steps(task, steps)
+                hw.deploy.clean(task, steps)
             elif doc.get("automated_clean") is not False:
                 hw.deploy.clean(task, None)
             return {"last_error": None}

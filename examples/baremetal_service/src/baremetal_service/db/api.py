@@ -41,7 +41,7 @@ from apimw.etag import CanonicalizationError, ETagGenerator, IfMatch, parse_if_m
 from apimw.etag_db import cas_update, is_retryable
 
 from .. import exceptions as exc
-from . import migrate
+from . import history, migrate
 from .engine import create_engine
 from .etags import make_generator
 from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass
@@ -735,6 +735,8 @@ class Database:
                         etag,
                         now,
                     )
+                    if kind_name == "node":  # a new last_error is a history entry (Ironic's)
+                        history.record(conn, current, changes, now)
                     return doc
             except _LostRace:
                 pass
@@ -881,6 +883,32 @@ class Database:
              "created_at": iso(r["created_at"]), "etag": r["etag"]}
             for r in reversed(rows)
         ]  # fmt: skip
+
+    def node_history(
+        self,
+        ident: str,
+        *,
+        project_id: str | None = None,
+        limit: int,
+        marker: str | None = None,
+        sort_key: str = "created_at",
+        sort_dir: str = "asc",
+    ) -> tuple[dict[str, Any], builtins.list[dict[str, Any]]]:
+        """The node and a page of its history entries (:mod:`.history`)."""
+        with self.reader.connect() as conn:
+            node = self._fetch(conn, "node", ident, project_id)
+            entries = history.list_for_node(
+                conn, node["id"], limit=limit, marker=marker, sort_key=sort_key, sort_dir=sort_dir
+            )
+        return node, entries
+
+    def node_history_entry(
+        self, ident: str, event: str, *, project_id: str | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The node and one of its history entries by uuid (404 for another node's)."""
+        with self.reader.connect() as conn:
+            node = self._fetch(conn, "node", ident, project_id)
+            return node, history.get(conn, node["id"], event)
 
     # -- conductor leases ------------------------------------------------------------
 

@@ -298,4 +298,5 @@ from . import (  # noqa: E402
     models_collections_a,  # noqa: F401  (allocations, conductors, deploy templates, runbooks)
     models_collections_b,  # noqa: F401  (volume connectors and targets, inspection rules; 0005)
     models_node_features,  # noqa: F401  (appends nodes.traits; migration 0003)
+    models_node_history,  # noqa: F401  (node history, 1.78; migration 0007)
 )

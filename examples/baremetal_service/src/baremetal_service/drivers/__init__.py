@@ -51,6 +51,7 @@ __all__ = [
     "ManagementInterface",
     "PowerInterface",
     "Task",
+    "UnsupportedDriverExtension",
 ]
 
 ENTRY_POINT_GROUP: Final = "baremetal_service.hardware_types"
@@ -58,6 +59,15 @@ _INTERFACE_KINDS: Final = (
     "bios", "boot", "console", "deploy", "firmware", "inspect", "management", "network", "power",
     "raid", "rescue", "storage", "vendor",
 )  # fmt: skip
+
+
+class UnsupportedDriverExtension(exc.NotFound):
+    """Ironic's answer (404 on the API) for an interface a driver does not implement."""
+
+    error_code = "baremetal.unsupported-driver-extension"
+
+    def __init__(self, driver: str, extension: str) -> None:
+        super().__init__(f"Driver {driver} does not support {extension} (disabled or not implemented).")
 
 
 class DriverRegistry:
@@ -136,4 +146,11 @@ class DriverRegistry:
 
     def properties(self, name: str) -> dict[str, str]:
         """``GET /v1/drivers/{name}/properties``: driver_info fields and descriptions."""
-        return dict(self.get(name).driver_info_properties)
+        return self.get(name).properties()
+
+    def raid_logical_disk_properties(self, name: str) -> dict[str, str]:
+        """``GET /v1/drivers/{name}/raid/logical_disk_properties`` (404 without a RAID interface)."""
+        found = self.get(name).raid_logical_disk_properties()
+        if found is None:
+            raise UnsupportedDriverExtension(name, "raid")
+        return found

@@ -47,6 +47,7 @@ from typing import Any, ClassVar, Final
 
 __all__ = [
     "BOOT_DEVICES",
+    "CleanStepNotSupported",
     "POWER_OFF",
     "POWER_ON",
     "REBOOT",
@@ -71,9 +72,45 @@ SOFT_REBOOT: Final = "soft rebooting"
 POWER_TARGETS: Final = (POWER_ON, POWER_OFF, REBOOT, SOFT_POWER_OFF, SOFT_REBOOT)
 BOOT_DEVICES: Final = ("pxe", "disk", "cdrom", "bios", "safe")
 
+#: Ironic's logical disk properties of a RAID interface (ironic/common/raid.py, its schema).
+RAID_LOGICAL_DISK_PROPERTIES: Final[Mapping[str, str]] = {
+    "raid_level": "RAID level for the logical disk. Valid values are 'JBOD', '0', '1', '2', '5', "
+    "'6', '1+0', '5+0' and '6+0'. Required.",
+    "size_gb": "Size in GiB (Integer) for the logical disk. Use 'MAX' as size_gb if this logical "
+    "disk is supposed to use the rest of the space available. Required.",
+    "volume_name": "Name of the volume to be created. If this is not specified, it will be "
+    "auto-generated. Optional.",
+    "is_root_volume": "Specifies whether this disk is a root volume. By default, this is False. "
+    "Optional.",
+    "share_physical_disks": "Specifies whether other logical disks can share physical disks with "
+    "this logical disk. By default, this is False. Optional.",
+    "disk_type": "The type of disk preferred. Valid values are 'hdd' and 'ssd'. If this is not "
+    "specified, disk type will not be a selection criterion for choosing backing physical disks. "
+    "Optional.",
+    "interface_type": "The interface type of disk. Valid values are 'sata', 'scsi' and 'sas'. If "
+    "this is not specified, interface type will not be a selection criterion for choosing backing "
+    "physical disks. Optional.",
+    "number_of_physical_disks": "Number of physical disks to use for this logical disk. By "
+    "default, the driver uses the minimum number of disks required for that RAID level. Optional.",
+    "controller": "Controller to use for this logical disk. If not specified, the driver will "
+    "choose a suitable RAID controller on the bare metal node. Optional.",
+    "physical_disks": "The physical disks to use for this logical disk. If not specified, the "
+    "driver will choose suitable physical disks to use. Optional.",
+}
+
 
 class DriverError(Exception):
     """A driver operation failed; ``str(error)`` becomes the node's ``last_error``."""
+
+
+class CleanStepNotSupported(DriverError):
+    """A manual clean step the node's interfaces do not have; its text is the whole last_error."""
+
+    verbatim: ClassVar[bool] = True
+
+    def __init__(self, node: str, step: Mapping[str, Any]) -> None:
+        shown = {k: step[k] for k in ("interface", "step") if k in step}
+        super().__init__(f"Cannot clean node {node}: node does not support this clean step: {shown!r}")
 
 
 class DriverValidationError(DriverError):
@@ -178,6 +215,12 @@ class HardwareType(abc.ABC):
     driver_info_properties: ClassVar[Mapping[str, str]] = {}
     #: driver_info keys whose values never leave the service (masked by the API).
     secret_fields: ClassVar[frozenset[str]] = frozenset()
+    #: Properties its other interfaces document (vendor method arguments...): shown by
+    #: ``GET /v1/drivers/{name}/properties`` with the driver_info ones, never required by
+    #: ``validate`` (Ironic's ``HardwareType.get_properties`` merges every interface's).
+    interface_properties: ClassVar[Mapping[str, str]] = {}
+    #: ``(interface, step)`` pairs a manual clean may name; None accepts any.
+    clean_steps: ClassVar[frozenset[tuple[str, str]] | None] = None
 
     power: PowerInterface
     management: ManagementInterface
@@ -207,6 +250,24 @@ class HardwareType(abc.ABC):
     def enabled_interfaces(self) -> dict[str, tuple[str, ...]]:
         """Every implementation a node of this type may choose per interface (the default first)."""
         return {key: (name,) for key, name in self.interface_names.items()}
+
+    def properties(self) -> dict[str, str]:
+        """``GET /v1/drivers/{name}/properties``: every interface's documented properties."""
+        return {**self.interface_properties, **self.driver_info_properties}
+
+    def raid_logical_disk_properties(self) -> dict[str, str] | None:
+        """The logical disk properties of its RAID interface; None without one (``no-raid``)."""
+        raid = self.interface_names.get("raid_interface", "no-raid")
+        return None if raid.startswith("no-") else dict(RAID_LOGICAL_DISK_PROPERTIES)
+
+    def check_clean_steps(self, task: Task, steps: list[dict[str, Any]]) -> None:
+        """Raise CleanStepNotSupported for the first manual step it does not have (Ironic's
+        conductor checks them before cleaning: the node ends in ``clean failed``)."""
+        if self.clean_steps is None:
+            return
+        for step in steps:
+            if (step.get("interface"), step.get("step")) not in self.clean_steps:
+                raise CleanStepNotSupported(task.uuid, step)
 
     def required_driver_info(self) -> list[str]:
         return sorted(k for k, v in self.driver_info_properties.items() if v.startswith("Required."))

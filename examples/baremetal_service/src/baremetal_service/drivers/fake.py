@@ -7,6 +7,7 @@ tear down, clean and inspect succeed at once without touching anything.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from .base import (
@@ -72,6 +73,17 @@ class FakeInspect(InspectInterface):
 class FakeHardware(HardwareType):
     name: ClassVar[str] = "fake-hardware"
     description: ClassVar[str] = "Fake hardware: in-process, every operation succeeds instantly."
+    #: Ironic's fake vendor interface documents two (vendor method) properties.
+    interface_properties: ClassVar[Mapping[str, str]] = {
+        "B1": "B1 description. Required.",
+        "B2": "B2 description. Required.",
+    }
+    #: Ironic's fake interfaces' clean steps, plus the deploy interface's standard erase steps.
+    clean_steps: ClassVar[frozenset[tuple[str, str]] | None] = frozenset({
+        ("bios", "apply_configuration"), ("bios", "factory_reset"), ("bios", "cache_bios_settings"),
+        ("firmware", "update"), ("raid", "create_configuration"), ("raid", "delete_configuration"),
+        ("vendor", "log_passthrough"), ("deploy", "erase_devices"), ("deploy", "erase_devices_metadata"),
+    })  # fmt: skip
 
     def __init__(self) -> None:
         self.power = FakePower()
