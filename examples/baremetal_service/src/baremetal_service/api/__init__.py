@@ -50,8 +50,11 @@ def create_flask_app(service: Any, *, max_body_bytes: int = MAX_BODY_BYTES) -> F
 
     for module in (allocations, conductors, deploy_templates, runbooks):
         app.register_blueprint(module.bp)
-    from . import node_history, node_management  # boot device, bios, children, console, shards...
-    from . import openapi_doc  # GET /v1/openapi.json
+    from . import (  # boot device, bios, children, console, shards...
+        node_history,
+        node_management,
+        openapi_doc,  # GET /v1/openapi.json
+    )
 
     app.register_blueprint(node_management.bp)
     app.register_blueprint(node_history.bp)
