@@ -25,6 +25,7 @@ _RESOURCES: tuple[tuple[str, Any], ...] = (
     ("portgroups", versions.PORTGROUPS),
     ("conductors", versions.CONDUCTORS),
     ("allocations", versions.ALLOCATIONS),
+    ("events", versions.EVENTS),
     ("deploy_templates", versions.DEPLOY_TEMPLATES),
     ("shards", versions.SHARDS),
     ("runbooks", versions.RUNBOOKS),

@@ -55,6 +55,7 @@ VOLUME: Final = Version(1, 32)
 INSPECTION_RULES: Final = Version(1, 96)
 CONDUCTORS: Final = Version(1, 49)
 ALLOCATIONS: Final = Version(1, 52)
+EVENTS: Final = Version(1, 54)
 DEPLOY_TEMPLATES: Final = Version(1, 55)
 ALLOCATION_UPDATE: Final = Version(1, 57)
 ALLOCATION_BACKFILL: Final = Version(1, 58)
@@ -78,7 +79,7 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 8), "'fields' query parameter selects a subset of fields."),
     (Version(1, 9), "Filter nodes by provision_state."),
     (Version(1, 11), "New nodes start in ENROLL (before: AVAILABLE)."),
-    (Version(1, 12), "Node raid_config and target_raid_config."),
+    (Version(1, 12), "Node raid_config and target_raid_config; PUT /v1/nodes/{id}/states/raid."),
     (Version(1, 14), "Links to node states."),
     (Version(1, 15), "Manual cleaning: 'clean' verb."),
     (Version(1, 16), "Filter nodes by driver."),
@@ -113,6 +114,7 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 51), "Node description."),
     (Version(1, 52), "Allocations: /v1/allocations, /v1/nodes/{id}/allocation; node allocation_uuid."),
     (Version(1, 53), "Port is_smartnic."),
+    (EVENTS, "POST /v1/events: external network events (checked, logged, 204)."),
     (Version(1, 55), "Deploy templates: /v1/deploy_templates."),
     (Version(1, 57), "PATCH /v1/allocations/{id} (name, extra)."),
     (Version(1, 58), "Allocation backfill: POST /v1/allocations with node."),

@@ -28,8 +28,10 @@ from .base import (
     HardwareType,
     InspectInterface,
     ManagementInterface,
+    NotSupportedByDriver,
     PowerInterface,
     Task,
+    VendorMethod,
 )
 from .fake import FakeHardware
 
@@ -49,9 +51,11 @@ __all__ = [
     "HardwareType",
     "InspectInterface",
     "ManagementInterface",
+    "NotSupportedByDriver",
     "PowerInterface",
     "Task",
     "UnsupportedDriverExtension",
+    "VendorMethod",
 ]
 
 ENTRY_POINT_GROUP: Final = "baremetal_service.hardware_types"

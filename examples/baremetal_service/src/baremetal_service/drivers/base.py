@@ -47,7 +47,10 @@ from typing import Any, ClassVar, Final
 
 __all__ = [
     "BOOT_DEVICES",
+    "RAID_CONFIG_SCHEMA",
     "CleanStepNotSupported",
+    "NotSupportedByDriver",
+    "VendorMethod",
     "POWER_OFF",
     "POWER_ON",
     "REBOOT",
@@ -99,8 +102,86 @@ RAID_LOGICAL_DISK_PROPERTIES: Final[Mapping[str, str]] = {
 }
 
 
+#: Ironic's RAID configuration schema (ironic/drivers/raid_config_schema.json, its rules).
+RAID_CONFIG_SCHEMA: Final[Mapping[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "logical_disks": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "raid_level": {
+                        "type": "string",
+                        "enum": ["JBOD", "0", "1", "2", "5", "6", "1+0", "5+0", "6+0"],
+                    },
+                    "size_gb": {
+                        "anyOf": [
+                            {"type": "integer", "minimum": 0},
+                            {"type": "string", "enum": ["MAX"]},
+                        ]
+                    },
+                    "volume_name": {"type": "string"},
+                    "is_root_volume": {"type": "boolean"},
+                    "share_physical_disks": {"type": "boolean"},
+                    "disk_type": {"type": "string", "enum": ["hdd", "ssd"]},
+                    "interface_type": {"type": "string", "enum": ["sata", "scsi", "sas"]},
+                    "number_of_physical_disks": {"type": "integer", "exclusiveMinimum": 0},
+                    "controller": {"type": "string"},
+                    "physical_disks": {
+                        "anyOf": [
+                            {"type": "array", "items": {"type": "string"}},
+                            {"type": "array", "items": {"type": "object"}, "minItems": 2},
+                        ]
+                    },
+                },
+                "required": ["raid_level", "size_gb"],
+                "additionalProperties": False,
+                "dependencies": {"physical_disks": ["controller"]},
+            },
+        },
+    },
+    "required": ["logical_disks"],
+    "additionalProperties": False,
+}
+
+
 class DriverError(Exception):
     """A driver operation failed; ``str(error)`` becomes the node's ``last_error``."""
+
+
+class NotSupportedByDriver(DriverError):
+    """Ironic's UnsupportedDriverExtension: the node's interface lacks this operation."""
+
+    def __init__(self, driver: str, extension: str) -> None:
+        self.extension = extension
+        super().__init__(f"Driver {driver} does not support {extension} (disabled or not implemented).")
+
+
+@dataclass(frozen=True)
+class VendorMethod:
+    """A vendor passthru method (Ironic's ``@base.passthru``): its metadata and its code.
+
+    *call* gets the task and the request body; it raises DriverError for bad arguments
+    (400) and returns the JSON answer of a synchronous method (asynchronous ones answer
+    202 with no body)."""
+
+    description: str
+    call: Any  # Callable[[Task, Mapping[str, Any]], Any]
+    http_methods: tuple[str, ...] = ("POST",)
+    async_call: bool = True
+    attach: bool = False
+    require_exclusive_lock: bool = True
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "http_methods": list(self.http_methods),
+            "async": self.async_call,
+            "description": self.description,
+            "attach": self.attach,
+            "require_exclusive_lock": self.require_exclusive_lock,
+        }
 
 
 class CleanStepNotSupported(DriverError):
@@ -174,6 +255,17 @@ class ManagementInterface(abc.ABC):
     @abc.abstractmethod
     def get_boot_device(self, task: Task) -> dict[str, Any]:
         """``{"boot_device": "pxe" | ... | None, "persistent": bool | None}``."""
+
+    def get_supported_indicators(self, task: Task) -> dict[str, dict[str, dict[str, Any]]]:
+        """``{component: {name: {"readonly": bool, "states": [...]}}}``; none by default."""
+        return {}
+
+    def get_indicator_state(self, task: Task, component: str, indicator: str) -> str:
+        """One of ``on``, ``off``, ``blinking``, ``unknown``."""
+        raise NotSupportedByDriver(str(task.node.get("driver")), "get_indicator_state")
+
+    def set_indicator_state(self, task: Task, component: str, indicator: str, state: str) -> None:
+        raise NotSupportedByDriver(str(task.node.get("driver")), "set_indicator_state")
 
 
 class DeployInterface(abc.ABC):
@@ -254,6 +346,26 @@ class HardwareType(abc.ABC):
     def properties(self) -> dict[str, str]:
         """``GET /v1/drivers/{name}/properties``: every interface's documented properties."""
         return {**self.interface_properties, **self.driver_info_properties}
+
+    def vendor_methods(self) -> Mapping[str, VendorMethod]:
+        """The vendor passthru methods of its default vendor interface (none by default)."""
+        return {}
+
+    def validate_raid_config(self, task: Task, config: Mapping[str, Any]) -> None:
+        """Ironic's ``RAIDInterface.validate_raid_config``: the schema, then one root volume
+        at most.  Raises DriverError with Ironic's text."""
+        import jsonschema
+
+        try:
+            jsonschema.validate(config, RAID_CONFIG_SCHEMA)
+        except jsonschema.ValidationError as error:
+            raise DriverError(f"RAID config validation error: {error.message}") from None
+        roots = [d for d in config.get("logical_disks", []) if d.get("is_root_volume")]
+        if len(roots) > 1:
+            raise DriverError(
+                f"Raid config cannot have more than one root volume. {len(roots)} root volumes "
+                "were specified"
+            )
 
     def raid_logical_disk_properties(self) -> dict[str, str] | None:
         """The logical disk properties of its RAID interface; None without one (``no-raid``)."""

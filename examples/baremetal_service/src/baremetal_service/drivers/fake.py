@@ -21,6 +21,7 @@ from .base import (
     ManagementInterface,
     PowerInterface,
     Task,
+    VendorMethod,
 )
 
 __all__ = ["FakeHardware"]
@@ -48,6 +49,51 @@ class FakeManagement(ManagementInterface):
     def get_boot_device(self, task: Task) -> dict[str, Any]:
         stored = task.node.get("driver_internal_info", {}).get("fake_boot_device")
         return dict(stored) if stored else {"boot_device": None, "persistent": None}
+
+    def get_supported_indicators(self, task: Task) -> dict[str, dict[str, dict[str, Any]]]:
+        # Ironic's FakeManagement: a read-only chassis LED and a system LED
+        return {
+            "chassis": {"led-0": {"readonly": True, "states": ["off", "on"]}},
+            "system": {"led": {"readonly": False, "states": ["blinking", "off", "on"]}},
+        }
+
+    def get_indicator_state(self, task: Task, component: str, indicator: str) -> str:
+        indicators = self.get_supported_indicators(task)
+        if component not in indicators:
+            raise DriverError(f"Invalid component {component} specified.")
+        if indicator not in indicators[component]:
+            raise DriverError(f"Invalid indicator {indicator} specified.")
+        return "on"  # Ironic's fake answers "on" for every indicator (and cannot set one)
+
+
+def _bar_is(method: str, expected: str) -> Any:
+    """Ironic's FakeVendorB methods: 'bar' is required; the answer is whether it equals *expected*."""
+
+    def call(task: Task, data: Mapping[str, Any]) -> bool:
+        bar = data.get("bar")
+        if not bar:
+            raise DriverError(f"Parameter 'bar' not passed to method '{method}'.")
+        return bool(bar == expected)
+
+    return call
+
+
+def _log_passthrough(task: Task, data: Mapping[str, Any]) -> None:
+    return None
+
+
+#: Ironic's fake vendor interface (FakeVendorB): its four passthru methods.
+FAKE_VENDOR_METHODS: Mapping[str, VendorMethod] = {
+    "fourth_method_shared_lock": VendorMethod(
+        "Test if the value of bar is woof", _bar_is("fourth_method_shared_lock", "woof"),
+        require_exclusive_lock=False,
+    ),
+    "log_passthrough": VendorMethod("Test pass-through to wait.", _log_passthrough),
+    "second_method": VendorMethod("Test if the value of bar is kazoo", _bar_is("second_method", "kazoo")),
+    "third_method_sync": VendorMethod(
+        "Test if the value of bar is meow", _bar_is("third_method_sync", "meow"), async_call=False
+    ),
+}  # fmt: skip
 
 
 class FakeDeploy(DeployInterface):
@@ -84,6 +130,9 @@ class FakeHardware(HardwareType):
         ("firmware", "update"), ("raid", "create_configuration"), ("raid", "delete_configuration"),
         ("vendor", "log_passthrough"), ("deploy", "erase_devices"), ("deploy", "erase_devices_metadata"),
     })  # fmt: skip
+
+    def vendor_methods(self) -> Mapping[str, VendorMethod]:
+        return FAKE_VENDOR_METHODS
 
     def __init__(self) -> None:
         self.power = FakePower()
