@@ -168,7 +168,7 @@ def list_nodes() -> Response:
 
 @bp.route("/v1/chassis/<chassis_ident>/nodes", methods=["GET"])
 def list_chassis_nodes(chassis_ident: str) -> Response:
-    chassis = service().get_chassis(chassis_ident)
+    chassis = service().crud["chassis"].get(chassis_ident)
     return _list(False, f"chassis/{chassis_ident}/nodes", {"chassis_uuid": serialize.get(chassis, "uuid")})
 
 
