@@ -327,10 +327,11 @@ def test_portgroups(svc: BaremetalService) -> None:
     pg = svc.crud["portgroup"].create({"node_uuid": "a", "name": "bond0", "address": "52:54:00:00:00:10"})
     with pytest.raises(exc.PortgroupNameExists):
         svc.crud["portgroup"].create({"node_uuid": "a", "name": "bond0"})
-    port = svc.crud["port"].create({"node_uuid": "a", "address": "52:54:00:00:00:11", "portgroup_uuid": "bond0"})
+    ports = svc.crud["port"]
+    port = ports.create({"node_uuid": "a", "address": "52:54:00:00:00:11", "portgroup_uuid": "bond0"})
     assert port["portgroup_uuid"] == pg["uuid"]
     with pytest.raises(exc.InvalidParameterValue):
-        svc.crud["port"].create({"node_uuid": "b", "address": "52:54:00:00:00:12", "portgroup_uuid": pg["uuid"]})
+        ports.create({"node_uuid": "b", "address": "52:54:00:00:00:12", "portgroup_uuid": pg["uuid"]})
     assert [p["uuid"] for p in svc.crud["port"].list(portgroup="bond0")] == [port["uuid"]]
     with pytest.raises(exc.PortgroupNotEmpty) as info:
         svc.crud["portgroup"].delete("bond0")

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from apimw._version import Version
+from apimw import Version
 
 from . import serialize
 from .common import api_version, base_url, json_response, parse_bool, require

@@ -8,7 +8,7 @@ from typing import Any
 import jsonpatch
 from flask import Blueprint, Response, request
 
-from apimw._version import Version
+from apimw import Version
 
 from ..exceptions import PolicyForbidden
 from . import schemas, serialize, versions
