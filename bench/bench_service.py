@@ -11,6 +11,8 @@ conductor on) on a free loopback port with a fresh SQLite file (or
 * POST /v1/nodes (create)
 * PATCH a node with If-Match      (the etag from the previous answer)
 * replayed POST                   (same X-Client-Token; answered from the store)
+* GET one port, GET /v1/ports with 100 ports, POST /v1/ports, PATCH a port with
+  If-Match (the declared resources' generic CRUD)
 
 For each: requests/s, p50 and p99 latency, and the ratio to real Ironic 39.0's
 numbers from issue 5 (GET node ~70 req/s, 100-node list ~15 req/s, create
@@ -166,6 +168,51 @@ def bench_service(port: int, seconds: float) -> list[dict[str, Any]]:
         expect(status, 201, payload)
 
     results.append(measure("replayed POST", seconds, replay))
+    results.extend(bench_ports(client, target, run, seconds))
+    return results
+
+
+def bench_ports(client: Client, node: str, run: str, seconds: float) -> list[dict[str, Any]]:
+    """The declared resources' generic CRUD, measured on ports (100 on one node)."""
+    prefix = int(run[:6], 16) & 0xFFFFFF
+    macs = (f"52:{prefix >> 16:02x}:{(prefix >> 8) & 0xFF:02x}:{i >> 16 & 0xFF:02x}:"
+            f"{i >> 8 & 0xFF:02x}:{i & 0xFF:02x}" for i in range(10**6))  # fmt: skip
+    ports = []
+    for _ in range(100):
+        status, _h, payload = client.call("POST", "/v1/ports", {"node_uuid": node, "address": next(macs)})
+        expect(status, 201, payload)
+        ports.append(json.loads(payload)["uuid"])
+    target = ports[0]
+    results = []
+
+    def get_port(_: int) -> None:
+        status, _h, payload = client.call("GET", f"/v1/ports/{target}")
+        expect(status, 200, payload)
+
+    results.append(measure("get port", seconds, get_port))
+
+    def list_ports(_: int) -> None:
+        status, _h, payload = client.call("GET", "/v1/ports")
+        expect(status, 200, payload)
+
+    results.append(measure("list 100 ports", seconds, list_ports))
+
+    def create(_: int) -> None:
+        status, _h, payload = client.call("POST", "/v1/ports", {"node_uuid": node, "address": next(macs)})
+        expect(status, 201, payload)
+
+    results.append(measure("create port", seconds, create, max_requests=5000))
+
+    _, headers, _ = client.call("GET", f"/v1/ports/{target}")
+    etag = {"value": headers.get("etag", "")}
+
+    def patch(i: int) -> None:
+        body = [{"op": "add", "path": "/extra/n", "value": i}]
+        status, h, payload = client.call("PATCH", f"/v1/ports/{target}", body, {"If-Match": etag["value"]})
+        expect(status, 200, payload)
+        etag["value"] = h.get("etag", etag["value"])
+
+    results.append(measure("patch port with If-Match", seconds, patch, max_requests=5000))
     return results
 
 

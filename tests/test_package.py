@@ -12,6 +12,7 @@ import apimw
 MODULES = [
     "apimw",
     "apimw.client",
+    "apimw.config",
     "apimw.discovery",
     "apimw.errors",
     "apimw.etag",

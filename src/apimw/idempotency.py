@@ -57,8 +57,11 @@ __all__ = [
     "GROUP",
     "OPTIONS",
     "IdempotencyMiddleware",
+    "ReplayStore",
+    "check_replay_store",
     "filter_factory",
     "list_opts",
+    "open_replay_store",
     "wrap_flask",
 ]
 
@@ -915,6 +918,32 @@ filter_factory = make_filter_factory(IdempotencyMiddleware, OPTIONS, GROUP)
 def list_opts() -> list[tuple[str, list[Any]]]:
     """oslo-config-generator hook: ``[(group, opts)]``."""
     return [(GROUP, oslo_opts(OPTIONS))]
+
+
+#: What the middleware stores replays in (Redis, memcached, in-process memory): the object
+#: :func:`open_replay_store` returns (``get``, ``claim``, ``complete``, ``release``,
+#: ``extend``, ``close``).
+ReplayStore = Store
+
+#: The key :func:`check_replay_store` reads (never written by the middleware).
+PROBE_KEY: Final = "apimw:healthcheck:probe"
+
+
+def open_replay_store(url: str, *, timeout: float = 0.5) -> ReplayStore:
+    """The replay store of *url* (``memory://``, ``redis://host:6379/0``, ``memcached://...``).
+
+    The same stores the middleware's ``store`` option opens; *timeout* is the socket
+    timeout unless the URL sets its own.  No connection is made here.  Raises
+    :class:`~apimw.errors.ConfigError` for an unknown scheme or a malformed URL.
+    Close it with ``store.close()``.
+    """
+    return open_store(url, timeout=timeout)
+
+
+def check_replay_store(store: ReplayStore) -> None:
+    """One read of a probe key: returns when the store answers, raises its error when not
+    (for health checks: a :class:`~apimw.errors.StoreError` or the client's connection error)."""
+    store.get(PROBE_KEY)
 
 
 def wrap_flask(flask_app: Any, **overrides: Any) -> Any:

@@ -152,7 +152,7 @@ def test_update_validates_like_create(svc: BaremetalService) -> None:
     with pytest.raises(exc.ChassisNotFound) as info:
         svc.update_node("b", {"chassis_uuid": OTHER_UUID})
     assert info.value.status == 400
-    chassis = svc.create_chassis({"description": "c1"})
+    chassis = svc.crud["chassis"].create({"description": "c1"})
     assert svc.update_node("b", {"chassis_uuid": chassis["uuid"]})["chassis_uuid"] == chassis["uuid"]
     assert svc.update_node("b", {"power_interface": None})["power_interface"] == "fake"
     off = svc.update_node("b", {"maintenance": True, "maintenance_reason": "r"})
@@ -275,7 +275,7 @@ def test_projects_see_only_their_nodes_ports_and_portgroups(svc: BaremetalServic
     assert mine["owner"] == "p1"
     leased = svc.create_node({"name": "leased", "driver": "fake-hardware", "lessee": "p1"}, project_id="p2")
     svc.create_node({"name": "theirs", "driver": "fake-hardware"}, project_id="p2")
-    port = svc.create_port({"node_uuid": "theirs", "address": "52:54:00:12:34:56"}, project_id="p2")
+    port = svc.crud["port"].create({"node_uuid": "theirs", "address": "52:54:00:12:34:56"}, project_id="p2")
     assert [n["name"] for n in svc.list_nodes(project_id="p1")] == ["mine", "leased"]
     assert [n["name"] for n in svc.list_nodes()] == ["mine", "leased", "theirs"]
     assert leased["owner"] == "p2"
@@ -286,10 +286,10 @@ def test_projects_see_only_their_nodes_ports_and_portgroups(svc: BaremetalServic
     with pytest.raises(exc.NodeNotFound):
         svc.delete_node("theirs", project_id="p1")
     with pytest.raises(exc.PortNotFound):
-        svc.get_port(port["uuid"], project_id="p1")
-    assert svc.list_ports(project_id="p1") == []
+        svc.crud["port"].get(port["uuid"], project_id="p1")
+    assert svc.crud["port"].list(project_id="p1") == []
     with pytest.raises(exc.NodeNotFound) as info:
-        svc.create_port({"node_uuid": "theirs", "address": "52:54:00:12:34:57"}, project_id="p1")
+        svc.crud["port"].create({"node_uuid": "theirs", "address": "52:54:00:12:34:57"}, project_id="p1")
     assert info.value.status == 400
 
 
@@ -298,62 +298,63 @@ def test_projects_see_only_their_nodes_ports_and_portgroups(svc: BaremetalServic
 
 def test_ports(svc: BaremetalService) -> None:
     node = new(svc)
-    port = svc.create_port({"node_uuid": node["uuid"], "address": "52:54:00:AA:BB:01"})
+    port = svc.crud["port"].create({"node_uuid": node["uuid"], "address": "52:54:00:AA:BB:01"})
     assert port["address"] == "52:54:00:aa:bb:01" and port["pxe_enabled"] is True
     assert port["node_uuid"] == node["uuid"] and port["portgroup_uuid"] is None
     with pytest.raises(exc.MACAlreadyExists) as info:
-        svc.create_port({"node_uuid": "n", "address": "52:54:00:aa:bb:01"})
+        svc.crud["port"].create({"node_uuid": "n", "address": "52:54:00:aa:bb:01"})
     assert info.value.detail == "A port with MAC address 52:54:00:aa:bb:01 already exists."
     with pytest.raises(exc.InvalidParameterValue):
-        svc.create_port({"node_uuid": "n", "address": "not-a-mac"})
+        svc.crud["port"].create({"node_uuid": "n", "address": "not-a-mac"})
     with pytest.raises(exc.NodeNotFound) as missing:
-        svc.create_port({"node_uuid": OTHER_UUID, "address": "52:54:00:aa:bb:02"})
+        svc.crud["port"].create({"node_uuid": OTHER_UUID, "address": "52:54:00:aa:bb:02"})
     assert missing.value.status == 400
-    assert [p["uuid"] for p in svc.list_ports(node="n")] == [port["uuid"]]
-    assert [p["uuid"] for p in svc.list_ports(address="52:54:00:AA:BB:01")] == [port["uuid"]]
-    updated = svc.update_port(port["uuid"], {"pxe_enabled": False}, if_match=port["etag"])
+    assert [p["uuid"] for p in svc.crud["port"].list(node="n")] == [port["uuid"]]
+    assert [p["uuid"] for p in svc.crud["port"].list(address="52:54:00:AA:BB:01")] == [port["uuid"]]
+    updated = svc.crud["port"].update(port["uuid"], {"pxe_enabled": False}, if_match=port["etag"])
     assert updated["pxe_enabled"] is False and updated["etag"] != port["etag"]
     with pytest.raises(exc.PreconditionFailed):
-        svc.delete_port(port["uuid"], if_match=port["etag"])
-    svc.delete_port(port["uuid"], if_match=updated["etag"])
+        svc.crud["port"].delete(port["uuid"], if_match=port["etag"])
+    svc.crud["port"].delete(port["uuid"], if_match=updated["etag"])
     with pytest.raises(exc.PortNotFound) as gone:
-        svc.get_port(port["uuid"])
+        svc.crud["port"].get(port["uuid"])
     assert gone.value.detail == f"Port {port['uuid']} could not be found."
 
 
 def test_portgroups(svc: BaremetalService) -> None:
     new(svc, "a")
     new(svc, "b")
-    pg = svc.create_portgroup({"node_uuid": "a", "name": "bond0", "address": "52:54:00:00:00:10"})
+    pg = svc.crud["portgroup"].create({"node_uuid": "a", "name": "bond0", "address": "52:54:00:00:00:10"})
     with pytest.raises(exc.PortgroupNameExists):
-        svc.create_portgroup({"node_uuid": "a", "name": "bond0"})
-    port = svc.create_port({"node_uuid": "a", "address": "52:54:00:00:00:11", "portgroup_uuid": "bond0"})
+        svc.crud["portgroup"].create({"node_uuid": "a", "name": "bond0"})
+    ports = svc.crud["port"]
+    port = ports.create({"node_uuid": "a", "address": "52:54:00:00:00:11", "portgroup_uuid": "bond0"})
     assert port["portgroup_uuid"] == pg["uuid"]
     with pytest.raises(exc.InvalidParameterValue):
-        svc.create_port({"node_uuid": "b", "address": "52:54:00:00:00:12", "portgroup_uuid": pg["uuid"]})
-    assert [p["uuid"] for p in svc.list_ports(portgroup="bond0")] == [port["uuid"]]
+        ports.create({"node_uuid": "b", "address": "52:54:00:00:00:12", "portgroup_uuid": pg["uuid"]})
+    assert [p["uuid"] for p in svc.crud["port"].list(portgroup="bond0")] == [port["uuid"]]
     with pytest.raises(exc.PortgroupNotEmpty) as info:
-        svc.delete_portgroup("bond0")
+        svc.crud["portgroup"].delete("bond0")
     assert info.value.status == 400
-    svc.update_port(port["uuid"], {"portgroup_uuid": None})
-    svc.delete_portgroup("bond0")
-    assert svc.list_portgroups() == []
+    svc.crud["port"].update(port["uuid"], {"portgroup_uuid": None})
+    svc.crud["portgroup"].delete("bond0")
+    assert svc.crud["portgroup"].list() == []
 
 
 def test_chassis(svc: BaremetalService) -> None:
-    chassis = svc.create_chassis({"description": "rack 1", "extra": {"row": 2}})
-    assert svc.get_chassis(chassis["uuid"]) == chassis
+    chassis = svc.crud["chassis"].create({"description": "rack 1", "extra": {"row": 2}})
+    assert svc.crud["chassis"].get(chassis["uuid"]) == chassis
     node = new(svc, chassis_uuid=chassis["uuid"])
     assert node["chassis_uuid"] == chassis["uuid"]
     assert [n["uuid"] for n in svc.list_nodes(filters={"chassis_uuid": chassis["uuid"]})] == [node["uuid"]]
     with pytest.raises(exc.ChassisNotEmpty) as info:
-        svc.delete_chassis(chassis["uuid"])
+        svc.crud["chassis"].delete(chassis["uuid"])
     assert info.value.status == 400
-    changed = svc.update_chassis(chassis["uuid"], {"description": "rack 2"})
+    changed = svc.crud["chassis"].update(chassis["uuid"], {"description": "rack 2"})
     assert changed["etag"] != chassis["etag"]
     svc.delete_node("n")
-    svc.delete_chassis(chassis["uuid"], if_match=changed["etag"])
-    assert svc.list_chassis() == []
+    svc.crud["chassis"].delete(chassis["uuid"], if_match=changed["etag"])
+    assert svc.crud["chassis"].list() == []
 
 
 # -- resource classes ------------------------------------------------------------------------------

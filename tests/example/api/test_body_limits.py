@@ -287,7 +287,7 @@ def test_database_not_null_error_is_worded_in_api_terms(service_server: Any, thi
     from baremetal_service.exceptions import InvalidParameterValue
 
     with pytest.raises(InvalidParameterValue) as caught:
-        service_server.app.service.update_port(things["ports"], {"node_uuid": None})
+        service_server.app.service.crud["port"].update(things["ports"], {"node_uuid": None})
     text = caught.value.detail
     assert "'node_uuid'" in text and "mandatory" in text
     assert "constraint failed" not in text and "node_id" not in text and "null value" not in text

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from baremetal_service import settings
 from baremetal_service.api import create_flask_app, versions
 from baremetal_service.api.noauth import NoAuthMiddleware
 from baremetal_service.service import BaremetalService
@@ -85,9 +86,9 @@ class ServiceApp:
         self.service.close()
 
 
-DEFAULT_HARDWARE_TYPES: tuple[str, ...] = ("fake-hardware",)
+DEFAULT_HARDWARE_TYPES: tuple[str, ...] = settings.HARDWARE_TYPES
 #: Seconds between power-state syncs (out-of-band changes made on the BMC); 0 disables it.
-DEFAULT_POWER_SYNC_INTERVAL = 60.0
+DEFAULT_POWER_SYNC_INTERVAL = settings.POWER_SYNC_INTERVAL
 
 
 class _PowerSyncCloser:
@@ -103,7 +104,7 @@ class _PowerSyncCloser:
 def make_service(
     database_url: str,
     *,
-    run_conductor: bool = True,
+    run_conductor: bool = settings.RUN_CONDUCTOR,
     enabled_hardware_types: Iterable[str] = DEFAULT_HARDWARE_TYPES,
     etag_key: str | bytes | None = None,
 ) -> BaremetalService:
@@ -131,7 +132,7 @@ def start_power_sync(service: BaremetalService, interval: float) -> list[Any]:
     return [_PowerSyncCloser(sync)]
 
 
-def wrap(flask_wsgi: WSGIApplication, *, store_url: str = "memory://",
+def wrap(flask_wsgi: WSGIApplication, *, store_url: str = settings.STORE,
          closers: list[Any] | None = None, auth: Any = None) -> WSGIApplication:
     """The middleware stack around the Flask app's WSGI callable (closables go to *closers*).
 
@@ -175,10 +176,10 @@ def with_healthcheck(app: WSGIApplication, service: BaremetalService, closers: l
 
 
 def build_app(
-    database_url: str = "sqlite:///baremetal.sqlite",
-    store_url: str = "memory://",
+    database_url: str = settings.DATABASE,
+    store_url: str = settings.STORE,
     *,
-    run_conductor: bool = True,
+    run_conductor: bool = settings.RUN_CONDUCTOR,
     enabled_hardware_types: Iterable[str] = DEFAULT_HARDWARE_TYPES,
     power_sync_interval: float = DEFAULT_POWER_SYNC_INTERVAL,
     etag_key: str | bytes | None = None,
@@ -216,8 +217,9 @@ def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp
     The etag key: the one :func:`load_paste_app` was given (``BAREMETAL_ETAG_KEY``,
     ``--etag-key-file``), else an ``etag_key`` ini value, else a random key per process.
     """
-    database_url = local_conf.get("database", global_conf.get("database", "sqlite:///baremetal.sqlite"))
-    run = str(local_conf.get("run_conductor", global_conf.get("run_conductor", "true"))).lower()
+    database_url = local_conf.get("database", global_conf.get("database", settings.DATABASE))
+    run = str(local_conf.get("run_conductor", global_conf.get("run_conductor", settings.RUN_CONDUCTOR)))
+    run = run.lower()
     run_conductor = run in ("1", "true", "yes", "on")
     types = local_conf.get("enabled_hardware_types", global_conf.get("enabled_hardware_types"))
     interval = local_conf.get("power_sync_interval", global_conf.get("power_sync_interval"))
@@ -273,9 +275,9 @@ class _PasteApp:
 def load_paste_app(
     ini_path: str | Path = PASTE_INI,
     *,
-    database_url: str = "sqlite:///baremetal.sqlite",
-    store_url: str = "memory://",
-    run_conductor: bool = True,
+    database_url: str = settings.DATABASE,
+    store_url: str = settings.STORE,
+    run_conductor: bool = settings.RUN_CONDUCTOR,
     name: str = "main",
     etag_key: str | bytes | None = None,
 ) -> _PasteApp:

@@ -28,12 +28,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 6385
-DEFAULT_DATABASE = "sqlite:///baremetal.sqlite"
-DEFAULT_STORE = "memory://"
-DEFAULT_CONNECTION_LIMIT = 2000
-DEFAULT_IDLE_TIMEOUT = 30
+from . import settings as defaults
+
+DEFAULT_HOST = defaults.HOST
+DEFAULT_PORT = defaults.PORT
+DEFAULT_DATABASE = defaults.DATABASE
+DEFAULT_STORE = defaults.STORE
+DEFAULT_CONNECTION_LIMIT = defaults.CONNECTION_LIMIT
+DEFAULT_IDLE_TIMEOUT = defaults.IDLE_TIMEOUT
 #: Descriptors kept for everything but client connections: the database pool and its
 #: overflow, store connections, BMC sessions, log files, the server's own sockets.
 RESERVED_DESCRIPTORS = 256
@@ -60,15 +62,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--auth-strategy",
         choices=("noauth", "http_basic"),
-        default=os.environ.get("BAREMETAL_AUTH_STRATEGY", "noauth"),
+        default=os.environ.get("BAREMETAL_AUTH_STRATEGY", defaults.AUTH_STRATEGY),
         help="noauth (trusts X-Project-Id; default) or http_basic (htpasswd file with bcrypt entries)",
     )
     parser.add_argument(
         "--htpasswd",
-        default=os.environ.get("BAREMETAL_HTPASSWD", "/etc/baremetal/htpasswd"),
+        default=os.environ.get("BAREMETAL_HTPASSWD", defaults.HTPASSWD),
         help="the http_basic user file (default /etc/baremetal/htpasswd)",
     )
-    parser.add_argument("--threads", type=int, default=8, help="worker threads (default 8)")
+    parser.add_argument(
+        "--threads", type=int, default=defaults.THREADS, help=f"worker threads (default {defaults.THREADS})"
+    )
     parser.add_argument(
         "--connection-limit",
         type=int,
@@ -86,7 +90,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-conductor", action="store_true", help="do not run the conductor worker")
     parser.add_argument(
         "--enabled-hardware-types",
-        default="fake-hardware",
+        default=",".join(defaults.HARDWARE_TYPES),
         help="comma-separated hardware types to enable (fake-hardware, redfish; default fake-hardware)",
     )
     parser.add_argument(
@@ -98,7 +102,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--power-sync-interval",
         type=float,
-        default=60.0,
+        default=defaults.POWER_SYNC_INTERVAL,
         help="seconds between power-state syncs with the BMCs; 0 turns the sync off (default 60)",
     )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")

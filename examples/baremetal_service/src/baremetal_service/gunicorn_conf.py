@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from baremetal_service import settings
+
 # -- where and how many ---------------------------------------------------------------------
 # Loopback only: put a TLS-terminating proxy (nginx, haproxy) in front.
-bind = [os.environ.get("BAREMETAL_BIND", "127.0.0.1:6385")]
+bind = [os.environ.get("BAREMETAL_BIND", f"{settings.HOST}:{settings.PORT}")]
 # The API waits on PostgreSQL and Redis, so a few threads per process pay off; processes
 # give CPU parallelism (one GIL each).  Every process also runs its conductor thread(s).
 workers = int(os.environ.get("BAREMETAL_WORKERS", "4"))
@@ -69,7 +71,7 @@ def on_starting(server: Any) -> None:
             "connections and conductor threads must be created in each worker, after the fork"
         )
     processes = int(server.cfg.workers)
-    store = os.environ.get("BAREMETAL_STORE") or "memory://"
+    store = os.environ.get("BAREMETAL_STORE") or settings.STORE
     try:
         check_store_processes(store, processes)
     except Exception as exc:  # gunicorn prints a RuntimeError as "Error: ..." and exits 1

@@ -42,12 +42,13 @@ from oslo_middleware.healthcheck import Healthcheck
 from oslo_middleware.healthcheck.pluginbase import HealthcheckBaseExtension, HealthcheckResult
 
 from apimw.errors import ConfigError
+from apimw.idempotency import check_replay_store
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
     from sqlalchemy.engine import Engine
 
-    from apimw._stores import Store
+    from apimw.idempotency import ReplayStore
 
 __all__ = ["BackendChecks", "BaremetalHealthcheck", "HealthRoute", "filter_factory", "make_health_app"]
 
@@ -56,7 +57,6 @@ LOG = logging.getLogger(__name__)
 HEALTH_PATH: Final = "/healthcheck"
 #: conf key through which code hands the checks object to the plugin.
 CONF_CHECKS: Final = "baremetal_checks"
-PROBE_KEY: Final = "apimw:healthcheck:probe"
 OK: Final = "OK"
 DOWN: Final = "UNAVAILABLE"
 
@@ -68,7 +68,7 @@ class BackendChecks:
         self,
         *,
         engine: Engine | None,
-        store: Store | None,
+        store: ReplayStore | None,
         timeout: float = 2.0,
         owns: Iterable[Any] = (),
     ) -> None:
@@ -85,7 +85,7 @@ class BackendChecks:
 
     def _store(self) -> None:
         assert self.store is not None  # noqa: S101 - only submitted when set
-        self.store.get(PROBE_KEY)
+        check_replay_store(self.store)
 
     def run(self) -> list[tuple[str, bool, str]]:
         """``[(part, reachable, error class or "")]`` for the database and the store."""
@@ -136,12 +136,12 @@ class BaremetalHealthcheck(HealthcheckBaseExtension):
 
 def _checks_from_urls(conf: Mapping[str, Any]) -> BackendChecks:
     """paste.deploy: a one-connection pool and a store of the service's URLs."""
-    from apimw._stores import open_store
+    from apimw.idempotency import open_replay_store
 
     from .db.engine import create_engine
 
     engine = create_engine(conf["database"], pool_size=1) if conf.get("database") else None
-    store = open_store(conf["store"]) if conf.get("store") else None
+    store = open_replay_store(conf["store"]) if conf.get("store") else None
     return BackendChecks(engine=engine, store=store, owns=[x for x in (engine, store) if x is not None])
 
 
@@ -184,7 +184,7 @@ def filter_factory(global_conf: Mapping[str, Any], **local_conf: str) -> Any:
     Keys (local or ``[DEFAULT]``): ``database`` and ``store`` (the service's URLs),
     ``path`` (``/healthcheck``), ``detailed`` (false), ``timeout`` (2 seconds).
     """
-    from apimw._options import as_bool, as_float
+    from apimw.config import as_bool, as_float
 
     conf = {**global_conf, **local_conf}
     path = str(conf.get("path") or HEALTH_PATH)

@@ -70,19 +70,17 @@ Nodes
     :mod:`baremetal_service.node_features`, which also holds the retirement and
     instance-name rules every node write applies)
     (every ``list_*`` below takes the same ``fields`` argument)
-Ports
-    ``create_port(values, *, project_id=None)``, ``get_port(ident, ...)``,
-    ``list_ports(*, project_id=None, node=None, portgroup=None, address=None,
-    limit=None, marker=None, sort_key="id", sort_dir="asc")``,
-    ``update_port(ident, changes, *, project_id=None, if_match=None)``,
-    ``delete_port(ident, *, project_id=None, if_match=None)``
-Portgroups
-    ``create_portgroup``, ``get_portgroup``, ``list_portgroups(*, node=None, address=None, ...)``,
-    ``update_portgroup``, ``delete_portgroup`` (same shapes as ports)
-Chassis
-    ``create_chassis(values)``, ``get_chassis(uuid)``, ``list_chassis(*, limit, marker,
-    sort_key, sort_dir)``, ``update_chassis(uuid, changes, *, if_match=None)``,
-    ``delete_chassis(uuid, *, if_match=None)``
+Declared resources (ports, portgroups, chassis, volume connectors and targets,
+deploy templates, runbooks, inspection rules, allocations)
+    ``crud[kind]`` (or ``resource(kind)``): the generic CRUD of :mod:`baremetal_service.crud`,
+    ``create(values, *, project_id=None)``, ``get(ident, ...)``, ``list(*, project_id=None,
+    limit=None, marker=None, sort_key="id", sort_dir="asc", **filters)`` (ports: ``node``,
+    ``portgroup``, ``address``; see each declaration's ``list_filters``),
+    ``update(ident, changes, *, project_id=None, if_match=None)``,
+    ``delete(ident, *, project_id=None, if_match=None)``; each resource's rules are its
+    declaration's (:mod:`baremetal_service.resources`)
+    ``allocations``: the allocation process; ``runbooks.set_runbook_traits``;
+    ``conductors``: the heartbeat registry
 Resource classes (placement's idempotent PUT)
     ``ensure_resource_class(name) -> bool`` (True: created -> 201; False: existed -> 204)
     ``create_resource_class(name) -> dict`` (409 if it exists), ``get_resource_class(name)``,
@@ -125,34 +123,24 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-import sqlalchemy as sa
-
 from apimw.errors import HTTPProblem
 from apimw.etag import ETagGenerator
 
 from . import exceptions as exc
 from .conductor import PENDING_POWER, PENDING_PROVISION, Conductor, states
-from .db.api import (
-    NODES,
-    PORTGROUPS,
-    PORTS,
-    Database,
-    IfMatchArg,
-    is_uuid_like,
-    public,
-    utcnow,
-)
+from .crud import Crud
+from .db.api import Database, IfMatchArg, public, utcnow
 from .db.etags import make_generator
 from .drivers import POWER_TARGETS, DriverError, DriverRegistry, HardwareType, Task
 from .node_features import NodeFeatures, check_provision, node_change_rules
+from .resources import declarations
 from .services_allocations import AllocationService
 from .services_conductors import ConductorRegistry
-from .services_deploy_templates import DeployTemplateService
-from .services_inspection_rules import InspectionRules
 from .services_runbooks import RunbookService
-from .services_volume import Volumes
+from .values import check_name as _check_name
+from .values import check_uuid as _check_uuid
 
-__all__ = ["BaremetalService", "NODE_UPDATABLE", "PORT_UPDATABLE", "PORTGROUP_UPDATABLE"]
+__all__ = ["BaremetalService", "NODE_UPDATABLE"]
 
 #: Node fields a create or update may set (Ironic's patchable fields that we store).
 NODE_UPDATABLE: Final = frozenset({
@@ -166,60 +154,15 @@ NODE_UPDATABLE: Final = frozenset({
     "storage_interface", "vendor_interface",
 })  # fmt: skip
 NODE_CREATABLE: Final = NODE_UPDATABLE | {"uuid"}
-PORT_UPDATABLE: Final = frozenset({
-    "address", "node_uuid", "portgroup_uuid", "extra", "local_link_connection", "pxe_enabled",
-    "physical_network", "is_smartnic", "name", "description", "vendor", "category",
-    "available_for_dynamic_portgroup",
-})  # fmt: skip
-PORTGROUP_UPDATABLE: Final = frozenset({
-    "address", "name", "node_uuid", "extra", "mode", "properties", "standalone_ports_supported",
-    "physical_network", "category", "dynamic_portgroup",
-})  # fmt: skip
-CHASSIS_UPDATABLE: Final = frozenset({"description", "extra"})
-
-_NODE_FILTERS: Final = {
-    "provision_state": NODES.c.provision_state,
-    "driver": NODES.c.driver,
-    "resource_class": NODES.c.resource_class,
-    "conductor_group": NODES.c.conductor_group,
-    "owner": NODES.c.owner,
-    "lessee": NODES.c.lessee,
-    "shard": NODES.c.shard,
-    "fault": NODES.c.fault,
-    "instance_uuid": NODES.c.instance_uuid,
-    "instance_name": NODES.c.instance_name,
-}
 #: UPDATE conditions: no conductor lease / no lease and no queued work.
 _UNRESERVED: Final = {"reservation": None}
 _IDLE: Final = {"reservation": None, "pending_action": None}
-_MAC_RE: Final = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$")
-_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9\-._~]{1,255}$")
 RESOURCE_CLASS_RE: Final = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
 RESOURCE_CLASS_MAX_LENGTH: Final = 255
 _VALIDATE_INTERFACES: Final = (
     "bios", "boot", "console", "deploy", "firmware", "inspect", "management", "network", "power",
     "raid", "rescue", "storage",
 )  # fmt: skip
-
-
-def _mac(value: Any) -> str:
-    text = str(value).lower()
-    if not _MAC_RE.match(text):
-        raise exc.InvalidParameterValue(f"Expected a MAC address but received {value}.")
-    return text.replace("-", ":")
-
-
-def _check_uuid(field: str, value: Any) -> str:
-    if not isinstance(value, str) or not is_uuid_like(value):
-        raise exc.InvalidParameterValue(f"Expected a UUID but received {value}.", field=field)
-    return value.lower()
-
-
-def _check_name(kind: str, value: Any) -> None:
-    if value is None:
-        return
-    if not isinstance(value, str) or not _NAME_RE.match(value) or is_uuid_like(value):
-        raise exc.InvalidParameterValue(f"Cannot use {value!r} as the name of a {kind}.")
 
 
 def _check_keys(kind: str, values: Mapping[str, Any], allowed: frozenset[str]) -> None:
@@ -296,19 +239,18 @@ class BaremetalService:
             )
             if conductor_workers > 0:
                 self.conductor.start()
-            #: allocations, conductors, deploy templates, runbooks (services_* modules)
+            #: the generic CRUD of every declared resource, by kind (:mod:`baremetal_service.crud`)
+            self.crud: dict[str, Crud] = {
+                d.kind: Crud(self, d) for d in declarations() if not d.own_controller
+            }
+            #: behaviour beyond CRUD: the allocation process, runbook traits, conductors
             self.allocations = AllocationService(self)
-            self.deploy_templates = DeployTemplateService(self.db)
-            self.runbooks = RunbookService(self.db)
+            self.runbooks = RunbookService(self)
             self.conductors = ConductorRegistry(self.db, self.drivers.host, self.drivers.names())
             if conductor_workers > 0:
                 self.conductors.start()  # the heartbeat: alive while the workers run
             #: traits, VIFs, virtual media, firmware (:mod:`baremetal_service.node_features`)
             self.node_features = NodeFeatures(self)
-            #: volume connectors and targets (:mod:`baremetal_service.services_volume`)
-            self.volumes = Volumes(self)
-            #: inspection rules (:mod:`baremetal_service.services_inspection_rules`)
-            self.inspection_rules = InspectionRules(self)
         except BaseException:
             self.db.dispose()
             raise
@@ -388,45 +330,15 @@ class BaremetalService:
         sort_dir: str = "asc",
         fields: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
-        where: list[sa.ColumnElement[bool]] = []
-        for name, value in (filters or {}).items():
-            if value is None:
-                continue
-            if name == "shard" and isinstance(value, list):
-                where.append(NODES.c.shard.in_(value))
-            elif name in _NODE_FILTERS:
-                where.append(_NODE_FILTERS[name] == value)
-            elif name == "project":  # Ironic: owner or lessee
-                where.append(sa.or_(NODES.c.owner == value, NODES.c.lessee == value))
-            elif name == "parent_node":
-                where.append(NODES.c.parent_node == value)
-            elif name == "children":  # False: only nodes without a parent (Ironic's default)
-                if not value:
-                    where.append(NODES.c.parent_node.is_(None))
-            elif name == "sharded":
-                where.append(NODES.c.shard.is_not(None) if value else NODES.c.shard.is_(None))
-            elif name == "conductor":  # every node is managed by this service's conductor
-                if value != self.drivers.host:
-                    where.append(sa.false())
-            elif name == "maintenance":
-                where.append(NODES.c.maintenance.is_(bool(value)))
-            elif name == "retired":
-                where.append(NODES.c.retired.is_(bool(value)))
-            elif name == "associated":
-                col = NODES.c.instance_uuid
-                where.append(col.is_not(None) if value else col.is_(None))
-            elif name == "chassis_uuid":
-                chassis = self.db.get("chassis", str(value))
-                where.append(NODES.c.chassis_id == chassis["id"])
-            elif name == "description_contains":
-                where.append(NODES.c.description.icontains(str(value), autoescape=True))
-            else:
-                raise exc.InvalidParameterValue(f"Unknown node filter {name!r}")
-        docs = self.db.list(
-            "node", where=where, project_id=project_id, limit=limit, marker=marker,
+        wanted = dict(filters or {})
+        conductor = wanted.pop("conductor", None)
+        docs = self.db.list_nodes(
+            filters=wanted, project_id=project_id, limit=limit, marker=marker,
             sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=False,
         )  # fmt: skip
         host = self.drivers.host
+        if conductor is not None and conductor != host:
+            return []  # every node is managed by this service's one conductor
         for doc in docs:
             doc["conductor"] = host
         return docs
@@ -706,264 +618,11 @@ class BaremetalService:
                 raise TimeoutError(f"node {ident} still busy after {timeout}s")
             time.sleep(0.01)
 
-    # -- ports --------------------------------------------------------------------------
+    # -- the declared resources -------------------------------------------------------
 
-    def _port_values(self, values: Mapping[str, Any], *, creating: bool) -> dict[str, Any]:
-        allowed = PORT_UPDATABLE | ({"uuid"} if creating else set())
-        _check_keys("port", values, frozenset(allowed))
-        out = dict(values)
-        if "uuid" in out:
-            out["uuid"] = _check_uuid("uuid", out["uuid"])
-        if "address" in out:
-            out["address"] = _mac(out["address"])
-        _check_name("port", out.get("name"))
-        for key in ("extra", "local_link_connection"):
-            if key in out and out[key] is None:
-                out[key] = {}
-        return out
-
-    def _require_node_owner(self, node_ident: Any, project_id: str | None, rule: str) -> None:
-        """A scoped caller puts a port or portgroup only on a node it owns (not one it leases)."""
-        if project_id is None or node_ident is None:
-            return
-        node = self.db.get("node", str(node_ident), project_id=project_id)
-        _require_owner(node.get("owner"), project_id, rule)
-
-    def _check_portgroup_node(self, port: Mapping[str, Any], project_id: str | None) -> None:
-        pg_ident = port.get("portgroup_uuid")
-        if pg_ident is None:
-            return
-        portgroup = self.db.get("portgroup", str(pg_ident), project_id=project_id)
-        node = self.db.get("node", str(port["node_uuid"]), project_id=project_id)
-        if portgroup["node_id"] != node["id"]:
-            raise exc.InvalidParameterValue("Port can not be added to a portgroup on a different node.")
-
-    def create_port(self, values: Mapping[str, Any], *, project_id: str | None = None) -> dict[str, Any]:
-        row = self._port_values(values, creating=True)
-        if "address" not in row or "node_uuid" not in row:
-            raise exc.InvalidParameterValue("A port needs an address and a node_uuid.")
-        try:
-            self._require_node_owner(row["node_uuid"], project_id, "baremetal:port:create")
-            self._check_portgroup_node(row, project_id)
-        except (exc.NodeNotFound, exc.PortgroupNotFound) as error:
-            error.status = 400
-            raise
-        return public(self.db.insert("port", row, project_id=project_id))
-
-    def get_port(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
-        return self.db.get("port", ident, project_id=project_id, internal=False)
-
-    def list_ports(
-        self,
-        *,
-        project_id: str | None = None,
-        node: str | None = None,
-        portgroup: str | None = None,
-        address: str | None = None,
-        limit: int | None = None,
-        marker: str | None = None,
-        sort_key: str = "id",
-        sort_dir: str = "asc",
-        fields: Iterable[str] | None = None,
-    ) -> list[dict[str, Any]]:
-        where: list[sa.ColumnElement[bool]] = []
-        if node is not None:
-            where.append(PORTS.c.node_id == self.db.get("node", node, project_id=project_id)["id"])
-        if portgroup is not None:
-            pg = self.db.get("portgroup", portgroup, project_id=project_id)
-            where.append(PORTS.c.portgroup_id == pg["id"])
-        if address is not None:
-            where.append(PORTS.c.address == str(address).lower())
-        docs = self.db.list(
-            "port", where=where, project_id=project_id, limit=limit, marker=marker,
-            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=False,
-        )  # fmt: skip
-        return docs
-
-    def update_port(
-        self,
-        ident: str,
-        changes: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
-        *,
-        project_id: str | None = None,
-        if_match: IfMatchArg = None,
-    ) -> dict[str, Any]:
-        def owner_only(current: dict[str, Any]) -> None:
-            _require_owner(current.get("_owner"), project_id, "baremetal:port:update")
-
-        def mutate(current: dict[str, Any]) -> dict[str, Any]:
-            owner_only(current)
-            wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
-            out = self._port_values(wanted, creating=False)
-            out = {k: v for k, v in out.items() if current.get(k) != v}
-            if "portgroup_uuid" in out or "node_uuid" in out:
-                merged = {**current, **out}
-                try:
-                    if "node_uuid" in out:
-                        self._require_node_owner(out["node_uuid"], project_id, "baremetal:port:update")
-                    self._check_portgroup_node(merged, project_id)
-                except (exc.NodeNotFound, exc.PortgroupNotFound) as error:
-                    error.status = 400
-                    raise
-            return out
-
-        self._authorize("port", ident, project_id, owner_only)
-        return public(self.db.update("port", ident, mutate, if_match=if_match, project_id=project_id))
-
-    def delete_port(self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None) -> None:
-        def owner_only(current: dict[str, Any]) -> None:
-            _require_owner(current.get("_owner"), project_id, "baremetal:port:delete")
-
-        self._authorize("port", ident, project_id, owner_only)
-        self.db.delete("port", ident, check=owner_only, if_match=if_match, project_id=project_id)
-
-    # -- portgroups ---------------------------------------------------------------------
-
-    def _portgroup_values(self, values: Mapping[str, Any], *, creating: bool) -> dict[str, Any]:
-        allowed = PORTGROUP_UPDATABLE | ({"uuid"} if creating else set())
-        _check_keys("portgroup", values, frozenset(allowed))
-        out = dict(values)
-        if "uuid" in out:
-            out["uuid"] = _check_uuid("uuid", out["uuid"])
-        if out.get("address") is not None:
-            out["address"] = _mac(out["address"])
-        _check_name("portgroup", out.get("name"))
-        for key in ("extra", "properties"):
-            if key in out and out[key] is None:
-                out[key] = {}
-        return out
-
-    def create_portgroup(self, values: Mapping[str, Any], *, project_id: str | None = None) -> dict[str, Any]:
-        row = self._portgroup_values(values, creating=True)
-        if "node_uuid" not in row:
-            raise exc.InvalidParameterValue("A portgroup needs a node_uuid.")
-        try:
-            self._require_node_owner(row["node_uuid"], project_id, "baremetal:portgroup:create")
-        except exc.NodeNotFound as error:
-            error.status = 400
-            raise
-        return public(self.db.insert("portgroup", row, project_id=project_id))
-
-    def get_portgroup(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
-        return self.db.get("portgroup", ident, project_id=project_id, internal=False)
-
-    def list_portgroups(
-        self,
-        *,
-        project_id: str | None = None,
-        node: str | None = None,
-        address: str | None = None,
-        limit: int | None = None,
-        marker: str | None = None,
-        sort_key: str = "id",
-        sort_dir: str = "asc",
-        fields: Iterable[str] | None = None,
-    ) -> list[dict[str, Any]]:
-        where: list[sa.ColumnElement[bool]] = []
-        if node is not None:
-            where.append(PORTGROUPS.c.node_id == self.db.get("node", node, project_id=project_id)["id"])
-        if address is not None:
-            where.append(PORTGROUPS.c.address == str(address).lower())
-        docs = self.db.list(
-            "portgroup", where=where, project_id=project_id, limit=limit, marker=marker,
-            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=False,
-        )  # fmt: skip
-        return docs
-
-    def update_portgroup(
-        self,
-        ident: str,
-        changes: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
-        *,
-        project_id: str | None = None,
-        if_match: IfMatchArg = None,
-    ) -> dict[str, Any]:
-        def owner_only(current: dict[str, Any]) -> None:
-            _require_owner(current.get("_owner"), project_id, "baremetal:portgroup:update")
-
-        def mutate(current: dict[str, Any]) -> dict[str, Any]:
-            owner_only(current)
-            wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
-            out = self._portgroup_values(wanted, creating=False)
-            out = {k: v for k, v in out.items() if current.get(k) != v}
-            if "node_uuid" in out:
-                try:
-                    self._require_node_owner(out["node_uuid"], project_id, "baremetal:portgroup:update")
-                except exc.NodeNotFound as error:
-                    error.status = 400
-                    raise
-            if "node_uuid" in out and self.db.count("port", PORTS.c.portgroup_id == current["id"]):
-                raise exc.PortgroupNotEmpty(current["uuid"])
-            return out
-
-        self._authorize("portgroup", ident, project_id, owner_only)
-        return public(self.db.update("portgroup", ident, mutate, if_match=if_match, project_id=project_id))
-
-    def delete_portgroup(
-        self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None
-    ) -> None:
-        def owner_only(current: dict[str, Any]) -> None:
-            _require_owner(current.get("_owner"), project_id, "baremetal:portgroup:delete")
-
-        def check(current: dict[str, Any]) -> None:
-            owner_only(current)
-            if self.db.count("port", PORTS.c.portgroup_id == current["id"]):
-                raise exc.PortgroupNotEmpty(current["uuid"])
-
-        self._authorize("portgroup", ident, project_id, owner_only)
-        self.db.delete("portgroup", ident, check=check, if_match=if_match, project_id=project_id)
-
-    # -- chassis ------------------------------------------------------------------------
-
-    def create_chassis(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        _check_keys("chassis", values, CHASSIS_UPDATABLE | {"uuid"})
-        row = dict(values)
-        if "uuid" in row:
-            row["uuid"] = _check_uuid("uuid", row["uuid"])
-        if row.get("extra") is None:
-            row.pop("extra", None)
-        return public(self.db.insert("chassis", row))
-
-    def get_chassis(self, ident: str) -> dict[str, Any]:
-        return self.db.get("chassis", ident, internal=False)
-
-    def list_chassis(
-        self,
-        *,
-        limit: int | None = None,
-        marker: str | None = None,
-        sort_key: str = "id",
-        sort_dir: str = "asc",
-        fields: Iterable[str] | None = None,
-    ) -> list[dict[str, Any]]:
-        return self.db.list(
-            "chassis", limit=limit, marker=marker, sort_key=sort_key, sort_dir=sort_dir, fields=fields,
-            internal=False,
-        )  # fmt: skip
-
-    def update_chassis(
-        self,
-        ident: str,
-        changes: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
-        *,
-        if_match: IfMatchArg = None,
-    ) -> dict[str, Any]:
-        def mutate(current: dict[str, Any]) -> dict[str, Any]:
-            wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
-            _check_keys("chassis", wanted, CHASSIS_UPDATABLE)
-            out = {k: v for k, v in wanted.items() if current.get(k) != v}
-            if "extra" in out and out["extra"] is None:
-                out["extra"] = {}
-            return out
-
-        return public(self.db.update("chassis", ident, mutate, if_match=if_match))
-
-    def delete_chassis(self, ident: str, *, if_match: IfMatchArg = None) -> None:
-        def check(current: dict[str, Any]) -> None:
-            if self.db.count("node", NODES.c.chassis_id == current["id"]):
-                raise exc.ChassisNotEmpty(current["uuid"])
-
-        self.db.delete("chassis", ident, check=check, if_match=if_match)
+    def resource(self, kind: str) -> Crud:
+        """The generic CRUD of a declared resource (``service.resource("port").create(...)``)."""
+        return self.crud[kind]
 
     # -- resource classes ---------------------------------------------------------------
 

@@ -25,19 +25,16 @@ the node is ``active`` and not in maintenance, like Ironic.
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import random
 import threading
 import uuid as uuidlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
-import sqlalchemy as sa
-
 from . import exceptions as exc
-from .db.api import ALLOCATIONS, NODES, Database, IfMatchArg, is_uuid_like, public
+from .db.api import Database, public
 
 __all__ = ["AllocationService"]
 
@@ -45,7 +42,6 @@ LOG = logging.getLogger(__name__)
 ALLOCATING: Final = "allocating"
 ACTIVE: Final = "active"
 ERROR: Final = "error"
-UPDATABLE: Final = frozenset({"name", "extra"})
 
 
 class _Failed(Exception):
@@ -86,12 +82,10 @@ class AllocationService:
             LOG.exception("allocation %s failed unexpectedly", uuid)
             self._fail(uuid, f"Unexpected exception during allocation: {error}")
 
-    # -- CRUD ---------------------------------------------------------------------------
+    # -- the CRUD's hooks (resources/allocations.py declares them) -----------------------------
 
-    def create_allocation(
-        self, values: Mapping[str, Any], *, project_id: str | None = None
-    ) -> dict[str, Any]:
-        row = dict(values)
+    def prepare_create(self, row: dict[str, Any], project_id: str | None) -> None:
+        """A new allocation's row: the owner, the node to backfill, candidate UUIDs, state."""
         node_ident = row.pop("node", None)
         if project_id is not None:
             if row.get("owner") not in (None, project_id):
@@ -99,120 +93,59 @@ class AllocationService:
             row["owner"] = project_id
         node: dict[str, Any] | None = None
         if node_ident is not None:
-            try:
-                node = self.db.get("node", str(node_ident), project_id=project_id)
-            except exc.NodeNotFound as error:
-                error.status = 400
-                raise
+            node = self._node_for_body(node_ident, project_id)
         if not row.get("resource_class"):
             if node is None:
                 raise exc.Invalid("The resource_class field is mandatory when not backfilling")
             row["resource_class"] = node.get("resource_class")
         if row.get("candidate_nodes"):
-            uuids = []
-            for ident in row["candidate_nodes"]:
-                try:
-                    uuids.append(self.db.get("node", str(ident), project_id=project_id)["uuid"])
-                except exc.NodeNotFound as error:
-                    error.status = 400
-                    raise
-            row["candidate_nodes"] = uuids
+            row["candidate_nodes"] = [
+                self._node_for_body(ident, project_id)["uuid"] for ident in row["candidate_nodes"]
+            ]
         for key, empty in (("candidate_nodes", []), ("traits", []), ("extra", {})):
             if row.get(key) is None:
                 row[key] = empty
-        if row.get("uuid"):
-            if not isinstance(row["uuid"], str) or not is_uuid_like(row["uuid"]):
-                raise exc.InvalidParameterValue(f"Expected a UUID but received {row['uuid']}.", field="uuid")
-            row["uuid"] = row["uuid"].lower()
-        elif node is not None and node.get("instance_uuid"):
-            row["uuid"] = node["instance_uuid"]
-        else:
-            row["uuid"] = str(uuidlib.uuid4())
+        if not row.get("uuid"):
+            if node is not None and node.get("instance_uuid"):
+                row["uuid"] = node["instance_uuid"]
+            else:
+                row["uuid"] = str(uuidlib.uuid4())
         row["state"] = ALLOCATING
         row["last_error"] = None
-        doc = self.db.insert("allocation", row)
-        if node is not None:
-            return self._backfill(doc, node)
+
+    def _node_for_body(self, ident: Any, project_id: str | None) -> dict[str, Any]:
+        try:
+            return self.db.get("node", str(ident), project_id=project_id)
+        except exc.NodeNotFound as error:
+            error.status = 400
+            raise
+
+    def start(self, doc: dict[str, Any], values: Mapping[str, Any], project_id: str | None) -> dict[str, Any]:
+        """After the insert: backfill the node named in the body, or start the process."""
+        if values.get("node") is not None:
+            return self._backfill(doc, self._node_for_body(values["node"], project_id))
         self._submit(doc["uuid"])
         return public(doc)
 
-    def get_allocation(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
-        return self.db.get("allocation", ident, project_id=project_id, internal=False)
+    def check_delete(self, current: dict[str, Any]) -> None:
+        if current.get("node_id") is None:
+            return
+        node = self.db.get_by_id("node", current["node_id"])
+        if node is None or node.get("maintenance"):
+            return
+        if node.get("target_provision_state") and node["provision_state"] not in _UPDATE_ALLOWED:
+            raise exc.InvalidState(
+                f"Cannot remove allocation {current['uuid']} for node {node['uuid']}, because the "
+                f"node is in state {node['provision_state']} where updates are not allowed "
+                "(and maintenance mode is off)"
+            )
+        if node["provision_state"] == "active":
+            raise exc.InvalidState(
+                f"Cannot remove allocation {current['uuid']} for node {node['uuid']}, because the "
+                "node is active (and maintenance mode is off)"
+            )
 
-    def list_allocations(
-        self,
-        *,
-        project_id: str | None = None,
-        node: str | None = None,
-        resource_class: str | None = None,
-        state: str | None = None,
-        owner: str | None = None,
-        limit: int | None = None,
-        marker: str | None = None,
-        sort_key: str = "id",
-        sort_dir: str = "asc",
-        fields: Iterable[str] | None = None,
-    ) -> list[dict[str, Any]]:
-        where: list[sa.ColumnElement[bool]] = []
-        if node is not None:
-            try:
-                node_id = self.db.get("node", node, project_id=project_id)["id"]
-            except exc.NodeNotFound as error:
-                error.status = 400
-                raise
-            where.append(ALLOCATIONS.c.node_id == node_id)
-        if resource_class is not None:
-            where.append(ALLOCATIONS.c.resource_class == resource_class)
-        if state is not None:
-            where.append(ALLOCATIONS.c.state == state)
-        if owner is not None:
-            where.append(ALLOCATIONS.c.owner == owner)
-        return self.db.list(
-            "allocation", where=where, project_id=project_id, limit=limit, marker=marker,
-            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=False,
-        )  # fmt: skip
-
-    def update_allocation(
-        self,
-        ident: str,
-        changes: Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]],
-        *,
-        project_id: str | None = None,
-        if_match: IfMatchArg = None,
-    ) -> dict[str, Any]:
-        def mutate(current: dict[str, Any]) -> dict[str, Any]:
-            wanted = dict(changes(copy.deepcopy(public(current))) if callable(changes) else changes)
-            unknown = sorted(set(wanted) - UPDATABLE)
-            if unknown:
-                raise exc.InvalidParameterValue(f"Unknown or read-only allocation field(s): {unknown}")
-            if "extra" in wanted and wanted["extra"] is None:
-                wanted["extra"] = {}
-            return {k: v for k, v in wanted.items() if current.get(k) != v}
-
-        return public(self.db.update("allocation", ident, mutate, if_match=if_match, project_id=project_id))
-
-    def delete_allocation(
-        self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None
-    ) -> None:
-        def check(current: dict[str, Any]) -> None:
-            if current.get("node_id") is None:
-                return
-            node = self.db.get_by_id("node", current["node_id"])
-            if node is None or node.get("maintenance"):
-                return
-            if node.get("target_provision_state") and node["provision_state"] not in _UPDATE_ALLOWED:
-                raise exc.InvalidState(
-                    f"Cannot remove allocation {current['uuid']} for node {node['uuid']}, because the "
-                    f"node is in state {node['provision_state']} where updates are not allowed "
-                    "(and maintenance mode is off)"
-                )
-            if node["provision_state"] == "active":
-                raise exc.InvalidState(
-                    f"Cannot remove allocation {current['uuid']} for node {node['uuid']}, because the "
-                    "node is active (and maintenance mode is off)"
-                )
-
-        doc = self.db.delete("allocation", ident, check=check, if_match=if_match, project_id=project_id)
+    def deleted(self, doc: dict[str, Any]) -> None:
         if doc.get("node_id") is not None:
             self._release_node(doc["node_id"], doc["uuid"])
 
@@ -220,13 +153,13 @@ class AllocationService:
         node = self.db.get("node", node_ident, project_id=project_id)
         if not node.get("allocation_uuid"):
             raise exc.AllocationNotFound(f"for node {node_ident}")
-        self.delete_allocation(node["allocation_uuid"], project_id=project_id)
+        self.service.crud["allocation"].delete(node["allocation_uuid"], project_id=project_id)
 
     def get_node_allocation(self, node_ident: str, *, project_id: str | None = None) -> dict[str, Any]:
         node = self.db.get("node", node_ident, project_id=project_id)
         if not node.get("allocation_uuid"):
             raise exc.AllocationNotFound(f"for node {node_ident}")
-        return self.get_allocation(node["allocation_uuid"])
+        return self.service.crud["allocation"].get(node["allocation_uuid"])
 
     # -- the allocation process ------------------------------------------------------------
 
@@ -246,18 +179,7 @@ class AllocationService:
 
     def _candidates(self, allocation: Mapping[str, Any]) -> list[dict[str, Any]]:
         rc = allocation.get("resource_class")
-        where: list[sa.ColumnElement[bool]] = [
-            NODES.c.resource_class == rc,
-            NODES.c.provision_state == "available",
-            NODES.c.instance_uuid.is_(None),
-            NODES.c.power_state.is_not(None),
-            NODES.c.maintenance.is_(False),
-            ALLOCATIONS.c.id.is_(None),  # the node select joins the node's allocation
-        ]
-        if allocation.get("candidate_nodes"):
-            where.append(NODES.c.uuid.in_(list(allocation["candidate_nodes"])))
-        owner = allocation.get("owner")
-        nodes = self.db.list("node", where=where, project_id=owner)
+        nodes = self.db.allocation_candidates(rc, allocation.get("candidate_nodes"), allocation.get("owner"))
         if not nodes:
             if allocation.get("candidate_nodes"):
                 raise _Failed(f"none of the requested nodes are available and match the resource class {rc}")

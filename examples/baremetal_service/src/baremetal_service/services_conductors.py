@@ -14,19 +14,14 @@ import datetime as dt
 import logging
 import threading
 from collections.abc import Iterable
-from typing import Any, Final
-
-import sqlalchemy as sa
+from typing import Any
 
 from . import exceptions as exc
 from .db.api import Database, iso, utcnow
-from .db.models_collections_a import ConductorRecord
 
 __all__ = ["ConductorNotFound", "ConductorRegistry"]
 
 LOG = logging.getLogger(__name__)
-CONDUCTORS: Final = ConductorRecord.__table__
-MAX_LIMIT: Final = 1000
 
 
 class ConductorNotFound(exc.NotFound):
@@ -61,21 +56,9 @@ class ConductorRegistry:
 
     def heartbeat(self, *, online: bool = True) -> None:
         """Upsert this host's row (one statement; concurrent processes of a host agree)."""
-        from sqlalchemy.dialects import postgresql, sqlite
-
-        dialect = postgresql if self.db.engine.dialect.name == "postgresql" else sqlite
-        now = utcnow()
-        values = {
-            "hostname": self.hostname, "conductor_group": self.conductor_group,
-            "drivers": self.drivers, "online": online, "created_at": now, "updated_at": now,
-        }  # fmt: skip
-        stmt = dialect.insert(CONDUCTORS).values(**values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=["hostname"],
-            set_={k: values[k] for k in ("conductor_group", "drivers", "online", "updated_at")},
+        self.db.conductor_heartbeat(
+            self.hostname, conductor_group=self.conductor_group, drivers=self.drivers, online=online
         )
-        with self.db.engine.begin() as conn:
-            conn.execute(stmt)
 
     def start(self) -> None:
         if self._thread is not None:
@@ -118,14 +101,7 @@ class ConductorRegistry:
         }
 
     def get_conductor(self, hostname: str) -> dict[str, Any]:
-        if "\x00" in hostname:
-            raise ConductorNotFound(hostname)
-        with self.db.reader.connect() as conn:
-            row = (
-                conn.execute(sa.select(CONDUCTORS).where(CONDUCTORS.c.hostname == hostname))
-                .mappings()
-                .first()
-            )
+        row = self.db.get_conductor(hostname)
         if row is None:
             raise ConductorNotFound(hostname)
         return self._doc(row)
@@ -138,22 +114,7 @@ class ConductorRegistry:
         sort_key: str = "id",
         sort_dir: str = "asc",
     ) -> list[dict[str, Any]]:
-        col = CONDUCTORS.c[sort_key]
-        order = (
-            [col.asc(), CONDUCTORS.c.id.asc()] if sort_dir == "asc" else [col.desc(), CONDUCTORS.c.id.desc()]
+        rows = self.db.list_conductors(
+            limit=limit, marker=marker, sort_key=sort_key, sort_dir=sort_dir, not_found=ConductorNotFound
         )
-        stmt = sa.select(CONDUCTORS).order_by(*order).limit(min(limit or MAX_LIMIT, MAX_LIMIT))
-        with self.db.reader.connect() as conn:
-            if marker is not None:
-                mrow = conn.execute(
-                    sa.select(col, CONDUCTORS.c.id).where(CONDUCTORS.c.hostname == marker)
-                ).first()
-                if mrow is None:
-                    raise ConductorNotFound(marker)
-                value, row_id = mrow
-                if sort_dir == "asc":
-                    stmt = stmt.where(sa.or_(col > value, sa.and_(col == value, CONDUCTORS.c.id > row_id)))
-                else:
-                    stmt = stmt.where(sa.or_(col < value, sa.and_(col == value, CONDUCTORS.c.id < row_id)))
-            rows = conn.execute(stmt).mappings().all()
         return [self._doc(r) for r in rows]

@@ -18,25 +18,23 @@ stored rule keeps everything it was given.
 
 Inspection rules are system resources: a project-scoped caller gets 403
 ``baremetal.forbidden`` (Ironic's default policy: ``baremetal:inspection_rule:*``
-is system-only).  Served as ``service.inspection_rules`` (:class:`InspectionRules`).
+is system-only).  The CRUD is the generic one, declared in
+:mod:`baremetal_service.resources.inspection_rules`; this module holds the rules'
+validation and presentation (the declaration's hooks).
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
-import sqlalchemy as sa
-
 from . import exceptions as exc
-from .db.api import INSPECTION_RULES, IfMatchArg, public
+from .db.api import public
 
-__all__ = ["ACTIONS", "OPERATORS", "PHASES", "InspectionRules", "check_rule", "shown"]
+__all__ = ["ACTIONS", "OPERATORS", "PHASES", "check_create", "check_rule", "check_update", "shown"]
 
 PHASES: Final = ("main",)
 MAX_PRIORITY: Final = 9999
-UPDATABLE: Final = frozenset({"description", "priority", "sensitive", "phase", "conditions", "actions"})
 
 #: Condition operators -> (required, optional) argument names (Ironic 39's signatures).
 OPERATORS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
@@ -72,8 +70,6 @@ ACTIONS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "api-call": (("url",), ("headers", "proxies", "timeout", "retries", "backoff_factor")),
 }
 _IMPLICIT: Final = frozenset({"plugin_data"})
-
-Changes = Mapping[str, Any] | Callable[[dict[str, Any]], Mapping[str, Any]]
 
 
 def _check_args(signature: tuple[tuple[str, ...], tuple[str, ...]], args: Any) -> str | None:
@@ -150,90 +146,11 @@ def shown(doc: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class InspectionRules:
-    """The inspection rules of a :class:`~.service.BaremetalService`."""
+def check_create(crud: Any, row: dict[str, Any], project_id: str | None) -> None:
+    check_rule(row)
 
-    def __init__(self, service: Any) -> None:
-        self.db = service.db
 
-    @staticmethod
-    def _system_only(project_id: str | None, rule: str) -> None:
-        if project_id is not None:
-            raise exc.PolicyForbidden(f"baremetal:inspection_rule:{rule}")
-
-    @staticmethod
-    def _values(values: Mapping[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
-        unknown = sorted(set(values) - allowed)
-        if unknown:
-            raise exc.InvalidParameterValue(
-                f"Unknown or read-only inspection rule field(s): {', '.join(unknown)}", fields=unknown
-            )
-        out = dict(values)
-        for key, default in (("conditions", []), ("sensitive", False), ("phase", "main"), ("priority", 0)):
-            if key in out and out[key] is None:
-                out[key] = copy.copy(default)
-        return out
-
-    def create_inspection_rule(
-        self, values: Mapping[str, Any], *, project_id: str | None = None
-    ) -> dict[str, Any]:
-        self._system_only(project_id, "create")
-        row = self._values(values, UPDATABLE | {"uuid"})
-        if row.get("uuid") is None:
-            row.pop("uuid", None)
-        check_rule(row)
-        return shown(self.db.insert("inspection_rule", row))
-
-    def get_inspection_rule(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
-        self._system_only(project_id, "get")
-        return shown(self.db.get("inspection_rule", ident))
-
-    def list_inspection_rules(
-        self,
-        *,
-        project_id: str | None = None,
-        phase: str | None = None,
-        limit: int | None = None,
-        marker: str | None = None,
-        sort_key: str = "id",
-        sort_dir: str = "asc",
-        fields: Iterable[str] | None = None,
-    ) -> list[dict[str, Any]]:
-        self._system_only(project_id, "get")
-        where: list[sa.ColumnElement[bool]] = []
-        if phase is not None:
-            where.append(INSPECTION_RULES.c.phase == phase)
-        docs = self.db.list(
-            "inspection_rule", where=where, limit=limit, marker=marker, sort_key=sort_key,
-            sort_dir=sort_dir, fields=None if fields is None else {*fields, "sensitive"},
-            internal=False,
-        )  # fmt: skip
-        return [shown(doc) for doc in docs]
-
-    def update_inspection_rule(
-        self,
-        ident: str,
-        changes: Changes,
-        *,
-        project_id: str | None = None,
-        if_match: IfMatchArg = None,
-    ) -> dict[str, Any]:
-        self._system_only(project_id, "update")
-
-        def mutate(current: dict[str, Any]) -> dict[str, Any]:
-            wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
-            out = self._values(wanted, UPDATABLE)
-            out = {k: v for k, v in out.items() if current.get(k) != v}
-            if current.get("sensitive") and out.get("sensitive") is False:
-                raise exc.InvalidParameterValue("Inspection rules cannot have the sensitive flag unset.")
-            if out:
-                check_rule({**current, **out})
-            return out
-
-        return shown(self.db.update("inspection_rule", ident, mutate, if_match=if_match))
-
-    def delete_inspection_rule(
-        self, ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None
-    ) -> None:
-        self._system_only(project_id, "delete")
-        self.db.delete("inspection_rule", ident, if_match=if_match)
+def check_update(crud: Any, current: dict[str, Any], changes: dict[str, Any], project_id: str | None) -> None:
+    if current.get("sensitive") and changes.get("sensitive") is False:
+        raise exc.InvalidParameterValue("Inspection rules cannot have the sensitive flag unset.")
+    check_rule({**current, **changes})

@@ -45,14 +45,16 @@ from urllib.parse import urlsplit
 
 from apimw.errors import ConfigError
 
+from . import settings as defaults
+
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 __all__ = ["MEMORY_STORE_MESSAGE", "WsgiApp", "check_store_processes", "make_application", "settings"]
 
-DEFAULT_DATABASE: Final = "sqlite:///baremetal.sqlite"
-DEFAULT_STORE: Final = "memory://"
-DEFAULT_HTPASSWD: Final = "/etc/baremetal/htpasswd"
+DEFAULT_DATABASE: Final = defaults.DATABASE
+DEFAULT_STORE: Final = defaults.STORE
+DEFAULT_HTPASSWD: Final = defaults.HTPASSWD
 AUTH_STRATEGIES: Final = ("noauth", "http_basic")
 WORKER_PID_HEADER: Final = "X-Baremetal-Worker-Pid"
 
@@ -101,7 +103,7 @@ def check_store_processes(store_url: str, processes: int) -> None:
 def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The validated configuration read from *env* (default ``os.environ``)."""
     env = os.environ if env is None else env
-    strategy = env.get("BAREMETAL_AUTH_STRATEGY", "noauth").strip().lower() or "noauth"
+    strategy = env.get("BAREMETAL_AUTH_STRATEGY", "").strip().lower() or defaults.AUTH_STRATEGY
     if strategy not in AUTH_STRATEGIES:
         raise ConfigError(
             f"BAREMETAL_AUTH_STRATEGY must be one of {', '.join(AUTH_STRATEGIES)}, got {strategy!r} "

@@ -30,7 +30,8 @@ def create_flask_app(service: Any, *, max_body_bytes: int = MAX_BODY_BYTES) -> F
     *max_body_bytes*: the largest request body read (413 above it, checked against
     Content-Length before reading and while reading a chunked body).
     """
-    from . import chassis, drivers, node_features, nodes, portgroups, ports, resource_classes, root
+    from . import drivers, node_features, nodes, portgroups, ports, resource_classes, root
+    from .resources import blueprints
 
     if max_body_bytes <= 0:
         raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes!r}")
@@ -40,15 +41,17 @@ def create_flask_app(service: Any, *, max_body_bytes: int = MAX_BODY_BYTES) -> F
     # one byte more, so that a chunked body over the limit is told from one of exactly the limit
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes + 1
     app.url_map.strict_slashes = False
-    for module in (root, nodes, node_features, ports, portgroups, chassis, drivers, resource_classes):
+    for module in (root, nodes, node_features, ports, portgroups, drivers, resource_classes):
         app.register_blueprint(module.bp)
+    for generated in blueprints():  # declared resources served by the generic routes alone
+        app.register_blueprint(generated)
     from . import inspection_rules, volume  # volume connectors/targets (1.32), inspection rules (1.96)
 
     for module in (volume, inspection_rules):
         app.register_blueprint(module.bp)
-    from . import allocations, conductors, deploy_templates, runbooks  # 1.49 .. 1.112
+    from . import allocations, conductors, runbooks  # 1.49 .. 1.112
 
-    for module in (allocations, conductors, deploy_templates, runbooks):
+    for module in (allocations, conductors, runbooks):
         app.register_blueprint(module.bp)
     from . import (  # boot device, bios, children, console, shards...
         node_history,

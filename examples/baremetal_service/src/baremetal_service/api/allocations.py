@@ -1,8 +1,8 @@
 """``/v1/allocations`` (Ironic 1.52; PATCH 1.57; backfill 1.58; owner 1.60) and
 ``/v1/nodes/{node}/allocation``.
 
-Reads, PATCH and DELETE go through :class:`~.resources.Resource`; create checks the
-version rules first (``node`` needs 1.58).  The allocation process itself lives in
+Declared in :mod:`baremetal_service.resources.allocations`; the generic endpoints
+serve it, create checks the version rules first (``node`` needs 1.58).  The allocation process itself lives in
 :mod:`baremetal_service.services_allocations`.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
-from . import serialize, versions
+from ..resources.allocations import ALLOCATIONS as DECLARATION
+from . import versions
 from .collections_a_schemas import ALLOCATION_CREATE
 from .common import (
     api_version,
@@ -22,34 +23,11 @@ from .common import (
     validate,
 )
 from .context import project_id, service
-from .resources import Resource
+from .resources import GET_ARGS, check_args, endpoints
 
 bp = Blueprint("allocations", __name__)
 
-FIELDS = (
-    "uuid", "created_at", "updated_at", "candidate_nodes", "extra", "last_error", "name", "owner",
-    "resource_class", "state", "traits", "links", "node_uuid", "etag",
-)  # fmt: skip
-serialize.register("allocation", versions.ALLOCATION_FIELD_VERSIONS, FIELDS, defaults={"candidate_nodes": []})
-
-ALLOCATIONS = Resource(
-    kind="allocation",
-    collection="allocations",
-    field_versions=versions.ALLOCATION_FIELD_VERSIONS,
-    fields=FIELDS,
-    list_fields=FIELDS,
-    create_schema=ALLOCATION_CREATE,
-    patchable=("name", "extra"),
-    sort_keys=("uuid", "name", "created_at", "updated_at", "state", "resource_class"),
-    since=versions.ALLOCATIONS,
-    filters=(
-        ("node", versions.ALLOCATIONS),
-        ("resource_class", versions.ALLOCATIONS),
-        ("state", versions.ALLOCATIONS),
-        ("owner", versions.ALLOCATION_OWNER),
-    ),
-    backend="allocations",
-)
+ALLOCATIONS = endpoints(DECLARATION)
 
 
 def _method_not_allowed(detail: str) -> Exception:
@@ -98,6 +76,7 @@ def delete_allocation(ident: str) -> Response:
 @bp.route("/v1/nodes/<node_ident>/allocation", methods=["GET"])
 def get_node_allocation(node_ident: str) -> Response:
     ALLOCATIONS.gate()
+    check_args(GET_ARGS)
     fields = parse_fields(ALLOCATIONS.field_versions, ALLOCATIONS.fields, "allocation")
     obj = service().allocations.get_node_allocation(node_ident, project_id=project_id())
     return json_response(ALLOCATIONS.doc(obj, fields), headers=ALLOCATIONS.etag_headers(obj))

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import jsonschema
 from flask import Request, Response, current_app, request
 
-from apimw._version import Version
+from apimw import Version
 from apimw.discovery import request_base_url
 from apimw.errors import ENVIRON_PROFILE, HTTPProblem, render_problem
 

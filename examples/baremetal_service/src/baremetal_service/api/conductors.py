@@ -1,4 +1,7 @@
-"""``/v1/conductors`` (Ironic 1.49): the live conductor hosts (see services_conductors)."""
+"""``/v1/conductors`` (Ironic 1.49): the live conductor hosts (see services_conductors).
+
+Declared (fields, versions, sort keys) in :mod:`baremetal_service.resources.conductors`.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from .common import (
     select,
 )
 from .context import service
+from .resources import GET_ARGS, LIST_ARGS, check_args
 
 bp = Blueprint("conductors", __name__)
 
@@ -45,6 +49,7 @@ def _doc(conductor: dict[str, Any]) -> dict[str, Any]:
 @bp.route("/v1/conductors", methods=["GET"])
 def list_conductors() -> Response:
     _gate()
+    check_args(LIST_ARGS | {"detail"})
     fields = parse_fields(versions.CONDUCTOR_FIELD_VERSIONS, FIELDS, "conductor")
     detail = parse_bool("detail", request.args.get("detail"))
     if detail is not None:
@@ -68,5 +73,6 @@ def list_conductors() -> Response:
 @bp.route("/v1/conductors/<hostname>", methods=["GET"])
 def get_conductor(hostname: str) -> Response:
     _gate()
+    check_args(GET_ARGS)
     fields = parse_fields(versions.CONDUCTOR_FIELD_VERSIONS, FIELDS, "conductor")
     return json_response(select(_doc(service().conductors.get_conductor(hostname)), fields))

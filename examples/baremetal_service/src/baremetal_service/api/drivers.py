@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from apimw._version import Version
+from apimw import Version
 
 from . import serialize, versions
 from .common import api_version, base_url, json_response, not_acceptable, parse_bool, require

@@ -13,7 +13,7 @@ from typing import Any, Final
 from flask import Blueprint, Response, request
 from werkzeug.exceptions import NotFound
 
-from apimw._version import Version
+from apimw import Version
 
 from ..node_features import VMEDIA_DEVICES
 from . import versions

@@ -8,7 +8,7 @@ from typing import Any
 import jsonpatch
 from flask import Blueprint, Response, request
 
-from apimw._version import Version
+from apimw import Version
 
 from ..exceptions import PolicyForbidden
 from . import schemas, serialize, versions
@@ -232,7 +232,7 @@ def node_collection_without_ident() -> Response:
 
 @bp.route("/v1/chassis/<chassis_ident>/nodes", methods=["GET"])
 def list_chassis_nodes(chassis_ident: str) -> Response:
-    chassis = service().get_chassis(chassis_ident)
+    chassis = service().crud["chassis"].get(chassis_ident)
     return _list(False, f"chassis/{chassis_ident}/nodes", {"chassis_uuid": serialize.get(chassis, "uuid")})
 
 

@@ -1,4 +1,8 @@
-"""``/v1/ports`` and ``/v1/nodes/{node}/ports``, ``/v1/portgroups/{pg}/ports``."""
+"""``/v1/ports`` and ``/v1/nodes/{node}/ports`` (``/v1/portgroups/{pg}/ports``: api/portgroups.py).
+
+The port is declared in :mod:`baremetal_service.resources.ports`; the handlers are
+the generic ones (:mod:`.resources`).
+"""
 
 from __future__ import annotations
 
@@ -6,43 +10,14 @@ from typing import Any
 
 from flask import Blueprint, Response
 
-from apimw._version import Version
-
-from . import schemas, serialize, versions
+from ..resources.ports import PORTS as DECLARATION
+from . import serialize
 from .context import project_id, service
-from .resources import Resource
+from .resources import endpoints
 
 bp = Blueprint("ports", __name__)
 
-PORTS = Resource(
-    kind="port",
-    collection="ports",
-    field_versions=versions.PORT_FIELD_VERSIONS,
-    fields=serialize.PORT_FIELDS,
-    list_fields=serialize.PORT_LIST_FIELDS,
-    create_schema=schemas.PORT_CREATE,
-    patchable=(
-        "address",
-        "node_uuid",
-        "portgroup_uuid",
-        "extra",
-        "local_link_connection",
-        "pxe_enabled",
-        "physical_network",
-        "is_smartnic",
-        "name",
-        "description",
-    ),  # fmt: skip
-    sort_keys=("uuid", "address", "created_at", "updated_at", "name", "pxe_enabled"),
-    filters=(
-        ("node", Version(1, 1)),
-        ("node_uuid", Version(1, 1)),
-        ("address", Version(1, 1)),
-        ("portgroup", versions.PORTGROUPS_SUBCONTROLLERS),
-    ),
-    # openstacksdk's ports(node_id=...) sends ?node_uuid=; the service filters by "node".
-    filter_kwargs={"node_uuid": "node"},
-)
+PORTS = endpoints(DECLARATION)
 
 
 @bp.route("/v1/ports", methods=["GET"])
@@ -82,9 +57,9 @@ def _node_scope(node_ident: str) -> dict[str, Any]:
 
 @bp.route("/v1/nodes/<node_ident>/ports", methods=["GET"])
 def list_node_ports(node_ident: str) -> Response:
-    return PORTS.index(scope=_node_scope(node_ident), path=f"nodes/{node_ident}/ports")
+    return PORTS.index(scope=lambda: _node_scope(node_ident), path=f"nodes/{node_ident}/ports")
 
 
 @bp.route("/v1/nodes/<node_ident>/ports/detail", methods=["GET"])
 def list_node_ports_detail(node_ident: str) -> Response:
-    return PORTS.index(True, scope=_node_scope(node_ident), path=f"nodes/{node_ident}/ports/detail")
+    return PORTS.index(True, scope=lambda: _node_scope(node_ident), path=f"nodes/{node_ident}/ports/detail")

@@ -1,17 +1,30 @@
-"""CRUD shared by ports, portgroups and chassis (nodes have their own controller)."""
+"""The HTTP side of every declared resource (:mod:`baremetal_service.resources`).
+
+:class:`Endpoints` serves one declaration: list (``?detail``, ``?fields``, filters at
+their versions, paging with ``next`` links), get, create (JSON schema, fields of the
+served version, ``Location``), PATCH (JSON Patch on the patchable fields, the patched
+document validated again) and DELETE, with the ETag header at >= 1.116 and If-Match
+handed to the CRUD, which checks it atomically with the write.  A query parameter the
+endpoint does not take is a 400 like Ironic's ("Unexpected arguments: foo").
+
+:func:`blueprint` builds the routes of a declaration whose ``routes`` is true
+(``/v1/<collection>``, ``/detail``, ``/<ident>``); resources with more (sub-collections,
+version rules of their own) route themselves in their API module and call the same
+endpoints.
+"""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
 
 import jsonpatch
-from flask import Response, request
+from flask import Blueprint, Response, request
 
-from apimw._version import Version
+from apimw.errors import HTTPProblem
 
+from ..resources import Resource, declarations
 from . import schemas, serialize, versions
 from .common import (
     api_version,
@@ -27,65 +40,65 @@ from .common import (
     parse_paging,
     query_uuid,
     require,
+    shorten,
     validate,
 )
 from .context import if_match, project_id, service
 
+__all__ = ["Endpoints", "Resource", "blueprint", "check_args", "declarations", "endpoints"]
 
-@dataclass(frozen=True)
-class Resource:
-    kind: str  # "port"
-    collection: str  # "ports"
-    field_versions: Mapping[str, Version]
-    fields: tuple[str, ...]
-    list_fields: tuple[str, ...]
-    create_schema: Mapping[str, Any]
-    patchable: tuple[str, ...]
-    sort_keys: tuple[str, ...]
-    since: Version = versions.MIN_VERSION
-    sublinks: tuple[str, ...] = ()
-    filters: tuple[tuple[str, Version], ...] = ()
-    service_name: str = ""  # method suffix on the service: create_<name>...
-    #: the service scopes this resource to the caller's project (chassis are global)
-    scoped: bool = True
-    #: query parameter -> the service's list keyword (e.g. node_uuid -> node)
-    filter_kwargs: Mapping[str, str] = field(default_factory=dict)
-    #: turns request filters/body values into the service's (e.g. node name -> uuid)
-    prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    extra_detail: Sequence[str] = field(default_factory=tuple)
-    #: the attribute of the service that serves this resource ("" = the service itself),
-    #: e.g. "allocations" -> service().allocations.create_allocation(...)
-    backend: str = ""
-    #: the list's JSON key and ``list_<key>`` service method, when not the collection
-    #: (``/v1/volume/connectors`` lists ``"connectors"``)
-    list_key: str = ""
-    #: ``?detail=`` is accepted from this version (Ironic's volume lists take it from 1.32)
-    detail_since: Version = versions.DETAIL_QUERY
+#: Query parameters every list takes (Ironic's), besides the resource's filters.
+LIST_ARGS: Final = frozenset({"fields", "limit", "marker", "sort_key", "sort_dir"})
+GET_ARGS: Final = frozenset({"fields"})
 
-    def backend_of(self) -> Any:
-        svc = service()
-        return getattr(svc, self.backend) if self.backend else svc
+_BUILTIN_KINDS: Final = frozenset({"node", "port", "portgroup", "chassis"})
 
-    @property
-    def svc_name(self) -> str:
-        return self.service_name or self.kind
 
-    def gate(self) -> None:
-        if self.since > versions.MIN_VERSION and api_version() < self.since:
-            # Ironic answers 404 for a whole resource that does not exist yet at this version.
-            from apimw.errors import HTTPProblem
-
-            raise HTTPProblem(404, "request.not-found", "The resource could not be found.")
-
-    def doc(self, obj: Any, fields: Sequence[str] | None = None) -> dict[str, Any]:
-        return serialize.simple_doc(
-            self.kind, self.collection, obj, api_version(), base_url(), fields, self.sublinks
+def check_args(allowed: Iterable[str]) -> None:
+    """400 for query parameters outside *allowed*, in Ironic's words and order."""
+    allowed_set = allowed if isinstance(allowed, frozenset) else frozenset(allowed)
+    unexpected = [name for name in dict.fromkeys(request.args) if name not in allowed_set]
+    if unexpected:
+        raise bad_request(
+            f"Unexpected arguments: {', '.join(shorten(name) for name in unexpected)}",
+            "request.unexpected-arguments",
         )
 
-    def scope(self) -> dict[str, Any]:
-        return {"project_id": project_id()} if self.scoped else {}
 
-    def etag_headers(self, obj: Any) -> list[tuple[str, str]]:
+def _not_found() -> HTTPProblem:
+    return HTTPProblem(404, "request.not-found", "The resource could not be found.")
+
+
+class Endpoints:
+    """The HTTP handlers of one declared resource."""
+
+    def __init__(self, decl: Resource) -> None:
+        self.decl = decl
+        filters = {name for name, _since in decl.filters} | set(decl.filter_kwargs)
+        detail = {"detail"} if decl.detail_since is not None else set()
+        self.list_args: frozenset[str] = LIST_ARGS | filters | detail | set(decl.ignored_args)
+        if decl.kind not in _BUILTIN_KINDS:
+            serialize.register(decl.kind, decl.field_versions, decl.fields, defaults=decl.defaults)
+
+    def __getattr__(self, name: str) -> Any:  # the declaration's attributes (kind, fields...)
+        return getattr(self.decl, name)
+
+    def crud(self) -> Any:
+        return service().crud[self.decl.kind]
+
+    def gate(self) -> None:
+        if self.decl.since > versions.MIN_VERSION and api_version() < self.decl.since:
+            # Ironic answers 404 for a whole resource that does not exist yet at this version.
+            raise _not_found()
+
+    def doc(self, obj: Any, fields: Sequence[str] | None = None) -> dict[str, Any]:
+        decl = self.decl
+        return serialize.simple_doc(
+            decl.kind, decl.collection, obj, api_version(), base_url(), fields, decl.sublinks
+        )
+
+    @staticmethod
+    def etag_headers(obj: Any) -> list[tuple[str, str]]:
         etag = serialize.get(obj, "etag")
         if etag and api_version() >= versions.ETAG_VERSION:
             return [("ETag", etag)]
@@ -97,34 +110,38 @@ class Resource:
         self,
         detail: bool = False,
         *,
-        scope: Mapping[str, Any] | None = None,
+        scope: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
         path: str | None = None,
     ) -> Response:
+        """The list; *scope* (or a function giving it, called after the argument checks)
+        adds CRUD filters (``{"node": uuid}`` for a node's ports)."""
+        decl = self.decl
         self.gate()
+        check_args(self.list_args)
         served = api_version()
-        fields = parse_fields(self.field_versions, self.fields, self.kind)
+        fields = parse_fields(decl.field_versions, decl.fields, decl.kind)
         detail_arg = parse_bool("detail", request.args.get("detail"))
         if detail_arg is not None:
             if detail:
                 raise bad_request("Can not specify ?detail=True parameter to this endpoint.")
-            require("The 'detail' parameter", self.detail_since)
+            require("The 'detail' parameter", decl.detail_since or versions.DETAIL_QUERY)
             detail = detail_arg
         if detail and fields is not None:
             raise bad_request("Can not specify ?detail=True and fields in the same request.")
-        paging = parse_paging(self.sort_keys)
+        paging = parse_paging(decl.sort_keys)
         filters: dict[str, Any] = {}
-        for name, since in self.filters:
+        for name, since in decl.filters:
             value = query_uuid(name) if name.endswith("_uuid") else request.args.get(name)
             if value is not None:
-                require(f"Filtering {self.collection} by {name}", since)
+                require(f"Filtering {decl.collection} by {name}", since)
                 filters[name] = value
         kwargs: dict[str, Any] = {}
         for name, value in filters.items():  # the first of two aliases wins (node before node_uuid)
-            kwargs.setdefault(self.filter_kwargs.get(name, name), value)
-        kwargs.update(scope or {})
-        key = self.list_key or self.collection
-        items = getattr(self.backend_of(), f"list_{key}")(
-            **self.scope(),
+            kwargs.setdefault(decl.filter_kwargs.get(name, name), value)
+        if scope is not None:
+            kwargs.update(scope() if callable(scope) else scope)
+        items = self.crud().list(
+            project_id=project_id(),
             **kwargs,
             limit=paging["limit"],
             marker=paging["marker"],
@@ -137,78 +154,129 @@ class Resource:
             shown = fields
         else:
             shown = [
-                f for f in self.list_fields if self.field_versions.get(f, versions.MIN_VERSION) <= served
+                f for f in decl.list_fields if decl.field_versions.get(f, versions.MIN_VERSION) <= served
             ]
         docs = [self.doc(i, shown) for i in items]
+        key = decl.list_key or decl.collection
         out: dict[str, Any] = {key: docs}
         extra = {k: str(v) for k, v in filters.items()}
-        nxt = next_link(self.collection, items, paging, shown or [], extra, path=path)
+        nxt = next_link(decl.collection, items, paging, shown or [], extra, path=path)
         if nxt:
             out["next"] = nxt
         return json_response(out)
 
     def get(self, ident: str) -> Response:
+        decl = self.decl
         self.gate()
-        fields = parse_fields(self.field_versions, self.fields, self.kind)
-        obj = getattr(self.backend_of(), f"get_{self.svc_name}")(ident, **self.scope())
+        check_args(GET_ARGS)
+        fields = parse_fields(decl.field_versions, decl.fields, decl.kind)
+        obj = self.crud().get(ident, project_id=project_id())
         return json_response(self.doc(obj, fields), headers=self.etag_headers(obj))
 
-    def create(self) -> Response:
+    def create(self, schema: Mapping[str, Any] | None = None) -> Response:
+        """POST: *schema* overrides the declaration's (a schema of the served version)."""
+        decl = self.decl
         self.gate()
         body = json_body()
-        validate(body, self.create_schema, self.kind)
-        check_fields_allowed(body, self.field_versions, self.kind)
-        values = dict(body)
-        if self.prepare is not None:
-            values = self.prepare(values)
-        obj = getattr(self.backend_of(), f"create_{self.svc_name}")(values, **self.scope())
+        validate(body, schema or decl.create_schema, decl.kind)
+        check_fields_allowed(body, decl.field_versions, decl.kind)
+        obj = self.crud().create(dict(body), project_id=project_id())
         doc = self.doc(obj)
-        location = f"{base_url()}/v1/{self.collection}/{doc['uuid']}"
+        location = f"{base_url()}/v1/{decl.collection}/{doc['uuid']}"
         return json_response(doc, 201, [("Location", location), *self.etag_headers(obj)])
 
     def patch(self, ident: str) -> Response:
+        decl = self.decl
         self.gate()
         patch = json_body()
         validate(patch, schemas.PATCH, "patch")
-        allowed = set(self.patchable)
+        allowed = set(decl.patchable)
         touched = set()
         for op in patch:
             name = op["path"].split("/")[1].replace("~1", "/").replace("~0", "~")
             if name not in allowed:
                 raise bad_request(
                     f"Cannot patch {op['path']}. Only the following can be updated: "
-                    f"{', '.join(self.patchable)}",
+                    f"{', '.join(decl.patchable)}",
                     "request.read-only-field",
                 )
             if op["op"] in ("add", "replace") and "value" not in op:
                 raise bad_request(f"'add' and 'replace' operations need a value (path {op['path']}).")
             touched.add(name)
-        check_fields_allowed(touched, self.field_versions, self.kind)
+        check_fields_allowed(touched, decl.field_versions, decl.kind)
 
         def changes(current_obj: dict[str, Any]) -> dict[str, Any]:
             return self._patched_changes(current_obj, patch)
 
-        obj = getattr(self.backend_of(), f"update_{self.svc_name}")(
-            ident, changes, **self.scope(), if_match=if_match()
-        )
+        obj = self.crud().update(ident, changes, project_id=project_id(), if_match=if_match())
         return json_response(self.doc(obj), headers=self.etag_headers(obj))
 
     def _patched_changes(self, obj: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
-        allowed = set(self.patchable)
-        current = {f: copy.deepcopy(serialize.get(obj, f)) for f in self.patchable}
+        decl = self.decl
+        current = {f: copy.deepcopy(serialize.get(obj, f)) for f in decl.patchable}
         try:
             patched = jsonpatch.apply_patch(current, patch)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
             raise bad_request(f"Unable to apply the patch: {exc}", "request.invalid-patch") from None
-        for name in allowed - set(patched):
+        for name in set(decl.patchable) - set(patched):
             patched[name] = serialize.default_for(name)
-        props = self.create_schema["properties"]
+        props = decl.create_schema["properties"]
         check = {k: v for k, v in patched.items() if v is not None or "null" in str(props[k].get("type"))}
         # A mandatory field removed by the patch is missing here: "'node_uuid' is a required property".
-        validate(check, self.create_schema, self.kind)
-        return {f: patched[f] for f in self.patchable if patched[f] != current[f]}
+        validate(check, decl.create_schema, decl.kind)
+        return {f: patched[f] for f in decl.patchable if patched[f] != current[f]}
 
     def delete(self, ident: str) -> Response:
         self.gate()
-        getattr(self.backend_of(), f"delete_{self.svc_name}")(ident, **self.scope(), if_match=if_match())
+        self.crud().delete(ident, project_id=project_id(), if_match=if_match())
         return empty_response(204)
+
+
+_ENDPOINTS: dict[str, Endpoints] = {}
+
+
+def endpoints(decl: Resource) -> Endpoints:
+    """The (one) :class:`Endpoints` of *decl*."""
+    found = _ENDPOINTS.get(decl.kind)
+    if found is None:
+        found = _ENDPOINTS[decl.kind] = Endpoints(decl)
+    return found
+
+
+def blueprint(decl: Resource) -> Blueprint:
+    """The generic routes of *decl*: list, ``/detail``, create, get, patch, delete."""
+    http = endpoints(decl)
+    bp = Blueprint(f"declared_{decl.kind}", __name__)
+    base = f"/v1/{decl.collection}"
+
+    def list_all() -> Response:
+        return http.index()
+
+    def list_detail() -> Response:
+        return http.index(True, path=f"{decl.collection}/detail")
+
+    def create() -> Response:
+        return http.create()
+
+    def get(ident: str) -> Response:
+        return http.get(ident)
+
+    def patch(ident: str) -> Response:
+        return http.patch(ident)
+
+    def delete(ident: str) -> Response:
+        return http.delete(ident)
+
+    bp.add_url_rule(base, "list", list_all, methods=["GET"])
+    if decl.detail_route:
+        bp.add_url_rule(f"{base}/detail", "list_detail", list_detail, methods=["GET"])
+    bp.add_url_rule(base, "create", create, methods=["POST"])
+    bp.add_url_rule(f"{base}/<ident>", "get", get, methods=["GET"])
+    bp.add_url_rule(f"{base}/<ident>", "patch", patch, methods=["PATCH"])
+    bp.add_url_rule(f"{base}/<ident>", "delete", delete, methods=["DELETE"])
+    return bp
+
+
+def blueprints() -> list[Blueprint]:
+    """The generated blueprints of every declaration whose ``routes`` is true."""
+    return [blueprint(d) for d in declarations() if d.routes and not d.own_controller]

@@ -1,7 +1,7 @@
 """``/v1/runbooks`` (Ironic 1.92) and ``/v1/runbooks/{id}/traits`` (1.112).
 
-Listing, reading, patching and deleting go through :class:`~.resources.Resource`;
-create picks the schema of the served version (before 1.112 a runbook's name must
+Declared in :mod:`baremetal_service.resources.runbooks` and served by the generic
+endpoints; create picks the schema of the served version (before 1.112 a runbook's name must
 be a trait); the traits sub-resource is Ironic's (PUT one trait or the whole list,
 DELETE one or all; removing an absent trait is a no-op).
 """
@@ -10,43 +10,24 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from . import serialize, versions
+from ..resources.runbooks import RUNBOOKS as DECLARATION
+from . import versions
 from .collections_a_schemas import RUNBOOK_CREATE, RUNBOOK_CREATE_112, RUNBOOK_TRAITS, TRAIT
 from .common import (
     api_version,
     bad_request,
     base_url,
-    check_fields_allowed,
     empty_response,
     json_body,
     json_response,
     validate,
 )
 from .context import if_match, project_id, service
-from .resources import Resource
+from .resources import endpoints
 
 bp = Blueprint("runbooks", __name__)
 
-FIELDS = (
-    "uuid", "created_at", "updated_at", "name", "extra", "public", "owner", "disable_ramdisk",
-    "description", "links", "steps", "traits", "etag",
-)  # fmt: skip
-serialize.register(
-    "runbook", versions.RUNBOOK_FIELD_VERSIONS, FIELDS, defaults={"steps": [], "public": False}
-)
-
-RUNBOOKS = Resource(
-    kind="runbook",
-    collection="runbooks",
-    field_versions=versions.RUNBOOK_FIELD_VERSIONS,
-    fields=FIELDS,
-    list_fields=("uuid", "name"),
-    create_schema=RUNBOOK_CREATE_112,  # what a patched runbook must satisfy (Ironic's choice)
-    patchable=("disable_ramdisk", "extra", "name", "owner", "public", "steps", "description"),
-    sort_keys=("uuid", "name", "created_at", "updated_at"),
-    since=versions.RUNBOOKS,
-    backend="runbooks",
-)
+RUNBOOKS = endpoints(DECLARATION)
 
 
 @bp.route("/v1/runbooks", methods=["GET"])
@@ -62,14 +43,8 @@ def list_runbooks_detail() -> Response:
 @bp.route("/v1/runbooks", methods=["POST"])
 def create_runbook() -> Response:
     RUNBOOKS.gate()
-    body = json_body()
     traits_era = api_version() >= versions.RUNBOOK_TRAITS
-    validate(body, RUNBOOK_CREATE_112 if traits_era else RUNBOOK_CREATE, "runbook")
-    check_fields_allowed(body, RUNBOOKS.field_versions, "runbook")
-    obj = service().runbooks.create_runbook(dict(body), project_id=project_id())
-    doc = RUNBOOKS.doc(obj)
-    location = f"{base_url()}/v1/runbooks/{doc['uuid']}"
-    return json_response(doc, 201, [("Location", location), *RUNBOOKS.etag_headers(obj)])
+    return RUNBOOKS.create(RUNBOOK_CREATE_112 if traits_era else RUNBOOK_CREATE)
 
 
 @bp.route("/v1/runbooks/<ident>", methods=["GET"])
@@ -101,7 +76,7 @@ def _traits_gate() -> None:
 @bp.route("/v1/runbooks/<ident>/traits", methods=["GET"])
 def get_runbook_traits(ident: str) -> Response:
     _traits_gate()
-    doc = service().runbooks.get_runbook(ident, project_id=project_id())
+    doc = service().crud["runbook"].get(ident, project_id=project_id())
     return json_response({"traits": list(doc.get("traits") or [])})
 
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, Final
 
-from apimw._version import Version
+from apimw import Version
 
 from . import versions
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from apimw._version import Version
+from apimw import Version
 
 MIN_VERSION: Final = Version(1, 1)
 #: Ironic 39.0's maximum; everything up to here means what it means in Ironic.

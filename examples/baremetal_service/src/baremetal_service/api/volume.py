@@ -7,8 +7,8 @@
 * ``/v1/nodes/{node}/volume/connectors|targets``: the node's lists; anything else under
   a node (one item, a create) is Ironic's 400 "Malformed request URI.".
 
-Below 1.32 every one of them is 404.  The rules (tenancy, power state, uniqueness)
-live in :mod:`baremetal_service.services_volume`.
+Below 1.32 every one of them is 404.  Declared in :mod:`baremetal_service.resources.volume`;
+the power rules live in :mod:`baremetal_service.services_volume`.
 """
 
 from __future__ import annotations
@@ -19,90 +19,20 @@ from flask import Blueprint, Response
 
 from apimw.errors import HTTPProblem
 
+from ..resources.volume import CONNECTORS as CONNECTOR_DECLARATION
+from ..resources.volume import TARGETS as TARGET_DECLARATION
 from . import serialize, versions
 from .common import UUID_RE, api_version, bad_request, base_url, json_response
 from .context import project_id, service
-from .resources import Resource
+from .resources import GET_ARGS, check_args, endpoints
+from .volume_schemas import CONNECTOR_CREATE, TARGET_CREATE
+
+__all__ = ["CONNECTORS", "CONNECTOR_CREATE", "TARGETS", "TARGET_CREATE", "bp"]
 
 bp = Blueprint("volume", __name__)
 
-_INT32: Final = {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
-_UUID_PATTERN: Final = "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
-_UUID: Final = {"type": "string", "pattern": _UUID_PATTERN}
-_UUID_OR_NULL: Final = {"type": ["string", "null"], "pattern": _UUID_PATTERN}
-_OBJ_OR_NULL: Final = {"type": ["object", "null"]}
-
-#: Ironic's request bodies (ironic/api/schemas/v1/volume_connector.py, volume_target.py).
-CONNECTOR_CREATE: Final = {
-    "type": "object",
-    "properties": {
-        "uuid": _UUID_OR_NULL,
-        "node_uuid": _UUID,
-        "type": {"type": "string", "minLength": 1, "maxLength": 32},
-        "connector_id": {"type": "string", "minLength": 1, "maxLength": 255},
-        "extra": _OBJ_OR_NULL,
-    },
-    "required": ["connector_id", "node_uuid", "type"],
-    "additionalProperties": False,
-}
-TARGET_CREATE: Final = {
-    "type": "object",
-    "properties": {
-        "uuid": _UUID_OR_NULL,
-        "node_uuid": _UUID,
-        "volume_type": {"type": "string", "minLength": 1, "maxLength": 64},
-        "volume_id": {"type": "string", "minLength": 1, "maxLength": 36},
-        "boot_index": _INT32,
-        "properties": _OBJ_OR_NULL,
-        "extra": _OBJ_OR_NULL,
-    },
-    "required": ["boot_index", "node_uuid", "volume_id", "volume_type"],
-    "additionalProperties": False,
-}
-
-_COMMON_VERSIONS: Final = {"etag": versions.ETAG_VERSION}
-CONNECTOR_FIELDS: Final = (
-    "uuid", "created_at", "updated_at", "connector_id", "extra", "type", "links", "node_uuid", "etag",
-)  # fmt: skip
-TARGET_FIELDS: Final = (
-    "uuid", "created_at", "updated_at", "boot_index", "extra", "properties", "volume_id",
-    "volume_type", "links", "node_uuid", "etag",
-)  # fmt: skip
-serialize.register("connector", _COMMON_VERSIONS, CONNECTOR_FIELDS)
-serialize.register("target", _COMMON_VERSIONS, TARGET_FIELDS)
-
-CONNECTORS = Resource(
-    kind="connector",
-    collection="volume/connectors",
-    field_versions=_COMMON_VERSIONS,
-    fields=CONNECTOR_FIELDS,
-    list_fields=("uuid", "node_uuid", "type", "connector_id"),
-    create_schema=CONNECTOR_CREATE,
-    patchable=("type", "connector_id", "node_uuid", "extra"),
-    sort_keys=("uuid", "type", "connector_id", "created_at", "updated_at"),
-    since=versions.VOLUME,
-    filters=(("node", versions.VOLUME),),
-    service_name="connector",
-    backend="volumes",
-    list_key="connectors",
-    detail_since=versions.VOLUME,
-)
-TARGETS = Resource(
-    kind="target",
-    collection="volume/targets",
-    field_versions=_COMMON_VERSIONS,
-    fields=TARGET_FIELDS,
-    list_fields=("uuid", "node_uuid", "volume_type", "boot_index", "volume_id"),
-    create_schema=TARGET_CREATE,
-    patchable=("volume_type", "properties", "boot_index", "volume_id", "node_uuid", "extra"),
-    sort_keys=("uuid", "volume_type", "boot_index", "volume_id", "created_at", "updated_at"),
-    since=versions.VOLUME,
-    filters=(("node", versions.VOLUME),),
-    service_name="target",
-    backend="volumes",
-    list_key="targets",
-    detail_since=versions.VOLUME,
-)
+CONNECTORS = endpoints(CONNECTOR_DECLARATION)
+TARGETS = endpoints(TARGET_DECLARATION)
 _BY_NAME: Final = {"connectors": CONNECTORS, "targets": TARGETS}
 
 
@@ -163,6 +93,7 @@ def create_volume(what: str) -> Response:
 @bp.route("/v1/volume/<any(connectors, targets):what>/<ident>", methods=["GET"])
 def get_volume(what: str, ident: str) -> Response:
     _gate()
+    check_args(GET_ARGS)  # Ironic's first check
     _check_uuid(f"{what[:-1]}_uuid", ident)
     return _BY_NAME[what].get(ident)
 
@@ -184,8 +115,9 @@ def delete_volume(what: str, ident: str) -> Response:
 @bp.route("/v1/nodes/<node_ident>/volume/<any(connectors, targets):what>", methods=["GET"])
 def list_node_volume(node_ident: str, what: str) -> Response:
     _gate()
-    scope = _node_scope(node_ident)
-    return _BY_NAME[what].index(scope=scope, path=f"nodes/{node_ident}/volume/{what}")
+    return _BY_NAME[what].index(
+        scope=lambda: _node_scope(node_ident), path=f"nodes/{node_ident}/volume/{what}"
+    )
 
 
 @bp.route("/v1/nodes/<node_ident>/volume/<any(connectors, targets):what>", methods=["POST"])

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .. import exceptions as exc
-from ..db.api import NODES, Database
+from ..db.api import Database
 from ..drivers import DriverRegistry, Task
 from . import states
 
@@ -109,12 +109,13 @@ def _check_one(db: Database, drivers: DriverRegistry, doc: dict[str, Any]) -> Sy
             uuid,
             mutate,
             event_type=EVENT_TYPE,
-            where=[
-                NODES.c.reservation.is_(None),
-                NODES.c.pending_action.is_(None),
-                NODES.c.target_power_state.is_(None),
-                NODES.c.power_state == old if old is not None else NODES.c.power_state.is_(None),
-            ],
+            # idle and still in the state read (None matches IS NULL), decided by the UPDATE
+            match={
+                "reservation": None,
+                "pending_action": None,
+                "target_power_state": None,
+                "power_state": old,
+            },
             on_conflict=on_conflict,
         )
     except (_Skip, exc.NodeNotFound):
@@ -131,17 +132,7 @@ def sync_power_states(
     last_id = 0  # keyset paging on the primary key: robust to nodes deleted meanwhile
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="power-sync") as pool:
         while True:
-            page = db.list(
-                "node",
-                where=[
-                    NODES.c.maintenance.is_(False),
-                    NODES.c.reservation.is_(None),
-                    NODES.c.pending_action.is_(None),
-                    NODES.c.target_power_state.is_(None),
-                    NODES.c.id > last_id,
-                ],
-                limit=page_size,
-            )
+            page = db.idle_nodes_page(after_id=last_id, limit=page_size)
             eligible = [doc for doc in page if _idle(doc)]
             found = pool.map(lambda doc: _check_one(db, drivers, doc), eligible)
             results.extend(result for result in found if result is not None)

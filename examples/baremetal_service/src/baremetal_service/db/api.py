@@ -45,7 +45,7 @@ from . import history, migrate
 from .engine import create_engine
 from .etags import make_generator
 from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass
-from .models_collections_a import Allocation, DeployTemplate, Runbook
+from .models_collections_a import Allocation, ConductorRecord, DeployTemplate, Runbook
 from .models_collections_b import InspectionRule, VolumeConnector, VolumeTarget
 
 __all__ = [
@@ -73,6 +73,7 @@ RUNBOOKS: Final = cast(sa.Table, Runbook.__table__)
 VOLUME_CONNECTORS: Final = cast(sa.Table, VolumeConnector.__table__)
 VOLUME_TARGETS: Final = cast(sa.Table, VolumeTarget.__table__)
 INSPECTION_RULES: Final = cast(sa.Table, InspectionRule.__table__)
+CONDUCTORS: Final = cast(sa.Table, ConductorRecord.__table__)
 
 INTERNAL_KEYS: Final = frozenset(
     {"id", "chassis_id", "node_id", "portgroup_id", "reserved_at", "pending_action",
@@ -130,6 +131,7 @@ class _Kind:
         *,
         has_name: bool,
         owner_cols: tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]] | None,
+        public_col: sa.ColumnElement[Any] | None = None,
     ) -> None:
         self.name = name
         self.table = table
@@ -137,6 +139,8 @@ class _Kind:
         self.not_found = not_found
         self.has_name = has_name
         self.owner_cols = owner_cols
+        #: a boolean column: rows with it true are visible to every project (public runbooks)
+        self.public_col = public_col
         self.datetimes = tuple(c.name for c in table.c if isinstance(_base_type(c), sa.DateTime))
         self.json_cols = frozenset(c.name for c in table.c if isinstance(_base_type(c), sa.JSON))
         self.columns = frozenset(c.name for c in table.c)
@@ -153,7 +157,7 @@ class _Kind:
         scope: sa.ColumnElement[bool] | None = None
         if owner_cols is not None:
             project: sa.BindParameter[Any] = sa.bindparam("project")
-            scope = sa.or_(owner_cols[0] == project, owner_cols[1] == project)
+            scope = self.scope_of(project)
         self.lookups: dict[tuple[str, bool], sa.Select[Any]] = {}
         for column in ("uuid", "name") if has_name else ("uuid",):
             stmt = select.where(table.c[column] == sa.bindparam("ident"))
@@ -163,6 +167,15 @@ class _Kind:
             c.name for c in table.c
             if c.name not in self.json_cols and c.name not in INTERNAL_KEYS - {"id"}
         )  # fmt: skip
+
+    def scope_of(self, project: Any) -> sa.ColumnElement[bool]:
+        """The rows *project* may see (its owner or lessee columns, or public)."""
+        assert self.owner_cols is not None  # noqa: S101 - only called for scoped kinds
+        owner, lessee = self.owner_cols
+        clauses = [owner == project] if owner is lessee else [owner == project, lessee == project]
+        if self.public_col is not None:
+            clauses.append(self.public_col.is_(True))
+        return sa.or_(*clauses)
 
     def normalise_json(self, values: dict[str, Any]) -> dict[str, Any]:
         """JSON column values as the database gives them back (in place; returns *values*).
@@ -279,9 +292,9 @@ KINDS: Final[dict[str, _Kind]] = {
                         has_name=True, owner_cols=(ALLOCATIONS.c.owner, ALLOCATIONS.c.owner)),
     "deploy_template": _Kind("deploy_template", DEPLOY_TEMPLATES, sa.select(DEPLOY_TEMPLATES),
                              exc.DeployTemplateNotFound, has_name=True, owner_cols=None),
-    # scoped in services_runbooks (a project sees its own and the public ones)
+    # a project sees its own runbooks and the public ones
     "runbook": _Kind("runbook", RUNBOOKS, sa.select(RUNBOOKS), exc.RunbookNotFound, has_name=True,
-                     owner_cols=None),
+                     owner_cols=(RUNBOOKS.c.owner, RUNBOOKS.c.owner), public_col=RUNBOOKS.c.public),
     "volume_connector": _Kind("volume_connector", VOLUME_CONNECTORS,
                               _node_child_select(VOLUME_CONNECTORS), exc.VolumeConnectorNotFound,
                               has_name=False, owner_cols=(NODES.c.owner, NODES.c.lessee)),
@@ -291,6 +304,42 @@ KINDS: Final[dict[str, _Kind]] = {
     "inspection_rule": _Kind("inspection_rule", INSPECTION_RULES, sa.select(INSPECTION_RULES),
                              exc.InspectionRuleNotFound, has_name=False, owner_cols=None),
 }  # fmt: skip
+
+#: Node list filters that are column equalities (:meth:`Database.list_nodes`).
+_NODE_EQUALS: Final = {
+    name: NODES.c[name]
+    for name in ("provision_state", "driver", "resource_class", "conductor_group", "owner", "lessee",
+                 "shard", "fault", "instance_uuid", "instance_name")
+}  # fmt: skip
+#: Every node list filter :meth:`Database.list_nodes` takes.
+NODE_FILTERS: Final = frozenset(
+    {*_NODE_EQUALS, "maintenance", "retired", "associated", "chassis_uuid", "description_contains",
+     "project", "parent_node", "children", "sharded"}
+)
+#: Volume rules (Ironic's): a connector or target changes only while its node is powered off,
+#: and is deleted only while it is off or enroll, manageable or adopt failed.
+POWER_OFF: Final = "power off"
+VOLUME_DELETE_STATES: Final = ("manageable", "enroll", "adopt failed")
+
+
+def _node_powered_off(table: sa.Table) -> sa.ColumnElement[bool]:
+    return sa.exists().where(NODES.c.id == table.c.node_id, NODES.c.power_state == POWER_OFF)
+
+
+def _node_deletable(table: sa.Table) -> sa.ColumnElement[bool]:
+    return sa.exists().where(
+        NODES.c.id == table.c.node_id,
+        sa.or_(NODES.c.power_state == POWER_OFF, NODES.c.provision_state.in_(VOLUME_DELETE_STATES)),
+    )
+
+
+#: Named conditions a write may carry (``update(..., conditions=("node_powered_off",))``): the
+#: state they check is decided by the same UPDATE/DELETE statement, so it cannot change between
+#: the check and the write (a node powered on meanwhile makes the write retry, then fail).
+CONDITIONS: Final[dict[str, Callable[[sa.Table], sa.ColumnElement[bool]]]] = {
+    "node_powered_off": _node_powered_off,
+    "node_deletable": _node_deletable,
+}
 
 #: Reference fields in documents -> (db column, referenced kind).
 _REFS: Final[dict[str, dict[str, tuple[str, str]]]] = {
@@ -429,8 +478,7 @@ class Database:
     def _scope(kind: _Kind, project_id: str | None) -> sa.ColumnElement[bool] | None:
         if project_id is None or kind.owner_cols is None:
             return None
-        owner, lessee = kind.owner_cols
-        return sa.or_(owner == project_id, lessee == project_id)
+        return kind.scope_of(project_id)
 
     def _fetch(
         self,
@@ -479,6 +527,7 @@ class Database:
         kind_name: str,
         *,
         where: Sequence[sa.ColumnElement[bool]] = (),
+        equals: Mapping[str, Any] | None = None,
         project_id: str | None = None,
         limit: int | None = None,
         marker: str | None = None,
@@ -492,6 +541,8 @@ class Database:
         *fields* narrows the SELECT to those document fields (plus ``uuid``): a list
         that shows six fields does not fetch and decode sixty.  ``internal=False``
         leaves out the internal keys (what :func:`public` would do, without a copy).
+        *equals* filters by column values (``{"node_id": 3, "address": "52:..."}``);
+        *where* takes SQL conditions (the data API's own queries only).
         """
         kind = KINDS[kind_name]
         if sort_dir not in ("asc", "desc"):
@@ -506,7 +557,7 @@ class Database:
         table = kind.table
         col = table.c[sort_key]
         stmt = kind.select if fields is None else kind.narrowed(fields)
-        stmt = stmt.where(*where)
+        stmt = stmt.where(*where, *(table.c[k] == v for k, v in (equals or {}).items()))
         scope = self._scope(kind, project_id)
         if scope is not None:
             stmt = stmt.where(scope)
@@ -531,10 +582,92 @@ class Database:
                 order = order[1:]
             return kind.to_docs(conn.execute(stmt.order_by(*order).limit(limit)), internal=internal)
 
-    def count(self, kind_name: str, *where: sa.ColumnElement[bool]) -> int:
+    def count(self, kind_name: str, **equals: Any) -> int:
+        """How many rows of *kind_name* have these column values (``count("port", portgroup_id=3)``)."""
         table = KINDS[kind_name].table
+        where = [table.c[k] == v for k, v in equals.items()]
         with self.reader.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar_one())
+
+    # -- named queries of the service layer --------------------------------------------
+
+    def list_nodes(
+        self,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        project_id: str | None = None,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+        fields: Iterable[str] | None = None,
+        internal: bool = True,
+    ) -> builtins.list[dict[str, Any]]:
+        """A page of nodes matching Ironic's node list *filters* (see :data:`NODE_FILTERS`)."""
+        where: builtins.list[sa.ColumnElement[bool]] = []
+        for name, value in (filters or {}).items():
+            if value is None:
+                continue
+            if name == "shard" and isinstance(value, list):  # Ironic takes a comma-separated list
+                where.append(NODES.c.shard.in_(value))
+            elif name in _NODE_EQUALS:
+                where.append(_NODE_EQUALS[name] == value)
+            elif name == "project":  # Ironic: owner or lessee
+                where.append(sa.or_(NODES.c.owner == value, NODES.c.lessee == value))
+            elif name == "parent_node":
+                where.append(NODES.c.parent_node == value)
+            elif name == "children":  # False: only nodes without a parent (Ironic's default)
+                if not value:
+                    where.append(NODES.c.parent_node.is_(None))
+            elif name == "sharded":
+                where.append(NODES.c.shard.is_not(None) if value else NODES.c.shard.is_(None))
+            elif name == "maintenance":
+                where.append(NODES.c.maintenance.is_(bool(value)))
+            elif name == "retired":
+                where.append(NODES.c.retired.is_(bool(value)))
+            elif name == "associated":
+                col = NODES.c.instance_uuid
+                where.append(col.is_not(None) if value else col.is_(None))
+            elif name == "chassis_uuid":
+                where.append(NODES.c.chassis_id == self.get("chassis", str(value))["id"])
+            elif name == "description_contains":
+                where.append(NODES.c.description.icontains(str(value), autoescape=True))
+            else:
+                raise exc.InvalidParameterValue(f"Unknown node filter {name!r}")
+        return self.list(
+            "node", where=where, project_id=project_id, limit=limit, marker=marker,
+            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=internal,
+        )  # fmt: skip
+
+    def allocation_candidates(
+        self, resource_class: Any, candidate_nodes: Iterable[str] | None, owner: str | None
+    ) -> builtins.list[dict[str, Any]]:
+        """Nodes an allocation may take: *resource_class*, available, not in maintenance, a
+        known power state, no instance and no allocation; among *candidate_nodes* (UUIDs) if
+        given; owned or leased by *owner* if not None."""
+        where: builtins.list[sa.ColumnElement[bool]] = [
+            NODES.c.resource_class == resource_class,
+            NODES.c.provision_state == "available",
+            NODES.c.instance_uuid.is_(None),
+            NODES.c.power_state.is_not(None),
+            NODES.c.maintenance.is_(False),
+            ALLOCATIONS.c.id.is_(None),  # the node select joins the node's allocation
+        ]
+        if candidate_nodes:
+            where.append(NODES.c.uuid.in_(builtins.list(candidate_nodes)))
+        return self.list("node", where=where, project_id=owner)
+
+    def idle_nodes_page(self, *, after_id: int, limit: int) -> builtins.list[dict[str, Any]]:
+        """Nodes with no lease, no queued work, no power target, not in maintenance, by id
+        after *after_id* (keyset paging for the power sync)."""
+        where = [
+            NODES.c.maintenance.is_(False),
+            NODES.c.reservation.is_(None),
+            NODES.c.pending_action.is_(None),
+            NODES.c.target_power_state.is_(None),
+            NODES.c.id > after_id,
+        ]
+        return self.list("node", where=where, limit=limit)
 
     # -- the one write path -----------------------------------------------------------
 
@@ -675,6 +808,7 @@ class Database:
         event_type: str | None = None,
         match: Mapping[str, Any] | None = None,
         where: Sequence[sa.ColumnElement[bool]] = (),
+        conditions: Sequence[str] = (),
         on_conflict: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Change one resource: *mutate* gets the current document and returns the changes.
@@ -682,15 +816,17 @@ class Database:
         Returns the new document.  ``mutate`` may raise a domain error (it sees the
         current state) and is called again if a concurrent write won the race.  An
         empty change set writes nothing (no etag change, no event).  *match* (column ->
-        value, ``None`` meaning IS NULL) and *where* (any SQL conditions) add conditions
-        to the UPDATE; when they fail, *on_conflict* (given the current document) may
-        raise a precise error before the next attempt.
+        value, ``None`` meaning IS NULL), *conditions* (names in :data:`CONDITIONS`) and
+        *where* (SQL, for the data API's own callers) add conditions to the UPDATE;
+        when they fail, *on_conflict* (given the current document) may raise a precise
+        error before the next attempt.
 
         The write itself is :func:`apimw.etag_db.cas_update` (``UPDATE ... WHERE id AND
         match AND etag IN (:read)``) in the transaction that also records the event;
         only writes with arbitrary *where* conditions build their own statement.
         """
         kind = KINDS[kind_name]
+        where = [*where, *(CONDITIONS[name](kind.table) for name in conditions)]
         for _attempt in range(MAX_WRITE_ATTEMPTS):
             with self.reader.connect() as conn:
                 current = self._fetch(conn, kind_name, ident, project_id)
@@ -762,11 +898,13 @@ class Database:
         project_id: str | None = None,
         match: Mapping[str, Any] | None = None,
         where: Sequence[sa.ColumnElement[bool]] = (),
+        conditions: Sequence[str] = (),
         on_conflict: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Delete one resource (and a node's ports and portgroups) with the same CAS rules."""
         kind = KINDS[kind_name]
         table = kind.table
+        where = [*where, *(CONDITIONS[name](table) for name in conditions)]
         for _attempt in range(MAX_WRITE_ATTEMPTS):
             with self.reader.connect() as conn:
                 current = self._fetch(conn, kind_name, ident, project_id)
@@ -866,6 +1004,63 @@ class Database:
                 raise exc.ResourceClassInUse(name)
             if conn.execute(RESOURCE_CLASSES.delete().where(RESOURCE_CLASSES.c.name == name)).rowcount != 1:
                 raise exc.ResourceClassNotFound(name)
+
+    # -- conductors (a heartbeat table: no etag, no events) ----------------------------
+
+    def conductor_heartbeat(
+        self, hostname: str, *, conductor_group: str, drivers: Sequence[str], online: bool
+    ) -> None:
+        """Upsert *hostname*'s row (one statement; concurrent processes of a host agree)."""
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        now = utcnow()
+        values = {
+            "hostname": hostname, "conductor_group": conductor_group, "drivers": builtins.list(drivers),
+            "online": online, "created_at": now, "updated_at": now,
+        }  # fmt: skip
+        stmt = dialect.insert(CONDUCTORS).values(**values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["hostname"],
+            set_={k: values[k] for k in ("conductor_group", "drivers", "online", "updated_at")},
+        )
+        with self.engine.begin() as conn:
+            conn.execute(stmt)
+
+    def get_conductor(self, hostname: str) -> dict[str, Any] | None:
+        """The conductor row of *hostname* (datetimes as stored), or None."""
+        if "\x00" in hostname:
+            return None
+        with self.reader.connect() as conn:
+            stmt = sa.select(CONDUCTORS).where(CONDUCTORS.c.hostname == hostname)
+            row = conn.execute(stmt).mappings().first()
+        return None if row is None else dict(row)
+
+    def list_conductors(
+        self,
+        *,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+        not_found: Callable[[str], Exception] = LookupError,
+    ) -> builtins.list[dict[str, Any]]:
+        """A page of conductor rows by (*sort_key*, id) after the *marker* hostname."""
+        col = CONDUCTORS.c[sort_key]
+        id_col = CONDUCTORS.c.id
+        order = [col.asc(), id_col.asc()] if sort_dir == "asc" else [col.desc(), id_col.desc()]
+        stmt = sa.select(CONDUCTORS).order_by(*order).limit(min(limit or MAX_LIMIT, MAX_LIMIT))
+        with self.reader.connect() as conn:
+            if marker is not None:
+                mrow = conn.execute(sa.select(col, id_col).where(CONDUCTORS.c.hostname == marker)).first()
+                if mrow is None:
+                    raise not_found(marker)
+                value, row_id = mrow
+                if sort_dir == "asc":
+                    stmt = stmt.where(sa.or_(col > value, sa.and_(col == value, id_col > row_id)))
+                else:
+                    stmt = stmt.where(sa.or_(col < value, sa.and_(col == value, id_col < row_id)))
+            return [dict(r) for r in conn.execute(stmt).mappings().all()]
 
     # -- events ---------------------------------------------------------------------
 

@@ -1,0 +1,93 @@
+"""Runbooks (``/v1/runbooks``, Ironic 1.92; traits and description 1.112).
+
+A runbook is a named, ordered list of steps (``order`` instead of a deploy step's
+``priority``).  Ironic's default policy for a project-scoped caller (scope ``public``):
+
+* it sees its own runbooks and the public ones (others are "not found");
+* a runbook it creates is owned by its project; another ``owner`` or ``public: true``
+  on create is 400;
+* it may change or delete only the runbooks it owns (a public one it does not own
+  is 403); changing ``owner`` or ``public`` is 403 (system-only rules
+  ``baremetal:runbook:update:owner`` / ``...:public``).
+
+Ironic's rule that a public runbook has no owner holds for everybody: setting
+``public`` clears the owner, and an owner cannot be set on a runbook that stays
+public (400).  The traits sub-resource is :mod:`baremetal_service.services_runbooks`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from .. import exceptions as exc
+from ..api import versions
+from ..api.collections_a_schemas import RUNBOOK_CREATE_112
+from ..services_deploy_templates import normalise_steps
+from . import Resource
+
+if TYPE_CHECKING:
+    from ..crud import Crud
+
+_PUBLIC_OWNER: Final = "There cannot be an owner for a public runbook"
+
+
+def normalise(values: dict[str, Any], creating: bool) -> dict[str, Any]:
+    if "steps" in values:
+        values["steps"] = normalise_steps(values["steps"], "order", "runbook")
+    return values
+
+
+def check_create(crud: Crud, row: dict[str, Any], project_id: str | None) -> None:
+    if row.get("public") and row.get("owner"):
+        raise exc.InvalidParameterValue(_PUBLIC_OWNER)
+    if project_id is not None:
+        if row.get("owner") not in (None, project_id):
+            raise exc.InvalidParameterValue(
+                "Cannot create a runbook as a project scoped admin with an owner other than your own project."
+            )
+        if row.get("public"):
+            raise exc.InvalidParameterValue("Cannot create a public runbook as a project scoped admin.")
+        row["owner"] = project_id
+    row.setdefault("traits", [])
+
+
+def check_update(
+    crud: Crud, current: dict[str, Any], changes: dict[str, Any], project_id: str | None
+) -> None:
+    for key in ("owner", "public"):
+        if project_id is not None and key in changes:
+            raise exc.PolicyForbidden(f"baremetal:runbook:update:{key}")
+    if changes.get("public") and not current.get("public"):
+        changes["owner"] = None  # a runbook made public loses its owner
+    merged = {**current, **changes}
+    if merged.get("public") and merged.get("owner"):
+        raise exc.InvalidParameterValue(_PUBLIC_OWNER)
+
+
+FIELDS: Final = (
+    "uuid", "created_at", "updated_at", "name", "extra", "public", "owner", "disable_ramdisk",
+    "description", "links", "steps", "traits", "etag",
+)  # fmt: skip
+
+RUNBOOKS: Final = Resource(
+    kind="runbook",
+    collection="runbooks",
+    field_versions=versions.RUNBOOK_FIELD_VERSIONS,
+    fields=FIELDS,
+    list_fields=("uuid", "name"),
+    create_schema=RUNBOOK_CREATE_112,  # what a patched runbook must satisfy (Ironic's choice)
+    patchable=("disable_ramdisk", "extra", "name", "owner", "public", "steps", "description"),
+    sort_keys=("uuid", "name", "created_at", "updated_at"),
+    since=versions.RUNBOOKS,
+    ignored_args=("project",),
+    defaults={"steps": [], "public": False},
+    updatable=frozenset({"name", "description", "steps", "extra", "public", "owner", "disable_ramdisk"}),
+    scope="public",
+    policy="baremetal:runbook",
+    null_defaults={"extra": {}, "public": False, "disable_ramdisk": False},
+    normalise=normalise,
+    check_create=check_create,
+    check_update=check_update,
+    routes=False,  # api/runbooks.py: create picks the schema of the version; traits
+)
+DECLARED: Final = (RUNBOOKS,)

@@ -1,0 +1,47 @@
+"""The service's settings defaults: the one source the entry points read.
+
+The CLI (:mod:`.cli`), the WSGI entry point (:mod:`.wsgi`, ``BAREMETAL_*`` variables),
+the gunicorn configuration (:mod:`.gunicorn_conf`), the in-code pipeline (:mod:`.app`)
+and the shipped ``api-paste.ini`` (its ``[DEFAULT]`` section, which a test compares
+with these values) all start from the defaults below.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "AUTH_STRATEGY",
+    "CONNECTION_LIMIT",
+    "DATABASE",
+    "HARDWARE_TYPES",
+    "HOST",
+    "HTPASSWD",
+    "IDLE_TIMEOUT",
+    "PORT",
+    "POWER_SYNC_INTERVAL",
+    "RUN_CONDUCTOR",
+    "STORE",
+    "THREADS",
+]
+
+#: Where to listen (the CLI and gunicorn).
+HOST: Final = "127.0.0.1"
+PORT: Final = 6385
+#: A SQLite file in the current directory.
+DATABASE: Final = "sqlite:///baremetal.sqlite"
+#: The idempotency replay store (in-process: one process only).
+STORE: Final = "memory://"
+#: ``noauth`` (trusts X-Project-Id) or ``http_basic`` (htpasswd file, bcrypt entries).
+AUTH_STRATEGY: Final = "noauth"
+HTPASSWD: Final = "/etc/baremetal/htpasswd"
+#: Hardware types enabled.
+HARDWARE_TYPES: Final[tuple[str, ...]] = ("fake-hardware",)
+#: Seconds between power-state syncs with the BMCs; 0 turns the sync off.
+POWER_SYNC_INTERVAL: Final = 60.0
+#: Whether this process runs the conductor workers.
+RUN_CONDUCTOR: Final = True
+#: The CLI server's worker threads, connection limit and idle timeout (seconds).
+THREADS: Final = 8
+CONNECTION_LIMIT: Final = 2000
+IDLE_TIMEOUT: Final = 30

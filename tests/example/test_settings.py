@@ -1,0 +1,57 @@
+"""One settings source: the CLI, the WSGI entry point, the paste pipeline and the in-code
+pipeline start from the same defaults (baremetal_service.settings)."""
+
+from __future__ import annotations
+
+import configparser
+import inspect
+from pathlib import Path
+
+import baremetal_service
+import pytest
+from baremetal_service import app, cli, settings, wsgi
+
+INI = Path(baremetal_service.__file__).parent / "api-paste.ini"
+ENV = ("BAREMETAL_DATABASE", "BAREMETAL_STORE", "BAREMETAL_AUTH_STRATEGY", "BAREMETAL_HTPASSWD")
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_the_cli_defaults_are_the_settings(clean_env: None) -> None:
+    args = cli.parse_args([])
+    assert (args.host, args.port, args.database, args.store) == (
+        settings.HOST, settings.PORT, settings.DATABASE, settings.STORE,
+    )  # fmt: skip
+    assert (args.auth_strategy, args.htpasswd, args.threads) == (
+        settings.AUTH_STRATEGY, settings.HTPASSWD, settings.THREADS,
+    )  # fmt: skip
+    assert args.enabled_hardware_types == ",".join(settings.HARDWARE_TYPES)
+    assert args.power_sync_interval == settings.POWER_SYNC_INTERVAL
+
+
+def test_the_wsgi_entry_point_defaults_are_the_settings() -> None:
+    conf = wsgi.settings({})
+    assert (conf["database"], conf["store"], conf["auth_strategy"], conf["htpasswd"]) == (
+        settings.DATABASE, settings.STORE, settings.AUTH_STRATEGY, settings.HTPASSWD,
+    )  # fmt: skip
+
+
+def test_the_paste_pipeline_defaults_are_the_settings() -> None:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(INI)
+    defaults = parser.defaults()
+    assert defaults["database"] == settings.DATABASE
+    assert defaults["store"] == settings.STORE
+    assert defaults["run_conductor"] == str(settings.RUN_CONDUCTOR).lower()
+    # and what the paste app factory falls back to when the ini says nothing
+    loader = inspect.signature(app.load_paste_app).parameters
+    assert loader["database_url"].default == settings.DATABASE
+    assert loader["store_url"].default == settings.STORE
+    built = inspect.signature(app.build_app).parameters
+    assert built["enabled_hardware_types"].default == settings.HARDWARE_TYPES
+    assert built["power_sync_interval"].default == settings.POWER_SYNC_INTERVAL
+    assert built["run_conductor"].default is settings.RUN_CONDUCTOR
