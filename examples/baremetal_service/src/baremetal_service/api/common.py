@@ -119,6 +119,20 @@ def shorten(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def check_args(allowed: Iterable[str]) -> None:
+    """Ironic's 400 "Unexpected arguments: a, b" for query parameters outside *allowed*.
+
+    Ironic names them in a set's order; here they come in the request's order.
+    """
+    allowed_set = allowed if isinstance(allowed, frozenset) else frozenset(allowed)
+    unexpected = [name for name in dict.fromkeys(request.args) if name not in allowed_set]
+    if unexpected:
+        raise bad_request(
+            f"Unexpected arguments: {', '.join(shorten(name) for name in unexpected)}",
+            "request.unexpected-arguments",
+        )
+
+
 # -- request bodies -----------------------------------------------------------------------------
 
 

@@ -24,9 +24,8 @@ from werkzeug.exceptions import NotFound
 
 from ..db import history
 from . import versions
-from .common import api_version, bad_request, base_url, json_response, parse_bool, parse_paging
+from .common import api_version, bad_request, base_url, check_args, json_response, parse_bool, parse_paging
 from .context import project_id, service
-from .nodes import check_unexpected_args
 
 bp = Blueprint("node_history", __name__)
 
@@ -69,7 +68,7 @@ def _detail() -> bool:
 @bp.route("/v1/nodes/<ident>/history", methods=["GET"])
 def list_history(ident: str) -> Response:
     _gate()
-    check_unexpected_args(_ARGS)
+    check_args(_ARGS)
     detail = _detail()
     args = request.args
     sort_key = args.get("sort_key", "created_at")
@@ -99,6 +98,6 @@ def list_history(ident: str) -> Response:
 @bp.route("/v1/nodes/<ident>/history/<event>", methods=["GET"])
 def get_history_entry(ident: str, event: str) -> Response:
     _gate()
-    check_unexpected_args(frozenset())
+    check_args(frozenset())
     node, entry = service().db.node_history_entry(ident, event, project_id=project_id())
     return json_response(_render(node["uuid"], entry, detail=True))

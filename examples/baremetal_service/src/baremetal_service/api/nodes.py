@@ -16,6 +16,7 @@ from .common import (
     api_version,
     bad_request,
     base_url,
+    check_args,
     check_fields_allowed,
     empty_response,
     json_body,
@@ -91,13 +92,6 @@ PROVISION_STATES: frozenset[str] = frozenset({
 FAULTS: tuple[str, ...] = ("power failure", "clean failure", "rescue abort failure", "service failure")
 
 
-def check_unexpected_args(allowed: frozenset[str]) -> None:
-    """Ironic's 400 for query parameters an endpoint does not take."""
-    extra = sorted(set(request.args) - allowed)
-    if extra:
-        raise bad_request(f"Unexpected arguments: {', '.join(extra)}", "request.unexpected-arguments")
-
-
 def _check_filter_value(name: str, value: str) -> None:
     if name == "provision_state" and value not in PROVISION_STATES:
         raise bad_request(f'Provision state "{value}" is not valid', "request.invalid-parameter")
@@ -129,7 +123,7 @@ def _etag_headers(node: Any) -> list[tuple[str, str]]:
 
 def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Response:
     served = api_version()
-    check_unexpected_args(_LIST_ARGS)
+    check_args(_LIST_ARGS)
     fields = parse_fields(versions.NODE_FIELD_VERSIONS, serialize.NODE_FIELDS, "node")
     detail_arg = parse_bool("detail", request.args.get("detail"))
     if detail_arg is not None:
@@ -261,7 +255,7 @@ def create_node() -> Response:
 
 @bp.route("/v1/nodes/<ident>", methods=["GET"])
 def get_node(ident: str) -> Response:
-    check_unexpected_args(_GET_ARGS)
+    check_args(_GET_ARGS)
     fields = parse_fields(versions.NODE_FIELD_VERSIONS, serialize.NODE_FIELDS, "node")
     node = service().get_node(ident, project_id=project_id())
     return json_response(_doc(node, fields), headers=_etag_headers(node))

@@ -16,7 +16,7 @@ endpoints.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import jsonpatch
@@ -30,6 +30,7 @@ from .common import (
     api_version,
     bad_request,
     base_url,
+    check_args,
     check_fields_allowed,
     empty_response,
     json_body,
@@ -40,7 +41,6 @@ from .common import (
     parse_paging,
     query_uuid,
     require,
-    shorten,
     validate,
 )
 from .context import if_match, project_id, service
@@ -52,17 +52,6 @@ LIST_ARGS: Final = frozenset({"fields", "limit", "marker", "sort_key", "sort_dir
 GET_ARGS: Final = frozenset({"fields"})
 
 _BUILTIN_KINDS: Final = frozenset({"node", "port", "portgroup", "chassis"})
-
-
-def check_args(allowed: Iterable[str]) -> None:
-    """400 for query parameters outside *allowed*, in Ironic's words and order."""
-    allowed_set = allowed if isinstance(allowed, frozenset) else frozenset(allowed)
-    unexpected = [name for name in dict.fromkeys(request.args) if name not in allowed_set]
-    if unexpected:
-        raise bad_request(
-            f"Unexpected arguments: {', '.join(shorten(name) for name in unexpected)}",
-            "request.unexpected-arguments",
-        )
 
 
 def _not_found() -> HTTPProblem:
