@@ -521,3 +521,39 @@ def test_values_postgresql_cannot_store_are_400_on_every_backend(
     with pytest.raises(exc.InvalidParameterValue):
         db.update("node", "clean", lambda cur: values)
     assert db.get("node", "clean")["etag"] == n["etag"]
+
+
+def test_first_connections_to_a_new_sqlite_file_race_without_database_locked(tmp_path: Any) -> None:
+    """Processes that open a new SQLite file at the same moment all get WAL and a connection.
+
+    Switching a file to WAL needs an exclusive lock; a connection that asks for it while
+    another holds the write lock gets "database is locked" at once (SQLite's deadlock
+    avoidance, no busy wait). Seen as a startup failure when several services start on
+    an empty database together (the migration test above, under load).
+    """
+    errors: list[str] = []
+    for round_ in range(60):
+        url = f"sqlite:///{tmp_path / f'race{round_}.db'}"
+        barrier = threading.Barrier(4, timeout=20)
+
+        def first_write(i: int, url: str = url, barrier: threading.Barrier = barrier) -> None:
+            engine = create_engine(url)
+            try:
+                barrier.wait()
+                with engine.connect() as conn:
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                    conn.exec_driver_sql(f"CREATE TABLE IF NOT EXISTS t{i % 2} (x)")
+                    conn.exec_driver_sql(f"INSERT INTO t{i % 2} VALUES (1)")
+                    conn.commit()
+                    assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            except Exception as error:  # noqa: BLE001 - collected and asserted below
+                errors.append(f"{type(error).__name__}: {error}")
+            finally:
+                engine.dispose()
+
+        threads = [threading.Thread(target=first_write, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert errors == []

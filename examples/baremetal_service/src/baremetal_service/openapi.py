@@ -176,7 +176,8 @@ def _as_decl(res: Any) -> _Decl:
 
 
 def _decls() -> tuple[_Decl, ...]:
-    return (_node_decl(), *(_as_decl(r) for r in declarations()))
+    # Read-only declarations (conductors) have their own controller: documented by hand below.
+    return (_node_decl(), *(_as_decl(r) for r in declarations() if not getattr(r, "read_only", False)))
 
 
 # -- versions ------------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ several connections, which must see one database.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,11 +31,34 @@ def is_postgres(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
 
 
+def _sqlite_wal(cursor: Any) -> None:
+    """Put the file in WAL mode (persistent: a no-op once any connection has done it).
+
+    The switch needs an exclusive lock, and SQLite answers "database is locked" at once,
+    without the busy wait, when another connection holds the write lock (connections
+    racing on a new file: several services starting together). Retry, bounded by the
+    busy timeout; the writer's lock is short.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
+                return
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        _sqlite_wal(cursor)
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
