@@ -16,7 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -135,3 +136,41 @@ def pid_of(resp: requests.Response) -> int:
 def error_code(resp: requests.Response) -> str:
     """The stable error code (``body["errors"][0]["code"]``, in every error profile)."""
     return str(resp.json()["errors"][0]["code"])
+
+
+@contextmanager
+def cli_service(workdir: Path, *extra: str) -> Iterator[str]:
+    """``python -m baremetal_service.cli`` on a free loopback port with a fresh SQLite file
+    in *workdir*; yields its URL, stops it after, and fails if it logged a traceback."""
+    port = free_port()
+    log = workdir / "service.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            [
+                sys.executable, "-m", "baremetal_service.cli", "--host", HOST, "--port", str(port),
+                "--database", f"sqlite:///{workdir / 'service.db'}", *extra,
+            ],
+            stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
+        )  # fmt: skip
+    url = f"http://{HOST}:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                if requests.get(url + "/", timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the service did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text, f"the service logged tracebacks:\n{text[-5000:]}"

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import zlib
 from collections.abc import Iterator
@@ -28,19 +26,17 @@ from typing import Any
 
 import pytest
 import requests
-
-from tests.servers import HOST, free_port
-
-schemathesis = pytest.importorskip("schemathesis")
-
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi.checks import (  # noqa: E402
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
+
+from tests.example.production_support import cli_service
 
 pytestmark = pytest.mark.slow
 
@@ -66,41 +62,9 @@ CHECKS = [
 
 @pytest.fixture(scope="module")
 def live_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``python -m baremetal_service.cli`` on a free loopback port and a fresh SQLite file."""
-    workdir = tmp_path_factory.mktemp("fuzz")
-    port = free_port()
-    log = workdir / "service.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [
-                sys.executable, "-m", "baremetal_service.cli", "--host", HOST, "--port", str(port),
-                "--database", f"sqlite:///{workdir / 'fuzz.db'}", "--power-sync-interval", "0",
-                "--threads", "4",
-            ],
-            stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
-        )  # fmt: skip
-    url = f"http://{HOST}:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if requests.get(url + "/", timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"the service did not start:\n{log.read_text()}")
-            time.sleep(0.1)
+    """The service from its CLI on a free loopback port and a fresh SQLite file."""
+    with cli_service(tmp_path_factory.mktemp("fuzz"), "--power-sync-interval", "0", "--threads", "4") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-    tracebacks = [line for line in log.read_text(errors="replace").splitlines() if "Traceback" in line]
-    assert not tracebacks, f"the service logged tracebacks:\n{log.read_text(errors='replace')[-5000:]}"
 
 
 def _seed(session: requests.Session, url: str, served: str, doc: dict[str, Any]) -> dict[str, str]:
