@@ -427,3 +427,28 @@ def test_sqlite_lock_timeouts_are_retried_then_412(tmp_path: Path) -> None:
         holder.rollback()
         holder.close()
         engine.dispose()
+
+
+def test_write_attempts_are_bounded_and_back_off_between_attempts() -> None:
+    import time
+
+    from apimw.etag_db import write_attempts
+
+    started = time.monotonic()
+    stamps = []
+    for attempt in write_attempts(3, 0.01):
+        stamps.append((attempt, time.monotonic()))
+    assert [a for a, _ in stamps] == [0, 1, 2, 3]
+    # the first attempt at once; then pauses of about 10, 20, 40 ms (jitter 0.5x..1.5x)
+    assert stamps[0][1] - started < 0.005
+    gaps = [b - a for (_, a), (_, b) in zip(stamps, stamps[1:], strict=False)]
+    for gap, base in zip(gaps, (0.01, 0.02, 0.04), strict=True):
+        assert gap >= base * 0.5
+    assert list(write_attempts(0)) == [0]
+    assert list(write_attempts(-3)) == [0]  # at least one attempt
+    # the pause is capped: 30 doublings of 1 s do not sleep for years
+    gen = write_attempts(40, 1.0)
+    next(gen)
+    before = time.monotonic()
+    next(gen)
+    assert time.monotonic() - before < 0.5

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from sqlalchemy import and_, delete, select, update
@@ -48,6 +48,7 @@ __all__ = [
     "delete_if_match",
     "is_retryable",
     "update_if_match",
+    "write_attempts",
 ]
 
 DEFAULT_RETRIES: Final = 5
@@ -155,8 +156,7 @@ def _retrying(
     """Run ``once(conn)`` in its own transaction until it returns something other than
     :data:`_AGAIN`, retrying serialization failures and deadlocks (``is_retryable``) with
     backoff, at most ``retries + 1`` times; :data:`_AGAIN` if every attempt asked again."""
-    attempts = max(1, retries + 1)
-    for attempt in range(attempts):
+    for _attempt in write_attempts(retries, backoff):
         try:
             with engine.begin() as conn:
                 result = once(conn)
@@ -165,14 +165,35 @@ def _retrying(
         except DBAPIError as exc:
             if not is_retryable(exc):
                 raise
-        if attempt + 1 < attempts:
-            _backoff(attempt, backoff)
     return _AGAIN
 
 
-def _backoff(attempt: int, base: float) -> None:
+def write_attempts(retries: int = DEFAULT_RETRIES, backoff: float = DEFAULT_BACKOFF) -> Iterator[int]:
+    """The attempt numbers of a bounded read-check-write loop, with jittered backoff between.
+
+    Yields ``0 .. retries`` (at least one attempt) and sleeps ``backoff * 2**n``, at most
+    0.2 s (times a random factor in [0.5, 1.5)), before attempt ``n + 1``, so writers that lost a race
+    do not retry in lock step.  For applications that write their own CAS loop around
+    :func:`cas_update` (extra conditions, events in the same transaction)::
+
+        for _ in write_attempts():
+            row = read(...)
+            ...check If-Match against row["etag"]...
+            with engine.begin() as conn:
+                if cas_update(conn, table, key, values, expected=(row["etag"],)) == "updated":
+                    return ...
+        raise ConcurrentUpdate(DEFAULT_RETRIES + 1)
+    """
+    attempts = max(1, retries + 1)
+    for attempt in range(attempts):
+        if attempt:
+            _backoff(attempt - 1, backoff)
+        yield attempt
+
+
+def _backoff(attempt: int, base: float, cap: float = 0.2) -> None:
     if base > 0:
-        time.sleep(base * (2**attempt) * (0.5 + random.random()))  # noqa: S311 - jitter only
+        time.sleep(min(base * 2 ** min(attempt, 30), cap) * (0.5 + random.random()))  # noqa: S311 - jitter only
 
 
 def _applied(

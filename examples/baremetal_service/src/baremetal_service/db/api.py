@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from apimw.etag import CanonicalizationError, ETagGenerator, IfMatch, parse_if_match
-from apimw.etag_db import cas_update, is_retryable
+from apimw.etag_db import cas_update, is_retryable, write_attempts
 
 from .. import exceptions as exc
 from . import history, migrate
@@ -87,6 +87,8 @@ _PAYLOAD_EXCLUDED: Final = INTERNAL_KEYS | {
     "driver_info", "driver_internal_info", "instance_info", "conditions", "actions",
 }  # fmt: skip
 MAX_WRITE_ATTEMPTS: Final = 20
+#: First pause between write attempts (doubling, jittered: :func:`apimw.etag_db.write_attempts`).
+WRITE_BACKOFF: Final = 0.002
 MAX_LIMIT: Final = 1000
 
 
@@ -827,7 +829,7 @@ class Database:
         """
         kind = KINDS[kind_name]
         where = [*where, *(CONDITIONS[name](kind.table) for name in conditions)]
-        for _attempt in range(MAX_WRITE_ATTEMPTS):
+        for _attempt in write_attempts(MAX_WRITE_ATTEMPTS - 1, WRITE_BACKOFF):
             with self.reader.connect() as conn:
                 current = self._fetch(conn, kind_name, ident, project_id)
             if not _matches(if_match, current["etag"]):
@@ -905,7 +907,7 @@ class Database:
         kind = KINDS[kind_name]
         table = kind.table
         where = [*where, *(CONDITIONS[name](table) for name in conditions)]
-        for _attempt in range(MAX_WRITE_ATTEMPTS):
+        for _attempt in write_attempts(MAX_WRITE_ATTEMPTS - 1, WRITE_BACKOFF):
             with self.reader.connect() as conn:
                 current = self._fetch(conn, kind_name, ident, project_id)
             if not _matches(if_match, current["etag"]):
