@@ -113,6 +113,41 @@ OPERATION_SINCE: Final[dict[tuple[str, str], Version]] = {
 }
 
 
+def _filter_schema(collection: str, name: str) -> dict[str, Any]:
+    """The query schema of a list filter: the values the node list checks, or any string."""
+    if collection == "nodes":
+        from .api import nodes
+
+        if name == "provision_state":
+            return {"type": "string", "enum": sorted(nodes.PROVISION_STATES)}
+        if name == "fault":
+            return {"type": "string", "enum": list(nodes.FAULTS)}
+        if name == "shard":  # a comma-separated list: any of them
+            return {"type": "array", "items": {"type": "string"}, "minItems": 1}
+    return {"type": "string"}
+
+
+def _create_schema(decl: _Decl, version: Version) -> Mapping[str, Any]:
+    """The create body a version checks (a declaration states the newest one)."""
+    if decl.collection == "runbooks" and version < versions.RUNBOOK_TRAITS:
+        from .api.collections_a_schemas import RUNBOOK_CREATE
+
+        return RUNBOOK_CREATE  # before 1.112 the name is a trait (the service checks it so)
+    return decl.create_schema
+
+
+def _raid_config() -> Version:
+    from .api.drivers import RAID_CONFIG
+
+    return RAID_CONFIG
+
+
+def _events_schema() -> dict[str, Any]:
+    from .api.node_management import _EVENTS_SCHEMA
+
+    return copy.deepcopy(_EVENTS_SCHEMA)
+
+
 @dataclass(frozen=True)
 class _Decl:
     """The attributes of a resource declaration the generator reads (nodes are built from tables)."""
@@ -130,6 +165,8 @@ class _Decl:
     list_key: str = ""
     sublinks: tuple[str, ...] = ()
     bool_filters: tuple[tuple[str, Version], ...] = field(default=())
+    #: ``?detail=`` on the list from this version (volume lists: 1.32)
+    detail_since: Version = versions.DETAIL_QUERY
 
 
 def _node_decl() -> _Decl:
@@ -150,11 +187,7 @@ def _node_decl() -> _Decl:
             ("instance_uuid", versions.MIN_VERSION),
         ),
         sublinks=tuple(sorted(serialize.NODE_SUBLINKS)),
-        bool_filters=(
-            ("maintenance", versions.MIN_VERSION),
-            ("associated", versions.MIN_VERSION),
-            ("retired", versions.NODE_RETIRED),
-        ),
+        bool_filters=tuple(nodes._FLAGS),
     )
 
 
@@ -172,6 +205,7 @@ def _as_decl(res: Any) -> _Decl:
         filters=tuple(res.filters),
         list_key=res.list_key,
         sublinks=tuple(res.sublinks),
+        detail_since=getattr(res, "detail_since", versions.DETAIL_QUERY),
     )
 
 
@@ -397,7 +431,7 @@ class _Builder:
         }
 
     def create_body(self, decl: _Decl) -> dict[str, Any]:
-        schema = copy.deepcopy(dict(decl.create_schema))
+        schema = copy.deepcopy(dict(_create_schema(decl, self.version)))
         props = schema.get("properties", {})
         for name in list(props):
             if decl.field_versions.get(name, versions.MIN_VERSION) > self.version:
@@ -431,16 +465,19 @@ class _Builder:
         for name, since in decl.filters:
             since = max(since, decl.since)
             if since <= self.version:
-                schema: dict[str, Any] = {"type": "string"}
+                schema: dict[str, Any] = _filter_schema(decl.collection, name)
                 if name.endswith("_uuid"):
                     schema = {"type": "string", "pattern": _UUID_PATTERN}
-                params.append(self.query(name, schema, since, f"Filter by {name}."))
+                param = self.query(name, schema, since, f"Filter by {name}.")
+                if schema.get("type") == "array":
+                    param.update({"style": "form", "explode": False})
+                params.append(param)
         for name, since in decl.bool_filters:
             if since <= self.version:
                 params.append(self.query(name, {"type": "boolean"}, since, f"Filter by {name}."))
         params.extend(self.fields_parameter(decl))
         if not detail_route:
-            since = max(versions.DETAIL_QUERY, decl.since)
+            since = max(decl.detail_since, decl.since)
             if since <= self.version:
                 params.append(self.query("detail", {"type": "boolean"}, since, "Show every field."))
         params.append(self.query("limit", {"type": "integer", "minimum": 1, "maximum": 999_999_999}))
@@ -608,6 +645,168 @@ class _Builder:
             "responses": self.responses(accepted, _WRITE_ERRORS, conditional=True),
         }))  # fmt: skip
         self.feature_paths(item)
+        self.management_paths(item)
+        self.history_paths(item)
+
+    def management_paths(self, item: str) -> None:
+        """Node management through the node's driver (api/node_management.py)."""
+        from .api import node_management as nm
+
+        def obj(props: dict[str, Any], required: Iterable[str] | None = None) -> dict[str, Any]:
+            return {"type": "object", "properties": props, "additionalProperties": False,
+                    "required": list(props if required is None else required)}  # fmt: skip
+
+        def body(schema: Mapping[str, Any], required: bool = True) -> dict[str, Any]:
+            content = {"application/json": {"schema": copy.deepcopy(dict(schema))}}
+            return {"required": required, "content": content}
+
+        no_content = {204: self.response(204, "Done")}
+        self.add(f"{item}/management/boot_device", "get", {
+            "tags": ["nodes"], "operationId": "get_node_boot_device",
+            "responses": self.responses({200: self.response(200, "The boot device (null when unknown)", obj({
+                "boot_device": _STR_OR_NULL, "persistent": {"type": ["boolean", "null"]}}))}, _READ_ERRORS),
+        })  # fmt: skip
+        self.add(f"{item}/management/boot_device", "put", self.if_match({
+            "tags": ["nodes"], "operationId": "set_node_boot_device",
+            "description": "400 when the device is not one of the supported ones.",
+            "requestBody": body(nm._BOOT_DEVICE_SCHEMA),
+            "responses": self.responses(no_content, _WRITE_ERRORS, conditional=True),
+        }))  # fmt: skip
+        self.add(f"{item}/management/boot_device/supported", "get", {
+            "tags": ["nodes"], "operationId": "list_node_supported_boot_devices",
+            "responses": self.responses({200: self.response(200, "The supported boot devices", obj({
+                "supported_boot_devices": _STRINGS}))}, _READ_ERRORS),
+        })  # fmt: skip
+        indicator = obj({"name": {"type": "string", "pattern": "^[^@]+@[^@]+$"},
+                         "component": {"type": "string"}, "readonly": {"type": "boolean"},
+                         "states": _STRINGS, "links": _LINKS})  # fmt: skip
+        self.add(f"{item}/management/indicators", "get", {
+            "tags": ["nodes"], "operationId": "list_node_indicators",
+            "responses": self.responses({200: self.response(200, "The indicators (name@component)", obj({
+                "indicators": {"type": "array", "items": indicator}}))}, _READ_ERRORS),
+        })  # fmt: skip
+        self.add(f"{item}/management/indicators/{{indicator}}", "get", {
+            "tags": ["nodes"], "operationId": "get_node_indicator",
+            "description": "The indicator is `name@component` (400 when malformed or unknown).",
+            "responses": self.responses({200: self.response(200, "Its state", obj({
+                "state": {"type": "string", "enum": ["on", "off", "blinking", "unknown"]}}))}, _READ_ERRORS),
+        })  # fmt: skip
+        self.add(f"{item}/management/indicators/{{indicator}}", "put", {
+            "tags": ["nodes"], "operationId": "set_node_indicator",
+            "description": "400 when the driver cannot set it (fake-hardware sets none).",
+            "requestBody": body(obj({"state": {"type": "string"}})),
+            "responses": self.responses(no_content, _WRITE_ERRORS),
+        })  # fmt: skip
+        self.add(f"{item}/bios", "get", {
+            "tags": ["nodes"], "operationId": "list_node_bios",
+            "responses": self.responses({200: self.response(200, "The cached BIOS settings", obj({
+                "bios": {"type": "array", "items": _OBJECT}}))}, _READ_ERRORS),
+        }, nm.BIOS)  # fmt: skip
+        self.add(f"{item}/children", "get", {
+            "tags": ["nodes"], "operationId": "list_node_children",
+            "responses": self.responses({200: self.response(200, "The child nodes' UUIDs", obj({
+                "children": {"type": "array", "items": {"type": "string", "pattern": _UUID_PATTERN}},
+                "links": {"$ref": "#/components/schemas/Link"}}))}, _READ_ERRORS),
+        }, versions.PARENT_NODE)  # fmt: skip
+        self.add(f"{item}/states/console", "get", {
+            "tags": ["nodes"], "operationId": "get_node_console",
+            "responses": self.responses({200: self.response(200, "The console state", obj({
+                "console_enabled": {"type": "boolean"}, "console_info": _OBJECT_OR_NULL}))}, _READ_ERRORS),
+        })  # fmt: skip
+        self.add(f"{item}/states/console", "put", self.if_match({
+            "tags": ["nodes"], "operationId": "set_node_console",
+            "description": "`enabled`: a boolean or one of Ironic's boolean strings; 400 for a node "
+                           "without a console interface.",
+            "requestBody": body(obj({"enabled": {"type": ["boolean", "string"]}})),
+            "responses": self.responses({202: self.response(202, "Accepted", location=True)}, _WRITE_ERRORS,
+                                        conditional=True),
+        }))  # fmt: skip
+        self.add(f"{item}/states/raid", "put", self.if_match({
+            "tags": ["nodes"], "operationId": "set_node_target_raid_config",
+            "description": "The target RAID configuration, validated by the driver (Ironic's RAID schema, "
+                           "one root volume at most); `{}` clears it; 404 for a node without a RAID "
+                           "interface.",
+            "requestBody": body({"type": "object", "properties": {
+                "logical_disks": {"type": "array", "items": _OBJECT}}}),
+            "responses": self.responses(no_content, _WRITE_ERRORS, conditional=True),
+        }), nm.RAID)  # fmt: skip
+        method_info = obj({"http_methods": _STRINGS, "async": {"type": "boolean"},
+                           "description": {"type": "string"}, "attach": {"type": "boolean"},
+                           "require_exclusive_lock": {"type": "boolean"}})  # fmt: skip
+        self.add(f"{item}/vendor_passthru/methods", "get", {
+            "tags": ["nodes"], "operationId": "list_node_vendor_methods",
+            "responses": self.responses({200: self.response(200, "The vendor methods by name", {
+                "type": "object", "additionalProperties": method_info})}, _READ_ERRORS),
+        })  # fmt: skip
+        for method in ("get", "post", "put", "patch", "delete"):
+            op: dict[str, Any] = {
+                "tags": ["nodes"], "operationId": f"node_vendor_passthru_{method}",
+                "description": "Calls a vendor method: a synchronous one answers 200 with its return "
+                               "value, an asynchronous one 202; 400 for an unknown method or HTTP verb.",
+                "parameters": [self.query("method", {"type": "string", "minLength": 1})],
+                "responses": self.responses({
+                    200: self.response(200, "The method's return value", {}),
+                    202: self.response(202, "Accepted (asynchronous method)")}, _WRITE_ERRORS),
+            }  # fmt: skip
+            op["parameters"][0]["required"] = True
+            if method != "get":
+                op["requestBody"] = body({"type": "object"}, required=False)
+            self.add(f"{item}/vendor_passthru", method, op)
+
+    def history_paths(self, item: str) -> None:
+        """``/v1/nodes/{id}/history`` (api/node_history.py): fields by version."""
+        from .db import history
+
+        since = versions.NODE_HISTORY
+        if since > self.version:
+            return
+        types: dict[str, dict[str, Any]] = {
+            "uuid": {"type": "string", "pattern": _UUID_PATTERN}, "created_at": {"type": "string"},
+            "severity": {"type": "string"}, "event_type": {"type": "string"}, "event": {"type": "string"},
+            "duration_seconds": {"type": ["integer", "null"]},
+        }  # fmt: skip
+        later = {"project": versions.NODE_HISTORY_PROJECT, "state": versions.NODE_HISTORY_FIELDS,
+                 "target_provision_state": versions.NODE_HISTORY_FIELDS,
+                 "duration_seconds": versions.NODE_HISTORY_FIELDS}  # fmt: skip
+        names = [n for n in history.FIELDS if later.get(n, since) <= self.version]
+        props: dict[str, Any] = {
+            n: {**types.get(n, _STR_OR_NULL), "x-introduced-in": _v(later.get(n, since))} for n in names
+        }
+        props["links"] = _LINKS
+        self.schemas["NodeHistoryEvent"] = {
+            "type": "object", "properties": props, "required": [*names, "links"],
+            "additionalProperties": False, "x-introduced-in": _v(since),
+        }  # fmt: skip
+        self.schemas["NodeHistoryListed"] = {
+            "type": "object",
+            "description": "An entry as listed: uuid, created_at, severity, event (cut to 255 characters) "
+                           "and links; every field with ?detail=true.",
+            "properties": {n: {"$ref": f"#/components/schemas/NodeHistoryEvent/properties/{n}"}
+                           for n in props},
+            "required": ["uuid", "created_at", "severity", "event", "links"],
+            "additionalProperties": False,
+        }  # fmt: skip
+        listed = {"type": "object", "properties": {
+            "history": {"type": "array", "items": {"$ref": "#/components/schemas/NodeHistoryListed"}},
+            "next": {"type": "string"}}, "required": ["history"], "additionalProperties": False}  # fmt: skip
+        self.add(f"{item}/history", "get", {
+            "tags": ["nodes"], "operationId": "list_node_history",
+            "description": "Any other query parameter is 400 (Unexpected arguments).",
+            "parameters": [
+                self.query("detail", {"type": "boolean"}, since, "Show every field."),
+                self.query("limit", {"type": "integer", "minimum": 1, "maximum": 999_999_999}, since),
+                self.query("marker", {"type": "string"}, since, "The last UUID of the page."),
+                self.query("sort_key", {"type": "string", "enum": list(history.FIELDS)}, since),
+                self.query("sort_dir", {"type": "string", "enum": ["asc", "desc"]}, since),
+            ],
+            "responses": self.responses({200: self.response(200, "The node's history", listed)},
+                                        _READ_ERRORS),
+        }, since)  # fmt: skip
+        self.add(f"{item}/history/{{event_uuid}}", "get", {
+            "tags": ["nodes"], "operationId": "get_node_history_event",
+            "responses": self.responses({200: self.response(200, "One entry", {
+                "$ref": "#/components/schemas/NodeHistoryEvent"})}, _READ_ERRORS),
+        }, since)  # fmt: skip
 
     def feature_paths(self, item: str) -> None:
         from .api import node_features
@@ -748,6 +947,28 @@ class _Builder:
             "tags": ["conductors"], "operationId": "get_conductor",
             "responses": self.responses({200: self.response(200, "A conductor", conductor)}, _READ_ERRORS),
         }, versions.CONDUCTORS)  # fmt: skip
+        self.add("/v1/drivers/{driver_name}/raid/logical_disk_properties", "get", {
+            "tags": ["drivers"], "operationId": "get_driver_raid_logical_disk_properties",
+            "description": "404 for a driver without a RAID interface.",
+            "responses": self.responses({200: self.response(200, "Property names and descriptions", {
+                "type": "object", "additionalProperties": {"type": "string"}})}, _READ_ERRORS),
+        }, _raid_config())  # fmt: skip
+        self.add("/v1/shards", "get", {
+            "tags": ["shards"], "operationId": "list_shards",
+            "responses": self.responses({200: self.response(200, "Nodes per shard ('None': unsharded)", {
+                "type": "object", "properties": {"shards": {"type": "array", "items": {
+                    "type": "object", "properties": {"name": {"type": "string"},
+                                                     "count": {"type": "integer", "minimum": 1}},
+                    "required": ["name", "count"], "additionalProperties": False}}},
+                "required": ["shards"], "additionalProperties": False})}, _READ_ERRORS),
+        }, versions.SHARDS)  # fmt: skip
+        self.add("/v1/events", "post", {
+            "tags": ["events"], "operationId": "post_events",
+            "summary": "External (network) events: checked, logged",
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": _events_schema()}}},
+            "responses": self.responses({204: self.response(204, "Accepted")}, (400, 403, 406, 413)),
+        }, versions.EVENTS)  # fmt: skip
         self.resource_class_paths()
         self.runbook_trait_paths()
 
