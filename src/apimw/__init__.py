@@ -8,7 +8,7 @@ the SQLAlchemy etag helpers in :mod:`apimw.etag_db`.
 
 from __future__ import annotations
 
-from apimw._version import Version, parse_version
+from apimw._microversion_type import Version, parse_version
 from apimw.errors import (
     ApimwError,
     ConfigError,

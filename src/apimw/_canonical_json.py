@@ -374,6 +374,22 @@ def _fast_agrees() -> bool:
 
 
 _fast_loaded = False
+_orjson: Any = None
+_orjson_imported = False
+
+
+def orjson_module() -> Any:
+    """The orjson module, imported on first use (not at import: it costs milliseconds); None
+    if it is not installed.  Every caller has a stdlib twin giving the same result."""
+    global _orjson, _orjson_imported
+    if not _orjson_imported:
+        try:
+            import orjson
+        except ImportError:
+            orjson = None  # type: ignore[assignment]
+        _orjson = orjson
+        _orjson_imported = True
+    return _orjson
 
 
 def _load_fast_path() -> bool:
@@ -387,9 +403,8 @@ def _load_fast_path() -> bool:
     if _fast_loaded:
         return _fast_dumps is not None
     _fast_loaded = True  # before the probe: _fast_agrees() calls _fast_json()
-    try:
-        import orjson
-    except ImportError:  # optional: the stdlib path gives the same bytes, more slowly
+    orjson = orjson_module()
+    if orjson is None:  # optional: the stdlib path gives the same bytes, more slowly
         return False
     _FAST_ERROR = orjson.JSONEncodeError
     _FAST_OPTION = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
@@ -399,3 +414,67 @@ def _load_fast_path() -> bool:
         LOG.warning("orjson %s writes differently from the stdlib: etags use the stdlib", orjson.__version__)
         _fast_dumps = None
     return _fast_dumps is not None
+
+
+# == JSON request bodies: the idempotency fingerprint's canonical form ==========================
+#
+# A different canonical form from the etag's (its bytes are in stored fingerprints, so they
+# never change): the body is parsed as JSON and written back with sorted keys, no whitespace
+# and ASCII escapes; floats are written as the stdlib writes them (not made integers).
+
+_ASCII_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_EXACT_LEAVES: Final[frozenset[type]] = frozenset({str, int, bool, type(None)})
+
+
+def _float_free(container: Any) -> bool:
+    """True if nothing under *container* is a float (orjson reads ints beyond 64 bits as floats)."""
+    for item in container.values() if type(container) is dict else container:
+        kind = type(item)
+        if kind in _EXACT_LEAVES:
+            continue
+        if (kind is dict or kind is list) and _float_free(item):
+            continue
+        return False
+    return True
+
+
+def _fast_ascii_json(body: bytes) -> bytes | None:
+    """:func:`canonical_ascii_json`'s exact bytes through orjson, or None where they could differ.
+
+    For documents of str/int/bool/null/objects/arrays that orjson reads (anything else --
+    floats, huge ints read as floats, lone surrogates, NaN, non-UTF-8 -- goes to the stdlib
+    path), orjson with sorted keys writes what ``json`` with ``sort_keys`` and ASCII escapes
+    writes, except non-ASCII text and DEL, which it leaves unescaped: such output is refused
+    here too.  ``test_fast_canonical_json_is_byte_for_byte_the_stdlib_one`` checks the two
+    paths against each other.
+    """
+    orjson = orjson_module()
+    if orjson is None:
+        return None
+    try:
+        doc = orjson.loads(body)
+        kind = type(doc)
+        if not (kind in _EXACT_LEAVES or ((kind is dict or kind is list) and _float_free(doc))):
+            return None
+        out: bytes = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError, RecursionError):
+        return None
+    if not out.isascii() or b"\x7f" in out:
+        return None
+    return out
+
+
+def canonical_ascii_json(body: bytes) -> bytes | None:
+    """The JSON text *body* with sorted keys, no whitespace and ASCII escapes; None if it is not
+    JSON (or cannot be written back).  The same bytes with or without orjson."""
+    fast = _fast_ascii_json(body)
+    if fast is not None:
+        return fast
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    try:
+        return _ASCII_CANONICAL.encode(doc).encode()
+    except (ValueError, RecursionError):
+        return None

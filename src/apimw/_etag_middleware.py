@@ -10,6 +10,16 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from apimw._config import (
+    Option,
+    as_bool,
+    as_list,
+    as_optional_str,
+    as_str,
+    flask_wrap,
+    make_filter_factory,
+    oslo_opts,
+)
 from apimw._etag_conditions import (
     IfMatch,
     IfNoneMatch,
@@ -20,17 +30,7 @@ from apimw._etag_conditions import (
     precondition_failed,
 )
 from apimw._etag_digest import ALGORITHMS, DEFAULT_IGNORED_FIELDS, ETagGenerator
-from apimw._options import (
-    Option,
-    as_bool,
-    as_list,
-    as_optional_str,
-    as_str,
-    flask_wrap,
-    make_filter_factory,
-    oslo_opts,
-)
-from apimw._version import Version
+from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw.errors import (
     ApimwError,
     ConfigError,
@@ -38,7 +38,7 @@ from apimw.errors import (
     check_profile,
     respond_with_problem,
 )
-from apimw.microversion import ENVIRON_VERSION, VersionGate
+from apimw.microversion import VersionGate
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment

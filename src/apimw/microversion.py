@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from apimw import discovery as _discovery
-from apimw._options import (
+from apimw._config import (
     Option,
     as_bool,
     as_list,
@@ -28,7 +28,7 @@ from apimw._options import (
     make_filter_factory,
     oslo_opts,
 )
-from apimw._version import LATEST, MAX_VERSION_LENGTH, Version, parse_version
+from apimw._microversion_type import ENVIRON_VERSION, LATEST, MAX_VERSION_LENGTH, Version, parse_version
 from apimw.errors import (
     ENVIRON_PROFILE,
     ConfigError,
@@ -62,8 +62,6 @@ __all__ = [
 
 STANDARD_HEADER: Final = "OpenStack-API-Version"
 _STANDARD_ENVIRON: Final = "HTTP_OPENSTACK_API_VERSION"
-#: The served Version, for app code.
-ENVIRON_VERSION: Final = "apimw.microversion"
 
 CODE_MALFORMED: Final = "microversion.malformed"
 CODE_UNSUPPORTED: Final = "microversion.unsupported"
