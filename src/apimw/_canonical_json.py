@@ -10,9 +10,8 @@ import datetime as _dt
 import json
 import logging
 import math
-import uuid
+import sys
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal
 from typing import Any, Final
 
 from apimw.errors import HTTPProblem
@@ -122,11 +121,15 @@ def _normalise(value: Any, timespec: str) -> Any:
             return sorted(members, key=_sort_key)
         except TypeError:
             raise CanonicalizationError("cannot sort a set of mixed types for an etag") from None
-    if isinstance(value, Decimal):
+    # uuid and decimal are not imported here (milliseconds at import): a value of their types
+    # exists only if its module was imported, so sys.modules tells.
+    decimal = sys.modules.get("decimal")
+    if decimal is not None and isinstance(value, decimal.Decimal):
         if not value.is_finite():
             raise CanonicalizationError(f"cannot compute an etag over {value!r}")
         return _normalise(int(value) if value == value.to_integral_value() else float(value), timespec)
-    if isinstance(value, uuid.UUID):
+    uuid = sys.modules.get("uuid")
+    if uuid is not None and isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, str):
         return str.__str__(value)
@@ -227,12 +230,12 @@ def _encodable(text: str) -> bool:
 # raises as before.  tests/test_etag_generate.py checks
 # the two paths against each other on generated documents; _fast_agrees() re-checks a probe
 # on first use (_load_fast_path), so that an orjson release that changes its output only costs speed.
-_FAST_LEAVES: Final[frozenset[type]] = frozenset(
-    {str, int, bool, type(None), _dt.datetime, _dt.date, _dt.time, uuid.UUID}
-)
+# A set, not a frozenset: _load_fast_path() adds uuid.UUID (imported on first use, not here);
+# the functions below take it as a default argument, which sees the addition.
+_FAST_LEAVES: Final[set[type]] = {str, int, bool, type(None), _dt.datetime, _dt.date, _dt.time}
 
 
-def _fast_ok(container: Any, leaves: frozenset[type] = _FAST_LEAVES) -> bool:
+def _fast_ok(container: Any, leaves: set[type] = _FAST_LEAVES) -> bool:
     """True if every value under *container* (an exact dict, list or tuple) has a fast type."""
     for item in container.values() if type(container) is dict else container:
         if type(item) in leaves:
@@ -257,7 +260,7 @@ def _fast_ok(container: Any, leaves: frozenset[type] = _FAST_LEAVES) -> bool:
 _SLOW: Final = object()  # _with_fragments: only the stdlib path can tell
 
 
-def _with_fragments(value: Any, leaves: frozenset[type] = _FAST_LEAVES) -> Any:
+def _with_fragments(value: Any, leaves: set[type] = _FAST_LEAVES) -> Any:
     """*value* with its floats written as the stdlib path writes them (copying only what
     changes), or _SLOW if it holds anything else that orjson cannot write alike."""
     kind = type(value)
@@ -351,6 +354,8 @@ def _fast_agrees() -> bool:
     class Key(str):
         pass
 
+    import uuid
+
     text = "".join(map(chr, range(0x80))) + "\x80\x9f\xa0é\u2028\u2029\ud7ff\ue000\ufeff\uffff\U0010ffff"
     keys = ["", "a", "B", "a\x00", "aa", "\x7f", "é", "\ue000", "\uffff", "\U00010000", "\U0010ffff", text]
     leaves: list[Any] = [
@@ -403,6 +408,9 @@ def _load_fast_path() -> bool:
     if _fast_loaded:
         return _fast_dumps is not None
     _fast_loaded = True  # before the probe: _fast_agrees() calls _fast_json()
+    import uuid
+
+    _FAST_LEAVES.add(uuid.UUID)
     orjson = orjson_module()
     if orjson is None:  # optional: the stdlib path gives the same bytes, more slowly
         return False
