@@ -294,8 +294,21 @@ def _body_etag_wanted(headers: list[tuple[str, str]]) -> bool:
     return "json" in ctype.lower()
 
 
+_NOT_UTF8_STARTS: Final = (b"\xef", b"\xfe", b"\xff")  # BOMs: json.loads reads UTF-16/32 too
+
+
 def _etag_in_body(body: bytes) -> str | None:
     """The top-level ``etag`` string of a JSON object body (a list's items are not the resource)."""
+    # Without a JSON parse when the body cannot hold an "etag" key: in UTF-8 (no NUL in the
+    # first 4 bytes, no BOM: json.loads's own test for UTF-16/32), a key "etag" is written
+    # either as the bytes "etag" or with a \u escape.
+    if (
+        b'"etag"' not in body
+        and b"\\u" not in body
+        and b"\x00" not in body[:4]
+        and body[:1] not in _NOT_UTF8_STARTS
+    ):
+        return None
     try:
         doc = json.loads(body)
     except ValueError:
@@ -638,8 +651,17 @@ class ETagMiddleware:
             app_iter = self.app(environ, etag_start_response)
         except HTTPProblem as problem:
             return self._problem(environ, start_response, problem, sys.exc_info() if forwarded else None)
-        if called and not deferred:
-            return app_iter
+        if called:
+            if not deferred:
+                return app_iter
+            if type(app_iter) is list and not deferred[2]:
+                # The common case, held for its body etag: a list body (nothing to close), no write().
+                status, headers, _ = deferred
+                etag = _etag_in_body(app_iter[0] if len(app_iter) == 1 else b"".join(app_iter))
+                if etag is not None:
+                    headers = [*headers, (ETAG_HEADER, etag)]
+                start_response(status, headers)
+                return app_iter
         head: list[bytes] = []
         rest: Iterator[bytes] | None = None
         try:
