@@ -21,9 +21,8 @@ from microversion_parse.middleware import MicroversionMiddleware as MVPMiddlewar
 from webob import Request
 
 from apimw.etag import ETagMiddleware
-from apimw.microversion import ENVIRON_VERSION
 from apimw.idempotency import IdempotencyMiddleware
-from apimw.microversion import MicroversionMiddleware
+from apimw.microversion import ENVIRON_VERSION, MicroversionMiddleware
 from bench._timing import per_call_us, report, wsgi_caller
 
 BODY = [b'{"nodes": []}']
