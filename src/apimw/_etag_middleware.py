@@ -38,7 +38,6 @@ from apimw.errors import (
     check_profile,
     respond_with_problem,
 )
-from apimw.microversion import VersionGate
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -348,6 +347,8 @@ class ETagMiddleware:
         error_profile: str | None = None,
     ) -> None:
         self.app = app
+        from apimw.microversion import VersionGate  # here, not at import: apimw.etag stays cheap
+
         self._gate = VersionGate(min_version, what="etags (If-Match, If-None-Match, ETag)")
         self.min_version = self._gate.lo
         self.methods = frozenset(m.strip().upper() for m in methods)
@@ -419,6 +420,8 @@ class ETagMiddleware:
             return self._problem(environ, start_response, problem, sys.exc_info() if started else None)
 
     def _too_old(self, environ: WSGIEnvironment, header: str) -> HTTPProblem:
+        from apimw.microversion import VersionGate  # loaded by __init__ already
+
         try:
             VersionGate(self.min_version, what=f"The {header} header").check(environ)
         except HTTPProblem as problem:
