@@ -402,6 +402,7 @@ class MicroversionMiddleware:
         if legacy_header:
             owned.add(legacy_header)
         self._owned_lower = frozenset(h.lower() for h in owned)
+        self._vary_header = ("Vary", self._vary_value)
         self._cache: dict[tuple[str | None, str | None], _Cached] = {}
 
         self.discovery = discovery
@@ -460,6 +461,11 @@ class MicroversionMiddleware:
     def _merge(self, headers: list[tuple[str, str]], ours: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The app's headers minus ours, plus ours and one merged Vary."""
         owned = self._owned_lower
+        for name, _ in headers:
+            if name.lower() in owned:
+                break
+        else:  # the usual case: the app set none of our headers
+            return [*headers, *ours, self._vary_header]
         merged: list[tuple[str, str]] = []
         vary_tokens: list[str] = []
         for name, value in headers:
