@@ -145,6 +145,8 @@ def test_get_sends_etag_header_equal_to_the_body_field(source: str) -> None:
         pytest.param(b'{"etag": "W/\\"ab\\"", "n": 1}', 'W/"ab"', id="plain"),
         pytest.param(b'{"\\u0065tag": "W/\\"ab\\""}', 'W/"ab"', id="escaped-key"),
         pytest.param('{"etag": "W/\\"ab\\""}'.encode("utf-16"), 'W/"ab"', id="utf-16"),
+        pytest.param('{"etag": "W/\\"ab\\""}'.encode("utf-16-le"), 'W/"ab"', id="utf-16-le-no-bom"),
+        pytest.param(b' {"etag": "W/\\"ab\\""}', 'W/"ab"', id="leading-space"),
         pytest.param(b'{"name": "etag", "x": "W/\\"ab\\""}', None, id="a-value-not-a-key"),
         pytest.param(b'{"nodes": []}', None, id="no-etag"),
         pytest.param(b'[{"etag": "W/\\"ab\\""}]', None, id="a-list"),

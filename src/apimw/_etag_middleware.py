@@ -293,20 +293,12 @@ def _body_etag_wanted(headers: list[tuple[str, str]]) -> bool:
     return "json" in ctype.lower()
 
 
-_NOT_UTF8_STARTS: Final = (b"\xef", b"\xfe", b"\xff")  # BOMs: json.loads reads UTF-16/32 too
-
-
 def _etag_in_body(body: bytes) -> str | None:
     """The top-level ``etag`` string of a JSON object body (a list's items are not the resource)."""
-    # Without a JSON parse when the body cannot hold an "etag" key: in UTF-8 (no NUL in the
-    # first 4 bytes, no BOM: json.loads's own test for UTF-16/32), a key "etag" is written
-    # either as the bytes "etag" or with a \u escape.
-    if (
-        b'"etag"' not in body
-        and b"\\u" not in body
-        and b"\x00" not in body[:4]
-        and body[:1] not in _NOT_UTF8_STARTS
-    ):
+    # Without a JSON parse when the body cannot hold an "etag" key: a UTF-8 object that starts
+    # with "{" (json.loads reads UTF-16/32 too, which it tells by a BOM or a NUL in the first
+    # two bytes) writes a key "etag" either as the bytes "etag" or with a \u escape.
+    if body[:1] == b"{" and body[1:2] != b"\x00" and b'"etag"' not in body and b"\\u" not in body:
         return None
     try:
         doc = json.loads(body)
