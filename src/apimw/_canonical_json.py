@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -320,7 +321,10 @@ def _fast_json(doc: Any, timespec: str) -> bytes | None:
     """The canonical bytes through orjson, or None where only the stdlib path can tell."""
     if not _fast_loaded:
         _load_fast_path()
-    dumps = _fast_dumps
+    return _encode_fast(_fast_dumps, doc, timespec)
+
+
+def _encode_fast(dumps: Callable[..., bytes] | None, doc: Any, timespec: str) -> bytes | None:
     default = _FAST_DEFAULTS.get(timespec)
     if dumps is None or default is None:
         return None
@@ -348,8 +352,11 @@ def canonical_json(doc: Any, *, timespec: str = "microseconds") -> bytes:
     return _stdlib_json(doc, timespec) if data is None else data
 
 
-def _fast_agrees() -> bool:
-    """Does the installed orjson still write this probe exactly as the stdlib path does?"""
+def _fast_agrees(dumps: Callable[..., bytes] | None = None) -> bool:
+    """Does *dumps* (default: the fast path's) still write this probe exactly as the stdlib
+    path does?"""
+    if dumps is None:
+        dumps = _fast_dumps
 
     class Key(str):
         pass
@@ -370,15 +377,19 @@ def _fast_agrees() -> bool:
     probe["a"] = [leaves, tuple(leaves), dict(zip(reversed(keys), leaves, strict=False))]
     try:
         for timespec in _TIMESPECS:
-            if _fast_json(probe, timespec) != _stdlib_json(probe, timespec):
+            if _encode_fast(dumps, probe, timespec) != _stdlib_json(probe, timespec):
                 return False
     except Exception:  # noqa: BLE001 - any surprise disables the fast path, never the etags
         return False
     # str-subclass and int keys must be refused (the stdlib path checks them for duplicates)
-    return _fast_json({Key("a"): 1}, "seconds") is None and _fast_json({1: 1}, "seconds") is None
+    return (
+        _encode_fast(dumps, {Key("a"): 1}, "seconds") is None
+        and _encode_fast(dumps, {1: 1}, "seconds") is None
+    )
 
 
 _fast_loaded = False
+_fast_lock: Final = threading.Lock()
 _orjson: Any = None
 _orjson_imported = False
 
@@ -405,23 +416,27 @@ def _load_fast_path() -> bool:
     path is on.
     """
     global _fast_loaded, _fast_dumps, _FAST_ERROR, _FAST_OPTION, _Fragment
-    if _fast_loaded:
-        return _fast_dumps is not None
-    _fast_loaded = True  # before the probe: _fast_agrees() calls _fast_json()
-    import uuid
+    with _fast_lock:  # the first encodings of several threads wait for one verdict
+        if _fast_loaded:
+            return _fast_dumps is not None
+        import uuid
 
-    _FAST_LEAVES.add(uuid.UUID)
-    orjson = orjson_module()
-    if orjson is None:  # optional: the stdlib path gives the same bytes, more slowly
-        return False
-    _FAST_ERROR = orjson.JSONEncodeError
-    _FAST_OPTION = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
-    _Fragment = getattr(orjson, "Fragment", None)
-    _fast_dumps = orjson.dumps
-    if not _fast_agrees():
-        LOG.warning("orjson %s writes differently from the stdlib: etags use the stdlib", orjson.__version__)
-        _fast_dumps = None
-    return _fast_dumps is not None
+        _FAST_LEAVES.add(uuid.UUID)
+        orjson = orjson_module()
+        if orjson is not None:  # optional: the stdlib path gives the same bytes, more slowly
+            _FAST_ERROR = orjson.JSONEncodeError
+            _FAST_OPTION = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
+            _Fragment = getattr(orjson, "Fragment", None)
+            # The probe runs on orjson.dumps before any caller can use it: _fast_dumps is
+            # set only once the verdict is in.
+            if _fast_agrees(orjson.dumps):
+                _fast_dumps = orjson.dumps
+            else:
+                LOG.warning(
+                    "orjson %s writes differently from the stdlib: etags use the stdlib", orjson.__version__
+                )
+        _fast_loaded = True
+        return _fast_dumps is not None
 
 
 # == JSON request bodies: the idempotency fingerprint's canonical form ==========================
