@@ -139,6 +139,29 @@ def test_get_sends_etag_header_equal_to_the_body_field(source: str) -> None:
     assert resp.headers["ETag"] == resp.json["etag"] == node_app.nodes["n1"]["etag"]
 
 
+@pytest.mark.parametrize(
+    ("body", "etag"),
+    [
+        pytest.param(b'{"etag": "W/\\"ab\\"", "n": 1}', 'W/"ab"', id="plain"),
+        pytest.param(b'{"\\u0065tag": "W/\\"ab\\""}', 'W/"ab"', id="escaped-key"),
+        pytest.param('{"etag": "W/\\"ab\\""}'.encode("utf-16"), 'W/"ab"', id="utf-16"),
+        pytest.param('{"etag": "W/\\"ab\\""}'.encode("utf-16-le"), 'W/"ab"', id="utf-16-le-no-bom"),
+        pytest.param(b' {"etag": "W/\\"ab\\""}', 'W/"ab"', id="leading-space"),
+        pytest.param(b'{"name": "etag", "x": "W/\\"ab\\""}', None, id="a-value-not-a-key"),
+        pytest.param(b'{"nodes": []}', None, id="no-etag"),
+        pytest.param(b'[{"etag": "W/\\"ab\\""}]', None, id="a-list"),
+    ],
+)
+def test_the_etag_is_taken_from_the_json_body_however_it_is_spelled(body: bytes, etag: str | None) -> None:
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+
+    resp = run(stack(app), req("/v1/nodes"))
+    assert resp.status_int == 200 and resp.body == body
+    assert resp.headers.get("ETag") == etag
+
+
 def test_head_gets_the_etag_header_without_a_body() -> None:
     resp = run(stack(NodeApp()), req(method="HEAD"))
     assert resp.status_int == 200

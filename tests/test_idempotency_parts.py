@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from apimw import _canonical_json as canon
 from apimw import _idempotency_parts as parts
 from apimw._stores.memcached_store import THIRTY_DAYS, memcached_expire
 from apimw.errors import ConfigError
@@ -60,12 +61,12 @@ def test_fast_canonical_json_is_byte_for_byte_the_stdlib_one(
 ) -> None:
     """orjson's canonical form, where it is used, is exactly the stdlib's: fingerprints never change."""
     body = json.dumps(doc, indent=indent, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
-    fast = parts._fast_canonical(body)
+    fast = canon._fast_ascii_json(body)
     if fast is not None:
-        assert fast == parts._CANONICAL.encode(json.loads(body)).encode()
+        assert fast == canon._ASCII_CANONICAL.encode(json.loads(body)).encode()
     # and the public function gives the stdlib path's answer either way
     try:
-        expected = b"json:" + parts._CANONICAL.encode(json.loads(body)).encode()
+        expected = b"json:" + canon._ASCII_CANONICAL.encode(json.loads(body)).encode()
     except ValueError:
         expected = b"raw:" + body
     assert parts.canonical_body("application/json", body) == expected
@@ -73,11 +74,11 @@ def test_fast_canonical_json_is_byte_for_byte_the_stdlib_one(
 
 def test_fast_canonical_json_is_used_for_plain_documents() -> None:
     body = b'{"name": "node-1", "properties": {"cpus": 8, "tags": ["a", "b\\n\\u0001"]}, "ok": true}'
-    assert parts._fast_canonical(body) == parts._CANONICAL.encode(json.loads(body)).encode()
+    assert canon._fast_ascii_json(body) == canon._ASCII_CANONICAL.encode(json.loads(body)).encode()
     slow_ones = (b"[1.5]", b"[18446744073709551616]", b'["\xc3\xa9"]', b'["\\ud800"]', b"[NaN]",
                  b"\xef\xbb\xbf[1]", b'["\x7f"]')  # fmt: skip
     for slow in slow_ones:
-        assert parts._fast_canonical(slow) is None
+        assert canon._fast_ascii_json(slow) is None
 
 
 @settings(max_examples=150, deadline=None)
@@ -287,7 +288,7 @@ def test_flask_wrapper_reads_app_config_then_overrides() -> None:
 def test_oslo_config_options(tmp_path: Path) -> None:
     from oslo_config import cfg
 
-    from apimw._options import from_oslo
+    from apimw._config import from_oslo
 
     groups = dict(list_opts())
     names = {opt.name for opt in groups[GROUP]}
@@ -314,7 +315,7 @@ _PROBE = r"""
 import json, sys
 if sys.argv[1] == "blocked":
     sys.modules["orjson"] = None  # not importable
-from apimw import _idempotency_parts as parts
+from apimw import _canonical_json, _idempotency_parts as parts
 bodies = [b'{"b": [1, {"y": null, "x": true}], "a": "t\\u00e9xt"}',
           b'{"n": 2.5, "big": 123456789012345678901234}', b'[1, 2, "\\u001f"]', b'not json']
 canon = [parts.canonical_body("application/json", b).decode("latin-1") for b in bodies]
@@ -322,7 +323,7 @@ raw = parts.encode_complete(b"o" * (parts.PREFIX_LEN - 1), "fp", "proj", "201 Cr
                             [("Location", "/v1/nodes/1"), ("X-Odd", "\u00e9")], b"body")
 rec = parts.decode_record(raw)
 print(json.dumps({"canon": canon, "record": [rec.status, rec.headers, rec.body.decode()],
-                  "orjson": parts.orjson is not None}))
+                  "orjson": _canonical_json.orjson_module() is not None}))
 """
 
 

@@ -4,27 +4,34 @@ Microversion negotiation, etag optimistic concurrency and ``X-Client-Token``
 idempotent replay, composable in paste.deploy pipelines, Flask, or plain WSGI.
 The client-side negotiator lives in :mod:`apimw.client` (needs ``requests``);
 the SQLAlchemy etag helpers in :mod:`apimw.etag_db`.
+
+``import apimw`` imports nothing else: each name below is imported from its module on
+first use (module ``__getattr__``, PEP 562), so a process pays only for what it uses.
 """
 
 from __future__ import annotations
 
-from apimw._version import Version, parse_version
-from apimw.errors import (
-    ApimwError,
-    ConfigError,
-    HTTPProblem,
-    StoreError,
-    VersionParseError,
-)
-from apimw.etag import ETagGenerator, ETagMiddleware
-from apimw.idempotency import IdempotencyMiddleware
-from apimw.microversion import (
-    MicroversionMiddleware,
-    VersionedFields,
-    VersionGate,
-    require_version,
-    served_version,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from apimw._microversion_type import Version, parse_version
+    from apimw.errors import (
+        ApimwError,
+        ConfigError,
+        HTTPProblem,
+        StoreError,
+        VersionParseError,
+    )
+    from apimw.etag import ETagGenerator, ETagMiddleware
+    from apimw.idempotency import IdempotencyMiddleware
+    from apimw.microversion import (
+        MicroversionMiddleware,
+        VersionedFields,
+        VersionGate,
+        require_version,
+        served_version,
+    )
 
 __all__ = [
     "ApimwError",
@@ -43,3 +50,34 @@ __all__ = [
     "require_version",
     "served_version",
 ]
+
+_WHERE = {
+    "ApimwError": "apimw.errors",
+    "ConfigError": "apimw.errors",
+    "ETagGenerator": "apimw.etag",
+    "ETagMiddleware": "apimw.etag",
+    "HTTPProblem": "apimw.errors",
+    "IdempotencyMiddleware": "apimw.idempotency",
+    "MicroversionMiddleware": "apimw.microversion",
+    "StoreError": "apimw.errors",
+    "Version": "apimw._microversion_type",
+    "VersionGate": "apimw.microversion",
+    "VersionParseError": "apimw.errors",
+    "VersionedFields": "apimw.microversion",
+    "parse_version": "apimw._microversion_type",
+    "require_version": "apimw.microversion",
+    "served_version": "apimw.microversion",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

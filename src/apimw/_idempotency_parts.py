@@ -10,14 +10,10 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 from urllib.parse import parse_qsl
 
-try:  # orjson only makes these faster: every path below has a stdlib twin with the same result
-    import orjson
-except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
-    orjson = None  # type: ignore[assignment]
-
+from apimw._canonical_json import canonical_ascii_json, orjson_module
 from apimw._stores import PREFIX_LEN
 
 MAX_TOKEN_LENGTH: Final = 255
@@ -33,7 +29,6 @@ _SF_UNESCAPE_RE: Final = re.compile(r"\\([\"\\])")
 
 
 # built once: json.dumps() with non-default arguments builds a new encoder on every call
-_CANONICAL: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 _COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
 
 
@@ -114,61 +109,12 @@ def is_json(mtype: str) -> bool:
     return mtype == "application/json" or mtype.endswith("+json") or mtype == ""
 
 
-_EXACT_LEAVES: Final[frozenset[type]] = frozenset({str, int, bool, type(None)})
-
-
-def _float_free(container: Any) -> bool:
-    """True if nothing under *container* is a float (orjson reads ints beyond 64 bits as floats)."""
-    for item in container.values() if type(container) is dict else container:
-        kind = type(item)
-        if kind in _EXACT_LEAVES:
-            continue
-        if (kind is dict or kind is list) and _float_free(item):
-            continue
-        return False
-    return True
-
-
-def _fast_canonical(body: bytes) -> bytes | None:
-    """The stdlib canonical form's exact bytes through orjson, or None where they could differ.
-
-    For documents of str/int/bool/null/objects/arrays that orjson reads (anything else --
-    floats, huge ints read as floats, lone surrogates, NaN, non-UTF-8 -- goes to the stdlib
-    path), orjson with sorted keys writes what ``json`` with ``sort_keys`` and ASCII escapes
-    writes, except non-ASCII text and DEL, which it leaves unescaped: such output is refused
-    here too.  ``test_fast_canonical_json_is_byte_for_byte_the_stdlib_one`` checks the two
-    paths against each other.
-    """
-    if orjson is None:
-        return None
-    try:
-        doc = orjson.loads(body)
-        kind = type(doc)
-        if not (kind in _EXACT_LEAVES or ((kind is dict or kind is list) and _float_free(doc))):
-            return None
-        out = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError, RecursionError):
-        return None
-    if not out.isascii() or b"\x7f" in out:
-        return None
-    return out
-
-
 def canonical_body(mtype: str, body: bytes) -> bytes:
     """Canonical JSON (sorted keys, no whitespace) when the body is JSON, else the bytes tagged raw."""
     if body and is_json(mtype):
-        fast = _fast_canonical(body)
-        if fast is not None:
-            return b"json:" + fast
-        try:
-            doc = json.loads(body)
-        except (ValueError, RecursionError):
-            pass
-        else:
-            try:
-                return b"json:" + _CANONICAL.encode(doc).encode()
-            except (ValueError, RecursionError):
-                pass
+        canonical = canonical_ascii_json(body)
+        if canonical is not None:
+            return b"json:" + canonical
     return b"raw:" + body
 
 
@@ -264,12 +210,14 @@ def _json_str(text: str) -> bytes:
 
 def _json_headers(headers: list[tuple[str, str]]) -> bytes:
     """The headers as a JSON array of pairs (orjson; the stdlib for what orjson refuses)."""
+    orjson = orjson_module()
     if orjson is None:
         return _COMPACT.encode(headers).encode()
     try:
-        return orjson.dumps(headers)
+        out: bytes = orjson.dumps(headers)
     except TypeError:  # a lone surrogate, a str subclass: ASCII-escaped by the stdlib encoder
         return _COMPACT.encode(headers).encode()
+    return out
 
 
 def encode_complete(
@@ -302,6 +250,7 @@ def _decode(raw: bytes) -> Record:
     state = raw[PREFIX_LEN - 1 : PREFIX_LEN]
     if not sep or state not in (PENDING, COMPLETE, TOMBSTONE):
         raise RecordError("not an apimw idempotency record")
+    orjson = orjson_module()
     try:
         if orjson is None:
             meta = json.loads(head)

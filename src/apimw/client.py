@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from apimw._version import LATEST, Version, parse_version
+from apimw._microversion_type import LATEST, Version, parse_version
 from apimw.errors import ApimwError, ConfigError, VersionParseError
 
 __all__ = [

@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from apimw._version import Version, parse_version
+from apimw._microversion_type import Version, parse_version
 from apimw.client import ServerRange, UnsupportedVersion, VersionedSession, endpoint_key
 from apimw.errors import ApimwError, ConfigError, VersionParseError
 

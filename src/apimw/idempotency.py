@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from apimw import _idempotency_parts as parts
-from apimw._options import (
+from apimw._config import (
     Option,
     as_bool,
     as_float,
@@ -41,6 +41,7 @@ from apimw._options import (
     make_filter_factory,
     oslo_opts,
 )
+from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import PREFIX_LEN, RecordTooLarge, Store, mask_url, open_store
 from apimw.errors import ConfigError, HTTPProblem, StoreError, check_profile, respond_with_problem
 
@@ -80,7 +81,6 @@ ENV_USER_ID: Final = "HTTP_X_USER_ID"
 ENVIRON_REPLAYED: Final = "apimw.idempotency.replayed"
 #: ``"claimed"`` (the app runs protected) or ``"unprotected"`` (fail-open, store down).
 ENVIRON_STATUS: Final = "apimw.idempotency.status"
-ENVIRON_MICROVERSION: Final = "apimw.microversion"
 UNPROTECTED_HEADER: Final = "Idempotency-Status"
 #: On a first answer that was sent but not stored for replay (too large, or the store refused
 #: it): a retry gets 409 ``idempotency.replay-unavailable`` (or, if even the tombstone could not
@@ -461,9 +461,9 @@ class IdempotencyMiddleware:
         for k in environ:
             if k.startswith(starts) and (k in exact or match(k)):
                 found.append((k, str(environ[k]).strip()))
-        served = environ.get(ENVIRON_MICROVERSION)
+        served = environ.get(ENVIRON_VERSION)
         if served is not None:
-            found.append((ENVIRON_MICROVERSION, str(served)))
+            found.append((ENVIRON_VERSION, str(served)))
         return found
 
     def _read_body(self, environ: WSGIEnvironment) -> bytes | HTTPProblem:

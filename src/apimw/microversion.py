@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from apimw import discovery as _discovery
-from apimw._options import (
+from apimw._config import (
     Option,
     as_bool,
     as_list,
@@ -28,7 +27,7 @@ from apimw._options import (
     make_filter_factory,
     oslo_opts,
 )
-from apimw._version import LATEST, MAX_VERSION_LENGTH, Version, parse_version
+from apimw._microversion_type import ENVIRON_VERSION, LATEST, MAX_VERSION_LENGTH, Version, parse_version
 from apimw.errors import (
     ENVIRON_PROFILE,
     ConfigError,
@@ -62,8 +61,6 @@ __all__ = [
 
 STANDARD_HEADER: Final = "OpenStack-API-Version"
 _STANDARD_ENVIRON: Final = "HTTP_OPENSTACK_API_VERSION"
-#: The served Version, for app code.
-ENVIRON_VERSION: Final = "apimw.microversion"
 
 CODE_MALFORMED: Final = "microversion.malformed"
 CODE_UNSUPPORTED: Final = "microversion.unsupported"
@@ -94,8 +91,7 @@ def _config_version(name: str, value: str | Version) -> Version:
 # -- sans-IO selection ------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(NamedTuple):  # not a dataclass: importing dataclasses costs milliseconds
     """Outcome of reading the request headers: a served version or an error."""
 
     version: Version | None
@@ -406,6 +402,7 @@ class MicroversionMiddleware:
         if legacy_header:
             owned.add(legacy_header)
         self._owned_lower = frozenset(h.lower() for h in owned)
+        self._vary_header = ("Vary", self._vary_value)
         self._cache: dict[tuple[str | None, str | None], _Cached] = {}
 
         self.discovery = discovery
@@ -464,6 +461,11 @@ class MicroversionMiddleware:
     def _merge(self, headers: list[tuple[str, str]], ours: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The app's headers minus ours, plus ours and one merged Vary."""
         owned = self._owned_lower
+        for name, _ in headers:
+            if name.lower() in owned:
+                break
+        else:  # the usual case: the app set none of our headers
+            return [*headers, *ours, self._vary_header]
         merged: list[tuple[str, str]] = []
         vary_tokens: list[str] = []
         for name, value in headers:

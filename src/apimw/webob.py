@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import webob
 
-from apimw._version import Version
+from apimw._microversion_type import Version
 from apimw.errors import ENVIRON_PROFILE, ENVIRON_REQUEST_ID, HTTPProblem, render_problem
 from apimw.etag import (
     ENVIRON_IF_MATCH,

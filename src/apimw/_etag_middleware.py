@@ -1,0 +1,734 @@
+"""The etag middleware (:class:`ETagMiddleware`), its environ contract, app helpers and configuration."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from apimw._config import (
+    Option,
+    as_bool,
+    as_list,
+    as_optional_str,
+    as_str,
+    flask_wrap,
+    make_filter_factory,
+    oslo_opts,
+)
+from apimw._etag_conditions import (
+    IfMatch,
+    IfNoneMatch,
+    _cache_for,
+    _Malformed,
+    _malformed,
+    parse_if_none_match,
+    precondition_failed,
+)
+from apimw._etag_digest import ALGORITHMS, DEFAULT_IGNORED_FIELDS, ETagGenerator
+from apimw._microversion_type import ENVIRON_VERSION, Version
+from apimw.errors import (
+    ApimwError,
+    ConfigError,
+    HTTPProblem,
+    check_profile,
+    respond_with_problem,
+)
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+LOG = logging.getLogger("apimw.etag")
+
+# -- environ keys (the app-facing contract) -------------------------------------------------
+
+#: ``IfMatch | None``: the parsed If-Match of a write (PUT/PATCH/DELETE), ``None`` if absent.
+ENVIRON_IF_MATCH: Final = "apimw.etag.if_match"
+#: ``IfNoneMatch | None``: only on writes, and only with ``if_none_match_on_writes``.
+ENVIRON_IF_NONE_MATCH: Final = "apimw.etag.if_none_match"
+#: The app sets this to ``True`` once its data layer enforced the If-Match condition.
+ENVIRON_ENFORCED: Final = "apimw.etag.enforced"
+#: The app sets the wire-form etag (``W/"..."``) of the resource in the response body.
+ENVIRON_RESPONSE_ETAG: Final = "apimw.etag.response"
+#: ``bool``: etags are served at this request's microversion (include the body field).
+ENVIRON_ENABLED: Final = "apimw.etag.enabled"
+#: The configured :class:`ETagGenerator` (only when the middleware has a key or plain SHA-512).
+ENVIRON_GENERATOR: Final = "apimw.etag.generator"
+
+ETAG_HEADER: Final = "ETag"
+IF_MATCH: Final = "HTTP_IF_MATCH"
+IF_NONE_MATCH: Final = "HTTP_IF_NONE_MATCH"
+
+
+# == app-facing helpers =========================================================================
+
+
+def mark_enforced(environ: WSGIEnvironment) -> None:
+    """Acknowledge that the request's If-Match was enforced by the write (fail-closed check)."""
+    environ[ENVIRON_ENFORCED] = True
+    cond = environ.get(ENVIRON_IF_MATCH)
+    if cond is not None:
+        cond.enforced = True
+
+
+def set_response_etag(environ: WSGIEnvironment, etag: str | None) -> None:
+    """Tell the middleware the wire-form etag of the resource this response represents.
+
+    Checked here (``W/"..."`` or ``"..."``), so the middleware's hot path does not re-check it.
+    """
+    environ[ENVIRON_RESPONSE_ETAG] = None if etag is None else _check_wire(etag)
+
+
+def etags_enabled(environ: WSGIEnvironment) -> bool:
+    """Whether this request's microversion serves etags (so include the body ``etag`` field)."""
+    return bool(environ.get(ENVIRON_ENABLED, True))
+
+
+def generator_from_environ(environ: WSGIEnvironment) -> ETagGenerator:
+    """The middleware's configured :class:`ETagGenerator`; :class:`ConfigError` if none."""
+    gen = environ.get(ENVIRON_GENERATOR)
+    if gen is None:
+        raise ConfigError("the etag middleware has no hmac_key (and algorithm is not sha512)")
+    return gen  # type: ignore[no-any-return]
+
+
+# == middleware ================================================================================
+
+_WRITE_METHODS: Final = frozenset({"PUT", "PATCH", "DELETE", "POST"})
+_ETAG_RESPONSE_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PATCH", "PUT"})
+
+
+def _as_callable(value: str | Callable[..., Any] | None) -> Callable[..., Any] | None:
+    if value is None or callable(value):
+        return value
+    text = str(value).strip()
+    if not text:
+        return None
+    module_name, _, attr = text.partition(":")
+    if not attr:
+        raise ConfigError(f"expected 'package.module:function', got {text!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot import {text!r}: {exc}") from None
+    if not callable(obj):
+        raise ConfigError(f"{text!r} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def _as_ignored(value: str | Iterable[str] | Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
+    if isinstance(value, Mapping):
+        return {str(k): frozenset(v) for k, v in value.items()}
+    table: dict[str, set[str]] = {}
+    for entry in as_list(value):
+        rtype, sep, field = entry.partition(":")
+        if not sep or not rtype.strip() or not field.strip():
+            raise ConfigError(f"ignored_fields entries are 'type:field', got {entry!r}")
+        table.setdefault(rtype.strip(), set()).add(field.strip())
+    return {k: frozenset(v) for k, v in table.items()}
+
+
+_DEFAULT_IGNORED_LIST: Final = [
+    f"{rtype}:{field}" for rtype, fields in DEFAULT_IGNORED_FIELDS.items() for field in sorted(fields)
+]
+
+OPTIONS: Final = (
+    Option("min_version", as_optional_str, None,
+           "Microversion from which etags are served (ETag header, If-Match); If-Match below it "
+           "-> 406. Unset: always on."),
+    Option("methods", as_list, ["PUT", "PATCH", "DELETE"],
+           "Write methods whose If-Match is parsed and enforced (add POST for conditional actions).",
+           "list"),
+    Option("require_if_match", as_list, [],
+           "428 policy: entries 'METHOD' or 'METHOD /path/prefix' ('*' for every write method) "
+           "that must carry If-Match.", "list"),
+    Option("strict_rfc9110", as_bool, False,
+           "Strong If-Match comparison as RFC 9110 13.1.1 says (then emit strong etags).", "bool"),
+    Option("accept_unquoted", as_bool, False,
+           "Tolerate the Ironic spec's unquoted W/<hex> and bare <hex> in If-Match.", "bool"),
+    Option("ignore_suffixes", as_list, [],
+           "Suffixes proxies append to etags (e.g. -gzip) that If-Match may carry.", "list"),
+    Option("not_modified", as_bool, False,
+           "Answer If-None-Match on GET/HEAD with 304 on a weak match (opt-in).", "bool"),
+    Option("if_none_match_on_writes", as_bool, False,
+           "Hand If-None-Match on writes to the app (environ) instead of answering 400.", "bool"),
+    Option("etag_on_put", as_bool, True,
+           "Send ETag on 2xx PUT responses (RFC 9110 9.3.4 deviation, see docs).", "bool"),
+    Option("etag_from_body", as_bool, True,
+           "Take the ETag header from the top-level 'etag' field of a JSON response body when "
+           "the app did not set apimw.etag.response (costs a JSON parse).", "bool"),
+    Option("current_etag", _as_callable, None,
+           "'module:function' called as f(environ) -> current etag or None, for the 412 pre-check."),
+    Option("hmac_key", as_optional_str, None,
+           "Deployment secret for HMAC-SHA-512 etags (>= 16 bytes); offered to the app as "
+           "apimw.etag.generator."),
+    Option("algorithm", as_str, "hmac-sha512", "Etag digest: hmac-sha512 or sha512."),
+    Option("ignored_fields", _as_ignored, _DEFAULT_IGNORED_LIST,
+           "Fields left out of the etag, as 'type:field' entries.", "list"),
+    Option("error_profile", as_optional_str, None,
+           "Error body profile (ironic or api-sig); default: the outer middleware's, else api-sig."),
+)  # fmt: skip
+
+
+def _parse_policy(entries: Iterable[str], methods: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    rules = []
+    for entry in entries:
+        method, _, prefix = entry.strip().partition(" ")
+        method = method.upper()
+        prefix = prefix.strip()
+        if method != "*" and method not in methods:
+            raise ConfigError(
+                f"require_if_match: {method!r} is not one of the etag methods ({', '.join(sorted(methods))})"
+            )
+        if prefix and not prefix.startswith("/"):
+            raise ConfigError(f"require_if_match: path prefix must start with '/', got {prefix!r}")
+        rules.append((method, prefix))
+    return tuple(rules)
+
+
+class _Capture:
+    """start_response interceptor: holds the app's status and headers until we decide."""
+
+    __slots__ = ("status", "headers", "chunks")
+
+    def __init__(self) -> None:
+        self.status: str | None = None
+        self.headers: list[tuple[str, str]] = []
+        self.chunks: list[bytes] = []
+
+    def __call__(
+        self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], object]:
+        # Nothing has been sent yet, so a second call (with exc_info, PEP 3333) just replaces,
+        # and the exc_info is not passed on: our caller sees one answer (see _problem).
+        self.status = status
+        self.headers = headers
+        return self.chunks.append
+
+
+class _Body:
+    """Iterable handed to the server: buffered chunks then the rest; ``close()`` exactly once."""
+
+    __slots__ = ("_head", "_rest", "_source")
+
+    def __init__(
+        self, head: list[bytes], rest: Iterator[bytes] | None, source: Iterable[bytes] | None
+    ) -> None:
+        self._head = head
+        self._rest = rest
+        self._source = source
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._head
+        if self._rest is not None:
+            yield from self._rest
+
+    def close(self) -> None:
+        source, self._source = self._source, None
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+
+
+def _close(iterable: Iterable[bytes] | None) -> None:
+    close = getattr(iterable, "close", None)
+    if close is not None:
+        close()
+
+
+def _is_2xx(status: str) -> bool:
+    return status[:1] == "2"
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    lowered = name.lower()
+    for key, value in headers:
+        if key.lower() == lowered:
+            return value
+    return None
+
+
+_VALID_WIRE_ETAG: Final = re.compile(r'(W/)?"[\x21\x23-\x7e\x80-\xff]*"')
+
+
+def _check_wire(etag: str) -> str:
+    # Cheap checks on the hot path (no regex): quoted, one pair of quotes, no CR/LF/controls.
+    if (
+        etag[-1:] == '"'
+        and (etag[:3] == 'W/"' or etag[:1] == '"')
+        and etag.count('"') == 2
+        and etag.isprintable()
+        and " " not in etag
+    ):
+        return etag
+    raise ApimwError(f"the app supplied an invalid etag {etag!r}; build it with format_etag()")
+
+
+def _with_etag(headers: list[tuple[str, str]], etag: str) -> list[tuple[str, str]]:
+    """*headers* with ``ETag: etag`` (replacing one the app set)."""
+    if not etag.isprintable():  # never a CR/LF into the response head
+        _check_wire(etag)
+    for name, _ in headers:
+        if len(name) == 4 and name.lower() == "etag":
+            headers = [h for h in headers if len(h[0]) != 4 or h[0].lower() != "etag"]
+            break
+    return [*headers, (ETAG_HEADER, etag)]
+
+
+def _body_etag_wanted(headers: list[tuple[str, str]]) -> bool:
+    """No ETag header yet, and a JSON body that may carry an ``etag`` field."""
+    ctype = ""
+    for key, value in headers:
+        lowered = key.lower()
+        if lowered == "etag":
+            return False
+        if lowered == "content-type":
+            ctype = value
+    return "json" in ctype.lower()
+
+
+def _etag_in_body(body: bytes) -> str | None:
+    """The top-level ``etag`` string of a JSON object body (a list's items are not the resource)."""
+    # Without a JSON parse when the body cannot hold an "etag" key: a UTF-8 object that starts
+    # with "{" (json.loads reads UTF-16/32 too, which it tells by a BOM or a NUL in the first
+    # two bytes) writes a key "etag" either as the bytes "etag" or with a \u escape.
+    if body[:1] == b"{" and body[1:2] != b"\x00" and b'"etag"' not in body and b"\\u" not in body:
+        return None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(doc, dict):
+        value = doc.get("etag")
+        if isinstance(value, str) and _VALID_WIRE_ETAG.fullmatch(value):
+            return value
+    return None
+
+
+class ETagMiddleware:
+    """If-Match / If-None-Match handling and ETag response headers for a resource API.
+
+    Place it inside the microversion middleware (it reads the served version) and
+    outside (or instead of) the app's own precondition handling.  See ``docs/etag.md``.
+    """
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        *,
+        min_version: str | Version | None = None,
+        methods: Iterable[str] = ("PUT", "PATCH", "DELETE"),
+        require_if_match: Iterable[str] = (),
+        strict_rfc9110: bool = False,
+        accept_unquoted: bool = False,
+        ignore_suffixes: Iterable[str] = (),
+        not_modified: bool = False,
+        if_none_match_on_writes: bool = False,
+        etag_on_put: bool = True,
+        etag_from_body: bool = True,
+        current_etag: Callable[[WSGIEnvironment], str | None] | str | None = None,
+        hmac_key: str | bytes | None = None,
+        algorithm: str = "hmac-sha512",
+        ignored_fields: Mapping[str, Iterable[str]] | Iterable[str] = _DEFAULT_IGNORED_LIST,
+        error_profile: str | None = None,
+    ) -> None:
+        self.app = app
+        from apimw.microversion import VersionGate  # here, not at import: apimw.etag stays cheap
+
+        self._gate = VersionGate(min_version, what="etags (If-Match, If-None-Match, ETag)")
+        self.min_version = self._gate.lo
+        self.methods = frozenset(m.strip().upper() for m in methods)
+        if not self.methods or not self.methods <= _WRITE_METHODS:
+            raise ConfigError(f"etag methods must be among {', '.join(sorted(_WRITE_METHODS))}")
+        self.require_rules = _parse_policy(require_if_match, self.methods)
+        self.strict = bool(strict_rfc9110)
+        self.suffixes = tuple(s for s in ignore_suffixes if s)
+        self.accept_unquoted = bool(accept_unquoted)
+        self._cache = _cache_for(self.accept_unquoted, self.suffixes)
+        self.not_modified = bool(not_modified)
+        self.if_none_match_on_writes = bool(if_none_match_on_writes)
+        self.etag_on_put = bool(etag_on_put)
+        self.etag_from_body = bool(etag_from_body)
+        self.current_etag = _as_callable(current_etag)
+        self.error_profile = None if error_profile is None else check_profile(error_profile)
+        ignored = (
+            _as_ignored(ignored_fields)
+            if not isinstance(ignored_fields, Mapping)
+            else {k: frozenset(v) for k, v in ignored_fields.items()}
+        )
+        self.generator: ETagGenerator | None = None
+        if hmac_key is not None or algorithm == "sha512":
+            self.generator = ETagGenerator(
+                key=hmac_key, algorithm=algorithm, ignored_fields=ignored, weak=not self.strict
+            )
+        elif algorithm not in ALGORITHMS:
+            raise ConfigError(f"etag algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
+        self._response_methods = (
+            _ETAG_RESPONSE_METHODS if self.etag_on_put else _ETAG_RESPONSE_METHODS - {"PUT"}
+        )
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _problem(
+        self,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        problem: HTTPProblem,
+        exc_info: Any = None,
+    ) -> Iterable[bytes]:
+        """Answer with *problem*; *exc_info* only to replace an answer already started.
+
+        A problem rendered before *start_response* was called is an answer, not an
+        error: with exc_info, webob's ``get_response`` and werkzeug's test client (and
+        so any webob middleware outside this one) re-raise it instead (PEP 3333 needs
+        exc_info only to replace headers already given to start_response).
+        """
+        return respond_with_problem(
+            environ, start_response, problem, profile=self.error_profile, exc_info=exc_info
+        )
+
+    def _direct(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """Call the app with nothing to add; render an :class:`HTTPProblem` it raises."""
+        started = False
+
+        def tracked(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], object]:
+            nonlocal started
+            if started:
+                return start_response(status, headers, exc_info)
+            started = True  # nothing to replace yet: no exc_info (see _problem)
+            return start_response(status, headers)
+
+        try:
+            return self.app(environ, tracked)
+        except HTTPProblem as problem:
+            return self._problem(environ, start_response, problem, sys.exc_info() if started else None)
+
+    def _too_old(self, environ: WSGIEnvironment, header: str) -> HTTPProblem:
+        from apimw.microversion import VersionGate  # loaded by __init__ already
+
+        try:
+            VersionGate(self.min_version, what=f"The {header} header").check(environ)
+        except HTTPProblem as problem:
+            return problem
+        raise AssertionError("unreachable: _too_old called at an allowed version")  # pragma: no cover
+
+    def _required(self, method: str, path: str) -> bool:
+        for rule_method, prefix in self.require_rules:
+            if (rule_method == "*" or rule_method == method) and (
+                not prefix or path == prefix or path.startswith(prefix.rstrip("/") + "/")
+            ):
+                return True
+        return False
+
+    # -- WSGI ------------------------------------------------------------------------------
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if self.generator is not None:
+            environ[ENVIRON_GENERATOR] = self.generator
+        lowest = self.min_version
+        if lowest is None:
+            enabled = True
+        else:
+            # Inlined VersionGate.allows: with min_version set and no microversion middleware
+            # in front, etags are off (the served version is unknown), as for every apimw gate.
+            served = environ.get(ENVIRON_VERSION)
+            enabled = isinstance(served, Version) and served >= lowest
+        environ[ENVIRON_ENABLED] = enabled
+        method = environ["REQUEST_METHOD"]
+        try:
+            if method in self.methods:
+                return self._write(environ, start_response, method, enabled)
+            if method == "POST" and IF_MATCH in environ:
+                # A state change must not run unconditionally when the client asked for a
+                # condition we do not evaluate on this method: refuse rather than ignore.
+                if not enabled:
+                    return self._problem(environ, start_response, self._too_old(environ, "If-Match"))
+                return self._problem(environ, start_response, HTTPProblem(
+                    400,
+                    "etag.if-match-unsupported",
+                    "If-Match is not supported on POST here (only on "
+                    f"{', '.join(sorted(self.methods))}).",
+                ))  # fmt: skip
+            if not enabled:
+                return self._direct(environ, start_response)
+            if self.not_modified and (method == "GET" or method == "HEAD"):
+                inm_raw = environ.get(IF_NONE_MATCH)
+                if inm_raw is not None:
+                    return self._conditional_get(environ, start_response, inm_raw)
+            if method in self._response_methods:
+                return self._plain(environ, start_response)
+            return self._direct(environ, start_response)
+        except HTTPProblem as problem:
+            # Raised by the lookup or the If-None-Match parser, or by the app or its data layer
+            # (StaleEtag, ResourceGone...) before our caller's start_response was called (_call
+            # holds the app's answer until it is decided; _plain and _direct catch their own).
+            return self._problem(environ, start_response, problem)
+
+    def _write(
+        self, environ: WSGIEnvironment, start_response: StartResponse, method: str, enabled: bool
+    ) -> Iterable[bytes]:
+        im_raw = environ.get(IF_MATCH)
+        inm_raw = environ.get(IF_NONE_MATCH)
+        environ[ENVIRON_IF_MATCH] = None
+        if im_raw is None and inm_raw is None:
+            if enabled and self.require_rules and self._required(method, environ.get("PATH_INFO", "")):
+                # RFC 6585 §3: the response "SHOULD include an explanation of how to
+                # successfully resubmit the request" and "MUST NOT be stored by a cache".
+                problem = HTTPProblem(
+                    428,
+                    "etag.if-match-required",
+                    f"{method} on this resource must be conditional: GET it, then resend the "
+                    "request with its etag in an If-Match header.",
+                    headers=[("Cache-Control", "no-store")],
+                )
+                return self._problem(environ, start_response, problem)
+            if enabled and method in self._response_methods:
+                return self._plain(environ, start_response)
+            return self._direct(environ, start_response)
+        if not enabled:
+            # Nothing is written: the client asked for a precondition this version lacks.
+            header = "If-Match" if im_raw is not None else "If-None-Match"
+            return self._problem(environ, start_response, self._too_old(environ, header))
+        if inm_raw is not None:
+            if not self.if_none_match_on_writes:
+                return self._problem(
+                    environ,
+                    start_response,
+                    HTTPProblem(
+                        400,
+                        "etag.if-none-match-unsupported",
+                        f"If-None-Match is not supported on {method}; use If-Match.",
+                    ),
+                )
+            environ[ENVIRON_IF_NONE_MATCH] = parse_if_none_match(
+                inm_raw, accept_unquoted=self.accept_unquoted
+            )
+        cond: IfMatch | None = None
+        if im_raw is not None:
+            try:
+                parsed = self._cache.get(im_raw)
+            except _Malformed:
+                # Never treat a malformed If-Match as absent: that would make the write unconditional.
+                return self._problem(environ, start_response, _malformed("If-Match"))
+            cond = IfMatch(parsed, strong=self.strict, raw=im_raw)
+            environ[ENVIRON_IF_MATCH] = cond
+            if self.current_etag is not None:
+                # The lookup returns None for "missing / not visible to this caller": the app
+                # then answers 401/403/404, which win over 412 (RFC 9110 §13.2.1).
+                current = self.current_etag(environ)
+                if current is not None and not cond.matches(current):
+                    return self._problem(environ, start_response, precondition_failed())
+        return self._call(environ, start_response, cond, None)
+
+    def _conditional_get(
+        self, environ: WSGIEnvironment, start_response: StartResponse, inm_raw: str
+    ) -> Iterable[bytes]:
+        try:
+            parsed = self._cache.get(inm_raw)
+        except _Malformed:
+            return self._problem(environ, start_response, _malformed("If-None-Match"))
+        inm = IfNoneMatch(parsed, raw=inm_raw)
+        if self.current_etag is not None:
+            current = self.current_etag(environ)
+            if current is not None and inm.matches(current):
+                return self._not_modified(start_response, current)
+        return self._call(environ, start_response, None, inm)
+
+    def _not_modified(self, start_response: StartResponse, etag: str) -> Iterable[bytes]:
+        # RFC 9110 §15.4.5: a 304 carries the ETag it would have sent with a 200, and no body.
+        start_response("304 Not Modified", [(ETAG_HEADER, etag)])
+        return []
+
+    def _call(
+        self,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        cond: IfMatch | None,
+        inm: IfNoneMatch | None,
+    ) -> Iterable[bytes]:
+        capture = _Capture()
+        app_iter = self.app(environ, capture)
+        rest: Iterator[bytes] | None = None
+        try:
+            if capture.status is None:
+                # The app calls start_response lazily (from its iterator): run it up to there.
+                rest = iter(app_iter)
+                for chunk in rest:
+                    capture.chunks.append(chunk)
+                    if capture.status is not None:
+                        break
+                if capture.status is None:
+                    raise RuntimeError("WSGI app returned without calling start_response")
+            status = capture.status
+            headers = capture.headers
+            if _is_2xx(status):
+                if cond is not None and not (cond.enforced or environ.get(ENVIRON_ENFORCED)):
+                    return self._unenforced(environ, start_response, app_iter)
+                wants_etag = environ.get("REQUEST_METHOD") in self._response_methods
+                etag = environ.get(ENVIRON_RESPONSE_ETAG)
+                if etag is None:
+                    etag = _header(headers, ETAG_HEADER)
+                    if etag is None and wants_etag and self.etag_from_body:
+                        etag, app_iter, rest = self._etag_from_body(capture, app_iter, rest)
+                if etag is not None and inm is not None and inm.matches(etag):
+                    _close(app_iter)
+                    return self._not_modified(start_response, etag)
+                if wants_etag and etag is not None and _header(headers, ETAG_HEADER) != etag:
+                    headers = _with_etag(headers, etag)
+            # No exc_info: the app's answer (even one it gave with exc_info, replacing an earlier
+            # one) is the first our caller sees, so there is nothing to replace (see _problem).
+            write = start_response(status, headers)
+        except BaseException:
+            _close(app_iter)
+            raise
+        if capture.chunks and rest is None:
+            # The app used write(): send that first (PEP 3333), then its iterable.
+            for chunk in capture.chunks:
+                write(chunk)
+            capture.chunks = []
+        if not capture.chunks and rest is None:
+            return app_iter
+        return _Body(capture.chunks, rest if rest is not None else iter(app_iter), app_iter)
+
+    def _etag_from_body(
+        self, capture: _Capture, app_iter: Iterable[bytes], rest: Iterator[bytes] | None
+    ) -> tuple[str | None, Iterable[bytes], Iterator[bytes] | None]:
+        ctype = _header(capture.headers, "Content-Type") or ""
+        if "json" not in ctype.lower():
+            return None, app_iter, rest
+        body_parts = list(capture.chunks)
+        try:
+            body_parts.extend(rest if rest is not None else app_iter)
+        finally:
+            _close(app_iter)
+        capture.chunks = []
+        body = b"".join(body_parts)
+        return _etag_in_body(body), [body], None
+
+    def _plain(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """No precondition to enforce: add the app's etag to a 2xx on the way out.
+
+        The hot path: start_response goes straight through (no buffering) unless the
+        etag must be read from the JSON body.
+        """
+        deferred: list[Any] = []
+        called = False
+        forwarded = False  # our caller's start_response was called (exc_info matters only then)
+        from_body = self.etag_from_body
+
+        def etag_start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], object]:
+            nonlocal called, forwarded
+            called = True
+            if status[:1] == "2":
+                etag = environ.get(ENVIRON_RESPONSE_ETAG)
+                if etag is not None:
+                    headers = _with_etag(headers, etag)
+                elif from_body and not forwarded and _body_etag_wanted(headers):
+                    deferred[:] = [status, headers, []]
+                    return deferred[2].append  # type: ignore[no-any-return]
+            deferred.clear()  # an answer held for its body etag, replaced by the app
+            if forwarded:
+                return start_response(status, headers, exc_info)
+            forwarded = True  # the first call: nothing to replace, no exc_info (see _problem)
+            return start_response(status, headers)
+
+        try:
+            app_iter = self.app(environ, etag_start_response)
+        except HTTPProblem as problem:
+            return self._problem(environ, start_response, problem, sys.exc_info() if forwarded else None)
+        if called:
+            if not deferred:
+                return app_iter
+            if type(app_iter) is list and not deferred[2]:
+                # The common case, held for its body etag: a list body (nothing to close), no write().
+                status, headers, _ = deferred
+                etag = _etag_in_body(app_iter[0] if len(app_iter) == 1 else b"".join(app_iter))
+                if etag is not None:
+                    headers = [*headers, (ETAG_HEADER, etag)]
+                start_response(status, headers)
+                return app_iter
+        head: list[bytes] = []
+        rest: Iterator[bytes] | None = None
+        try:
+            if not called:
+                # start_response comes from the app's iterator: run it up to there (PEP 3333).
+                rest = iter(app_iter)
+                for chunk in rest:
+                    head.append(chunk)
+                    if called:
+                        break
+                if not called:
+                    raise RuntimeError("WSGI app returned without calling start_response")
+                if not deferred:
+                    return _Body(head, rest, app_iter)
+            status, headers, written = deferred
+            parts = [*written, *head]
+            parts.extend(rest if rest is not None else app_iter)
+        except BaseException:
+            _close(app_iter)
+            raise
+        _close(app_iter)
+        body = b"".join(parts)
+        etag = _etag_in_body(body)
+        if etag is not None:
+            headers = [*headers, (ETAG_HEADER, etag)]
+        start_response(status, headers)
+        return [body]
+
+    def _unenforced(
+        self, environ: WSGIEnvironment, start_response: StartResponse, app_iter: Iterable[bytes]
+    ) -> Iterable[bytes]:
+        _close(app_iter)
+        LOG.error(
+            "%s %s carried If-Match but the app did not acknowledge enforcing it "
+            "(set environ[%r] = True after the conditional write); refusing the 2xx",
+            environ.get("REQUEST_METHOD"),
+            environ.get("PATH_INFO"),
+            ENVIRON_ENFORCED,
+        )
+        problem = HTTPProblem(
+            500,
+            "etag.precondition-not-enforced",
+            "The server could not confirm that your If-Match condition was enforced; "
+            "the resource may or may not have changed. GET it before retrying.",
+        )
+        return respond_with_problem(
+            environ, start_response, problem, profile=self.error_profile, extra_headers=()
+        )
+
+
+# == configuration: paste.deploy, oslo.config, Flask ==============================================
+
+OSLO_GROUP: Final = "apimw_etag"
+
+
+def _factory(app: WSGIApplication, **kwargs: Any) -> WSGIApplication:
+    return ETagMiddleware(app, **kwargs)
+
+
+filter_factory = make_filter_factory(_factory, OPTIONS, OSLO_GROUP)
+
+
+def list_opts() -> list[tuple[str, list[Any]]]:
+    """oslo-config-generator hook: ``[("apimw_etag", [...Opt])]`` (``hmac_key`` is secret)."""
+    opts = oslo_opts([opt for opt in OPTIONS if opt.name != "current_etag"])
+    for opt in opts:
+        if opt.name == "hmac_key":
+            opt.secret = True
+    return [(OSLO_GROUP, opts)]
+
+
+def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
+    """Wrap ``flask_app.wsgi_app`` in :class:`ETagMiddleware`; settings from
+    ``flask_app.config["APIMW_ETAG"]`` (a dict of option names), then *overrides*."""
+    return flask_wrap(flask_app, _factory, OPTIONS, "APIMW_ETAG", overrides)
