@@ -14,6 +14,6 @@ Values that already have the type (``True``, ``3``) are returned as they are.
 
 from __future__ import annotations
 
-from apimw._options import as_bool, as_float, as_int, as_list
+from apimw._config import as_bool, as_float, as_int, as_list
 
 __all__ = ["as_bool", "as_float", "as_int", "as_list"]

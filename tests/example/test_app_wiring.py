@@ -115,3 +115,22 @@ def test_etag_key_comes_from_a_file_or_the_environment(tmp_path: Path) -> None:
     keyfile.write_text("\n")
     with pytest.raises(ValueError, match="empty"):
         read_etag_key(str(keyfile), {})
+
+
+def test_the_example_uses_only_apimws_public_api() -> None:
+    """The showcase imports no private apimw module (``apimw._*``), in any file."""
+    import ast
+    from pathlib import Path
+
+    import baremetal_service
+
+    offenders = []
+    for path in Path(baremetal_service.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            offenders += [f"{path.name}: {n}" for n in names if n.startswith("apimw.") and "._" in n]
+    assert offenders == []

@@ -35,14 +35,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
-from apimw._version import Version
+from apimw import Version
 
 from .api import schemas, serialize, versions
-
-try:  # the reshaped declarations, when present; otherwise the registry of this branch
-    from .api.resources import declarations  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the branch
-    from .api.registry import declarations
+from .api.resources import declarations
 
 __all__ = ["OPENAPI_VERSION", "document", "document_json", "parse_version", "versions_documented"]
 
@@ -210,8 +206,9 @@ def _as_decl(res: Any) -> _Decl:
 
 
 def _decls() -> tuple[_Decl, ...]:
-    # Read-only declarations (conductors) have their own controller: documented by hand below.
-    return (_node_decl(), *(_as_decl(r) for r in declarations() if not getattr(r, "read_only", False)))
+    # Resources with their own controller (nodes, conductors) are documented from their
+    # controller's tables (_node_decl) or by hand below, not as generic CRUD.
+    return (_node_decl(), *(_as_decl(r) for r in declarations() if not getattr(r, "own_controller", False)))
 
 
 # -- versions ------------------------------------------------------------------------------------------

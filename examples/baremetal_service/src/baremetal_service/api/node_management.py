@@ -34,7 +34,7 @@ from typing import Any, Final
 import jsonschema
 from flask import Blueprint, Response, request
 
-from apimw._version import Version
+from apimw import Version
 from apimw.errors import HTTPProblem
 
 from .. import exceptions as exc
