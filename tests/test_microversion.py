@@ -409,6 +409,26 @@ def test_versioned_fields() -> None:
     fields.check(["uuid", "name"], {ENVIRON_VERSION: Version(1, 5)})
 
 
+def test_gate_message_can_keep_a_services_own_wording() -> None:
+    wording = (
+        "Request not acceptable. {what} requires API version {required} or later; "
+        "the request was served at {served}."
+    )
+    environ = {ENVIRON_VERSION: Version(1, 11)}
+    with pytest.raises(HTTPProblem) as info:
+        require_version(environ, "1.12", what="RAID", detail=wording)
+    assert info.value.detail == (
+        "Request not acceptable. RAID requires API version 1.12 or later; the request was served at 1.11."
+    )
+    # the code and the machine-readable versions are the library's, whatever the words
+    assert info.value.status == 406 and info.value.code == "microversion.feature-unavailable"
+    assert info.value.extra["required_version"] == "1.12" and info.value.extra["served_version"] == "1.11"
+    require_version({ENVIRON_VERSION: Version(1, 12)}, "1.12", what="RAID", detail=wording)
+    # a template naming anything else is refused when the gate is built, not at request time
+    with pytest.raises(ConfigError):
+        VersionGate("1.2", what="x", detail="{what} needs {version}")
+
+
 def test_gate_bounds_are_validated() -> None:
     with pytest.raises(ConfigError):
         VersionGate("1.10", "1.2", what="x")

@@ -194,9 +194,16 @@ def served_version(environ: Mapping[str, Any]) -> Version | None:
 
 
 def _gate_problem(
-    what: str, served: Version | None, lo: Version | None, hi: Version | None, status: int
+    what: str,
+    served: Version | None,
+    lo: Version | None,
+    hi: Version | None,
+    status: int,
+    template: str | None = None,
 ) -> HTTPProblem:
-    if lo is not None and (served is None or served < lo):
+    if template is not None:
+        detail = template.format(what=what, required=lo, until=hi, served=served)
+    elif lo is not None and (served is None or served < lo):
         detail = f"{what} requires microversion {lo} or later; the request was served at {served}."
     else:
         detail = f"{what} is not available after microversion {hi}; the request was served at {served}."
@@ -214,14 +221,17 @@ def require_version(
     *,
     what: str,
     status: int = 406,
+    detail: str | None = None,
 ) -> None:
     """Raise :class:`HTTPProblem` (code ``microversion.feature-unavailable``) unless the
     served version is within ``[min_version, max_version]``.
 
     The error names the required version, so a client can tell it from a range 406
-    (code ``microversion.unsupported``).  Use ``status=404`` for whole routes.
+    (code ``microversion.unsupported``).  Use ``status=404`` for whole routes.  *detail*
+    is an optional ``str.format`` template for the message (a service keeping the wording
+    its clients know): ``{what}``, ``{required}``, ``{until}``, ``{served}``.
     """
-    VersionGate(min_version, max_version, what=what, status=status).check(environ)
+    VersionGate(min_version, max_version, what=what, status=status, detail=detail).check(environ)
 
 
 class VersionGate:
@@ -231,7 +241,7 @@ class VersionGate:
     a bool, ``gate.check(environ)`` raises, ``gate.wrap(app)`` gates a WSGI app.
     """
 
-    __slots__ = ("hi", "lo", "status", "what")
+    __slots__ = ("detail", "hi", "lo", "status", "what")
 
     def __init__(
         self,
@@ -240,6 +250,7 @@ class VersionGate:
         *,
         what: str,
         status: int = 406,
+        detail: str | None = None,
     ) -> None:
         self.lo = None if since is None else _config_version("since", since)
         self.hi = None if until is None else _config_version("until", until)
@@ -247,6 +258,12 @@ class VersionGate:
             raise ConfigError(f"{what}: until {self.hi} is below since {self.lo}")
         self.what = what
         self.status = status
+        if detail is not None:
+            try:
+                detail.format(what=what, required=self.lo, until=self.hi, served=self.lo)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ConfigError(f"{what}: bad detail template {detail!r}: {exc}") from None
+        self.detail = detail
 
     def allows_version(self, version: Version | None) -> bool:
         if version is None:
@@ -259,13 +276,13 @@ class VersionGate:
     def check(self, environ: Mapping[str, Any]) -> None:
         served = served_version(environ)
         if not self.allows_version(served):
-            raise _gate_problem(self.what, served, self.lo, self.hi, self.status)
+            raise _gate_problem(self.what, served, self.lo, self.hi, self.status, self.detail)
 
     def wrap(self, app: WSGIApplication) -> WSGIApplication:
         def gated(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
             served = served_version(environ)
             if not self.allows_version(served):
-                problem = _gate_problem(self.what, served, self.lo, self.hi, self.status)
+                problem = _gate_problem(self.what, served, self.lo, self.hi, self.status, self.detail)
                 return respond_with_problem(environ, start_response, problem)
             return app(environ, start_response)
 
@@ -308,7 +325,7 @@ class VersionedFields:
         for name in names:
             if name in hidden:
                 gate = self._gates[name]
-                raise _gate_problem(gate.what, served, gate.lo, gate.hi, status)
+                raise _gate_problem(gate.what, served, gate.lo, gate.hi, status, gate.detail)
 
 
 # -- the middleware ---------------------------------------------------------------------

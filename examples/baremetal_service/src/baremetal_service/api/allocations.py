@@ -20,6 +20,7 @@ from .common import (
     json_body,
     json_response,
     parse_fields,
+    require,
     validate,
 )
 from .context import project_id, service
@@ -48,10 +49,8 @@ def create_allocation() -> Response:
     validate(body, ALLOCATION_CREATE, "allocation")
     if body.get("node") is not None and api_version() < versions.ALLOCATION_BACKFILL:
         raise bad_request("Cannot set node when creating an allocation in this API version")
-    if body.get("owner") is not None and api_version() < versions.ALLOCATION_OWNER:
-        from .common import not_acceptable
-
-        raise not_acceptable("The allocation field 'owner'", versions.ALLOCATION_OWNER)
+    if body.get("owner") is not None:
+        require("The allocation field 'owner'", versions.ALLOCATION_OWNER)
     return ALLOCATIONS.create()
 
 

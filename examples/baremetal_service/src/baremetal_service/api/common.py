@@ -15,6 +15,7 @@ from flask import Request, Response, current_app, request
 from apimw import Version
 from apimw.discovery import request_base_url
 from apimw.errors import ENVIRON_PROFILE, HTTPProblem, render_problem
+from apimw.microversion import require_version
 
 from . import schemas, versions
 
@@ -55,21 +56,17 @@ def api_version() -> Version:
     return served if isinstance(served, Version) else versions.MIN_VERSION
 
 
-def not_acceptable(what: str, needed: Version) -> HTTPProblem:
-    """Ironic's 406 for a field/parameter/verb newer than the served version."""
-    served = api_version()
-    return HTTPProblem(
-        406,
-        "microversion.feature-unavailable",
-        f"Request not acceptable. {what} requires API version {needed} or later; "
-        f"the request was served at {served}.",
-        extra={"required_version": str(needed), "served_version": str(served)},
-    )
+#: Ironic's words for a 406 of a field, parameter or verb newer than the served version
+#: (the library's gate, :func:`apimw.microversion.require_version`, with this message).
+IRONIC_406: Final = (
+    "Request not acceptable. {what} requires API version {required} or later; "
+    "the request was served at {served}."
+)
 
 
 def require(what: str, needed: Version) -> None:
-    if api_version() < needed:
-        raise not_acceptable(what, needed)
+    """Ironic's 406 (code ``microversion.feature-unavailable``) unless served at *needed* or later."""
+    require_version(request.environ, needed, what=what, detail=IRONIC_406)
 
 
 def check_fields_allowed(names: Iterable[str], table: Mapping[str, Version], kind: str) -> None:
@@ -77,7 +74,7 @@ def check_fields_allowed(names: Iterable[str], table: Mapping[str, Version], kin
     for name in names:
         needed = table.get(name)
         if needed is not None and served < needed:
-            raise not_acceptable(f"The {kind} field {name!r}", needed)
+            require(f"The {kind} field {name!r}", needed)
 
 
 # -- responses ----------------------------------------------------------------------------------

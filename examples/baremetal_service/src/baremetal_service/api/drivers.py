@@ -9,7 +9,7 @@ from flask import Blueprint, Response, request
 from apimw import Version
 
 from . import serialize, versions
-from .common import api_version, base_url, json_response, not_acceptable, parse_bool, require
+from .common import api_version, base_url, json_response, parse_bool, require
 from .context import service
 
 bp = Blueprint("drivers", __name__)
@@ -78,6 +78,5 @@ def get_driver_properties(name: str) -> Response:
 
 @bp.route("/v1/drivers/<name>/raid/logical_disk_properties", methods=["GET"])
 def get_raid_logical_disk_properties(name: str) -> Response:
-    if api_version() < RAID_CONFIG:
-        raise not_acceptable("RAID logical disk properties", RAID_CONFIG)
+    require("RAID logical disk properties", RAID_CONFIG)
     return json_response(service().drivers.raid_logical_disk_properties(name))

@@ -47,7 +47,7 @@ from .common import (
     empty_response,
     json_body,
     json_response,
-    not_acceptable,
+    require,
     validate,
 )
 from .context import if_match, project_id, service
@@ -241,8 +241,7 @@ def set_console(ident: str) -> Response:
 
 @bp.route("/v1/nodes/<ident>/states/raid", methods=["PUT"])
 def set_raid(ident: str) -> Response:
-    if api_version() < RAID:
-        raise not_acceptable("Setting the target RAID configuration", RAID)
+    require("Setting the target RAID configuration", RAID)
     config = json_body()
     if not isinstance(config, dict):
         raise bad_request(

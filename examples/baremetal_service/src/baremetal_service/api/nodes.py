@@ -22,7 +22,6 @@ from .common import (
     json_body,
     json_response,
     next_link,
-    not_acceptable,
     parse_bool,
     parse_fields,
     parse_paging,
@@ -382,8 +381,8 @@ def set_provision_state(ident: str) -> Response:
     validate(body, schemas.PROVISION, "provision state")
     target = body["target"]
     needed = versions.VERB_VERSIONS.get(target)
-    if needed is not None and api_version() < needed:
-        raise not_acceptable(f"The provision verb {target!r}", needed)
+    if needed is not None:
+        require(f"The provision verb {target!r}", needed)
     clean_steps = body.get("clean_steps")
     if target == "clean" and not clean_steps:
         raise bad_request('"clean_steps" is required when setting target provision state to clean')
