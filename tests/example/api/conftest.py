@@ -147,15 +147,29 @@ BACKENDS = ("sqlite", "postgresql")
 
 
 def reset(app: Any) -> None:
-    """Empty every table: one migrated database per backend serves the whole session."""
+    """Empty every table: one migrated database per backend serves the whole session.
+
+    The service's background threads (conductor workers, heartbeat, allocations) keep
+    writing meanwhile, so on PostgreSQL the TRUNCATE can deadlock with one of their
+    transactions (it takes its table locks one by one): PostgreSQL aborts one of the
+    two, and the reset is tried again.
+    """
+    from apimw.etag_db import is_retryable, write_attempts
+
     engine = app.service.db.engine
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            names = ", ".join(t.name for t in Base.metadata.sorted_tables)
-            conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-        else:
-            for table in reversed(Base.metadata.sorted_tables):
-                conn.execute(table.delete())
+    for attempt in write_attempts(10, 0.01):
+        try:
+            with engine.begin() as conn:
+                if engine.dialect.name == "postgresql":
+                    names = ", ".join(t.name for t in Base.metadata.sorted_tables)
+                    conn.execute(sa.text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+                else:
+                    for table in reversed(Base.metadata.sorted_tables):
+                        conn.execute(table.delete())
+            return
+        except sa.exc.DBAPIError as error:
+            if attempt == 10 or not is_retryable(error):
+                raise
 
 
 @pytest.fixture(scope="session", params=BACKENDS)
