@@ -192,3 +192,18 @@ def test_a_memcached_restart_does_not_create_twice(memcached_service: Server, me
         assert len(api.get("/v1/nodes").json()["nodes"]) == len(tokens)
     finally:
         api.close()
+
+
+def test_the_service_table_is_the_library_schema() -> None:
+    import sqlalchemy as sa
+    from baremetal_service.db.api import CLIENT_TOKENS
+
+    from apimw.idempotency_db import client_tokens_table
+
+    library = client_tokens_table(sa.MetaData(), name="client_tokens")
+
+    def shape(table: sa.Table) -> list[tuple[str, str, bool, bool]]:
+        return [(c.name, str(c.type), bool(c.nullable), c.primary_key) for c in table.columns]
+
+    assert shape(CLIENT_TOKENS) == shape(library)
+    assert {i.name for i in CLIENT_TOKENS.indexes} == {i.name for i in library.indexes}
