@@ -55,11 +55,14 @@ if TYPE_CHECKING:
 __all__ = [
     "ENVIRON_REPLAYED",
     "ENVIRON_STATUS",
+    "ENVIRON_TOKEN",
     "GROUP",
     "OPTIONS",
+    "ClientToken",
     "IdempotencyMiddleware",
     "ReplayStore",
     "check_replay_store",
+    "client_token",
     "filter_factory",
     "list_opts",
     "open_replay_store",
@@ -81,6 +84,9 @@ ENV_USER_ID: Final = "HTTP_X_USER_ID"
 ENVIRON_REPLAYED: Final = "apimw.idempotency.replayed"
 #: ``"claimed"`` (the app runs protected) or ``"unprotected"`` (fail-open, store down).
 ENVIRON_STATUS: Final = "apimw.idempotency.status"
+#: The request's :class:`ClientToken`, for an app that records it in its own database
+#: (:mod:`apimw.idempotency_db`); read it with :func:`client_token`.
+ENVIRON_TOKEN: Final = "apimw.idempotency.token"  # noqa: S105 - an environ key
 UNPROTECTED_HEADER: Final = "Idempotency-Status"
 #: On a first answer that was sent but not stored for replay (too large, or the store refused
 #: it): a retry gets 409 ``idempotency.replay-unavailable`` (or, if even the tombstone could not
@@ -109,6 +115,47 @@ os.register_at_fork(after_in_child=_new_owner_nonce)
 def _owner_id() -> bytes:
     """32 hex characters: a random per-process nonce and a counter."""
     return f"{_OWNER['nonce']}{next(_OWNER['counter']):016x}".encode()  # type: ignore[call-overload]
+
+
+# -- what the app sees -------------------------------------------------------------------------
+
+
+class ClientToken:
+    """The token of a request the app runs under the middleware (claimed, or unprotected).
+
+    ``scope``: whose token it is (the project under the default ``scope = project``; project
+    and user under ``user``; ``*shared*`` in a shared scope).  ``token``: the client's
+    token.  ``fingerprint``: the request's identity (method, path, query, body,
+    microversion), the one the middleware compares a retry with.  ``project``: the
+    authenticated project, if any.
+    """
+
+    __slots__ = ("fingerprint", "project", "scope", "token")
+
+    def __init__(self, scope: str, token: str, fingerprint: str, project: str | None = None) -> None:
+        self.scope = scope
+        self.token = token
+        self.fingerprint = fingerprint
+        self.project = project
+
+    def __repr__(self) -> str:  # never the token itself (it may end up in logs)
+        return f"<ClientToken scope={self.scope!r} fingerprint={self.fingerprint[:12]}...>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ClientToken):
+            return NotImplemented
+        return (self.scope, self.token, self.fingerprint, self.project) == (
+            other.scope, other.token, other.fingerprint, other.project,
+        )  # fmt: skip
+
+    def __hash__(self) -> int:
+        return hash((self.scope, self.token, self.fingerprint))
+
+
+def client_token(environ: WSGIEnvironment) -> ClientToken | None:
+    """The :class:`ClientToken` of the request the app is running, ``None`` without a token."""
+    found = environ.get(ENVIRON_TOKEN)
+    return found if isinstance(found, ClientToken) else None
 
 
 # -- scope functions ----------------------------------------------------------------------
@@ -441,6 +488,7 @@ class IdempotencyMiddleware:
                 "idempotency: the %s store lives in one process but this server runs several: "
                 "workers do not see each other's tokens; use redis:// or memcached://", self.store.name,
             )  # fmt: skip
+        environ[ENVIRON_TOKEN] = ClientToken(scope, token, fp, project_scope(environ))
         key = parts.store_key(self._key_prefix, scope, token)
         owner = _owner_id()
         pending = parts.encode_pending(owner, fp, scope, time.time())

@@ -2,7 +2,7 @@
 
 ``service.crud["port"]`` is the :class:`Crud` of ports::
 
-    crud.create(values, *, project_id=None) -> doc
+    crud.create(values, *, project_id=None, token=None) -> doc  # token: the request's ClientToken
     crud.get(ident, *, project_id=None) -> doc
     crud.list(*, project_id=None, limit=None, marker=None, sort_key="id", sort_dir="asc",
               fields=None, **filters) -> [doc]          # filters: the declaration's list_filters
@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from . import exceptions as exc
-from .db.api import Database, IfMatchArg, is_uuid_like, public
+from .db.api import CreatedBefore, Database, IfMatchArg, is_uuid_like, public
 from .resources import Resource
 
 __all__ = ["Changes", "Crud"]
@@ -118,7 +118,12 @@ class Crud:
 
     # -- CRUD ----------------------------------------------------------------------------
 
-    def create(self, values: Mapping[str, Any], *, project_id: str | None = None) -> dict[str, Any]:
+    def create(
+        self, values: Mapping[str, Any], *, project_id: str | None = None, token: Any = None
+    ) -> dict[str, Any]:
+        """Create one; with *token* (an :class:`apimw.idempotency.ClientToken`) recorded in the
+        row's transaction, a retry that an earlier execution already served gets that resource
+        (its after-create steps are not run again)."""
         decl = self.decl
         if decl.read_only:
             raise exc.InvalidParameterValue(f"A {decl.name} cannot be created.")
@@ -128,7 +133,10 @@ class Crud:
             self.owned_node(row["node_uuid"], project_id, "create")
         if decl.check_create is not None:
             decl.check_create(self, row, project_id)
-        doc = self.db.insert(self.store, row, project_id=self._pid(project_id))
+        try:
+            doc = self.db.insert(self.store, row, project_id=self._pid(project_id), token=token)
+        except CreatedBefore as before:
+            return self.present(before.doc)
         if decl.after_create is not None:
             return dict(decl.after_create(self, doc, values, project_id))
         return self.present(doc)

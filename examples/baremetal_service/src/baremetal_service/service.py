@@ -129,7 +129,7 @@ from apimw.etag import ETagGenerator
 from . import exceptions as exc
 from .conductor import PENDING_POWER, PENDING_PROVISION, Conductor, states
 from .crud import Crud
-from .db.api import Database, IfMatchArg, public, utcnow
+from .db.api import CreatedBefore, Database, IfMatchArg, public, utcnow
 from .db.etags import make_generator
 from .drivers import POWER_TARGETS, DriverError, DriverRegistry, HardwareType, Task
 from .node_features import NodeFeatures, check_provision, node_change_rules
@@ -284,7 +284,9 @@ class BaremetalService:
 
     # -- nodes --------------------------------------------------------------------------
 
-    def create_node(self, values: Mapping[str, Any], *, project_id: str | None = None) -> dict[str, Any]:
+    def create_node(
+        self, values: Mapping[str, Any], *, project_id: str | None = None, token: Any = None
+    ) -> dict[str, Any]:
         values = dict(values)
         initial = values.pop("_initial_state", states.ENROLL)
         if initial not in (states.ENROLL, states.AVAILABLE):
@@ -311,7 +313,10 @@ class BaremetalService:
             row.pop("maintenance_reason", None)
         row["provision_state"] = initial
         row["conductor_group"] = row.get("conductor_group") or ""
-        doc = self.db.insert("node", row, project_id=None)
+        try:
+            doc = self.db.insert("node", row, project_id=None, token=token)
+        except CreatedBefore as before:  # an earlier execution of this request made it
+            doc = before.doc
         return self._node_out(doc)
 
     def get_node(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:

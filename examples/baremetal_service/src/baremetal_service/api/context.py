@@ -6,6 +6,8 @@ from typing import Any, Final
 
 from flask import current_app, request
 
+from apimw.idempotency import ClientToken, client_token
+
 from .noauth import ENVIRON_PROJECT
 
 SERVICE_KEY: Final = "BAREMETAL_SERVICE"
@@ -25,3 +27,8 @@ def project_id() -> str | None:
 def if_match() -> Any:
     """The If-Match etags the etag middleware parsed (``None`` when absent)."""
     return request.environ.get(ENVIRON_IF_MATCH)
+
+
+def token() -> ClientToken | None:
+    """The request's X-Client-Token as the idempotency middleware saw it (scope, fingerprint)."""
+    return client_token(request.environ)

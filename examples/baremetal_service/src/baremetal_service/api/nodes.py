@@ -29,7 +29,7 @@ from .common import (
     require,
     validate,
 )
-from .context import if_match, project_id, service
+from .context import if_match, project_id, service, token
 
 bp = Blueprint("nodes", __name__)
 
@@ -243,7 +243,7 @@ def create_node() -> Response:
     values = dict(body)
     if api_version() < versions.ENROLL_STATE:
         values.setdefault("_initial_state", "available")
-    node = service().create_node(values, project_id=project_id())
+    node = service().create_node(values, project_id=project_id(), token=token())
     doc = _doc(node)
     location = f"{base_url()}/v1/nodes/{doc['uuid']}"
     return json_response(doc, 201, [("Location", location), *_etag_headers(node)])

@@ -43,7 +43,7 @@ from .common import (
     require,
     validate,
 )
-from .context import if_match, project_id, service
+from .context import if_match, project_id, service, token
 
 __all__ = ["Endpoints", "Resource", "blueprint", "check_args", "declarations", "endpoints"]
 
@@ -169,7 +169,7 @@ class Endpoints:
         body = json_body()
         validate(body, schema or decl.create_schema, decl.kind)
         check_fields_allowed(body, decl.field_versions, decl.kind)
-        obj = self.crud().create(dict(body), project_id=project_id())
+        obj = self.crud().create(dict(body), project_id=project_id(), token=token())
         doc = self.doc(obj)
         location = f"{base_url()}/v1/{decl.collection}/{doc['uuid']}"
         return json_response(doc, 201, [("Location", location), *self.etag_headers(obj)])

@@ -39,17 +39,21 @@ from sqlalchemy.engine import Connection, Engine
 
 from apimw.etag import CanonicalizationError, ETagGenerator, IfMatch, parse_if_match
 from apimw.etag_db import cas_update, is_retryable, write_attempts
+from apimw.idempotency import ClientToken
+from apimw.idempotency_db import AlreadyCreated, TokenReused, purge_tokens, record_token
 
 from .. import exceptions as exc
 from . import history, migrate
 from .engine import create_engine
 from .etags import make_generator
 from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass
+from .models_client_tokens import ClientTokenRecord
 from .models_collections_a import Allocation, ConductorRecord, DeployTemplate, Runbook
 from .models_collections_b import InspectionRule, VolumeConnector, VolumeTarget
 
 __all__ = [
     "INTERNAL_KEYS",
+    "CreatedBefore",
     "Database",
     "IfMatchArg",
     "is_uuid_like",
@@ -74,6 +78,7 @@ VOLUME_CONNECTORS: Final = cast(sa.Table, VolumeConnector.__table__)
 VOLUME_TARGETS: Final = cast(sa.Table, VolumeTarget.__table__)
 INSPECTION_RULES: Final = cast(sa.Table, InspectionRule.__table__)
 CONDUCTORS: Final = cast(sa.Table, ConductorRecord.__table__)
+CLIENT_TOKENS: Final = cast(sa.Table, ClientTokenRecord.__table__)
 
 INTERNAL_KEYS: Final = frozenset(
     {"id", "chassis_id", "node_id", "portgroup_id", "reserved_at", "pending_action",
@@ -90,6 +95,19 @@ MAX_WRITE_ATTEMPTS: Final = 20
 #: First pause between write attempts (doubling, jittered: :func:`apimw.etag_db.write_attempts`).
 WRITE_BACKOFF: Final = 0.002
 MAX_LIMIT: Final = 1000
+
+
+class CreatedBefore(Exception):  # noqa: N818 - an outcome, not an error
+    """An earlier execution of this create (same client token, same request) made ``doc``.
+
+    Raised by :meth:`Database.insert` after its transaction rolled back: the caller answers
+    with ``doc`` (the resource as it is now) as the first execution did, without running
+    its after-create steps again.
+    """
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        super().__init__(doc.get("uuid"))
+        self.doc = doc
 
 
 def utcnow() -> dt.datetime:
@@ -759,9 +777,21 @@ class Database:
         )
 
     def insert(
-        self, kind_name: str, values: Mapping[str, Any], *, project_id: str | None = None
+        self,
+        kind_name: str,
+        values: Mapping[str, Any],
+        *,
+        project_id: str | None = None,
+        token: ClientToken | None = None,
     ) -> dict[str, Any]:
-        """Create a resource from document-style *values* (all columns defaulted here)."""
+        """Create a resource from document-style *values* (all columns defaulted here).
+
+        *token*: the request's client token (``apimw.idempotency.client_token``), recorded
+        in the same transaction (:func:`apimw.idempotency_db.record_token`): a create that
+        an earlier execution already made raises :class:`CreatedBefore` with that resource
+        (409 ``idempotency.resource-gone`` if it was deleted since), another request with
+        the same token 409 ``idempotency.fingerprint-mismatch``.
+        """
         kind = KINDS[kind_name]
         now = utcnow()
         row: dict[str, Any] = {}
@@ -783,6 +813,8 @@ class Database:
         refs = {k: values.get(k) for k in _REFS[kind_name]}
         try:
             with self.engine.begin() as conn:
+                if token is not None:  # first: a retry stops here, before any other check
+                    record_token(conn, CLIENT_TOKENS, token, kind=kind_name, resource_id=row["uuid"])
                 columns, ref_docs = self._resolve_refs(conn, kind_name, refs, project_id)
                 doc = {**self._doc_values(kind, row), **ref_docs}
                 for key in kind.joined:  # what a read joins in (a new node has no allocation yet)
@@ -797,7 +829,22 @@ class Database:
             self._raise_integrity(kind_name, error, row)
         except sa.exc.DataError:
             raise exc.InvalidParameterValue(f"Invalid {kind_name}: {_DATA_ERROR}") from None
+        except AlreadyCreated as done:
+            raise CreatedBefore(self._created_before(kind_name, done)) from None
         return doc
+
+    def _created_before(self, kind_name: str, done: AlreadyCreated) -> dict[str, Any]:
+        """The resource an earlier execution of a create made, as it is now."""
+        if done.kind != kind_name:  # the same fingerprint names the same path: never in practice
+            raise TokenReused()
+        try:
+            return self.get(kind_name, done.resource_id)
+        except exc.NotFound:
+            raise done.gone() from None
+
+    def purge_client_tokens(self, older_than: float) -> int:
+        """Forget the client tokens recorded more than *older_than* seconds ago (periodic)."""
+        return purge_tokens(self.engine, CLIENT_TOKENS, older_than=older_than)
 
     def update(
         self,

@@ -1,0 +1,209 @@
+"""X-Client-Token when the replay store has lost its records: the database row answers the retry.
+
+The store is a cache (a restarted memcached forgets everything; a memory store is per
+process).  Every create records its token in the row's transaction
+(:mod:`apimw.idempotency_db`), so a retry whose record is gone gets the resource the
+first execution created (201, same uuid and Location) and never a second one; another
+request with that token gets 409.  "The store lost its records" is a real new store or a
+real memcached restart here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from baremetal_service.app import build_app
+
+from apimw.idempotency import IdempotencyMiddleware, open_replay_store
+
+from .conftest import Api, Server, error_of, reset
+
+STEPS_DT = [{"interface": "bios", "step": "apply_configuration", "args": {"settings": []}, "priority": 150}]
+STEPS_RB = [{"interface": "bios", "step": "apply_configuration", "args": {"settings": []}, "order": 150}]
+
+
+def _middleware(server: Server) -> IdempotencyMiddleware:
+    found = [c for c in server.app._closers if isinstance(c, IdempotencyMiddleware)]
+    assert len(found) == 1
+    return found[0]
+
+
+@pytest.fixture
+def forget(service_server: Server) -> Iterator[Callable[[], None]]:
+    """Replace the service's replay store by a new, empty memory store (a store that lost all)."""
+    mw = _middleware(service_server)
+    original = mw.store
+    fresh: list[Any] = []
+
+    def forget_all() -> None:
+        store = open_replay_store("memory://")
+        fresh.append(store)
+        mw.store = store
+
+    yield forget_all
+    mw.store = original
+    for store in fresh:
+        store.close()
+
+
+def post(api: Api, path: str, body: dict[str, Any], token: str, **kw: Any) -> Any:
+    return api.post(path, body, headers={"X-Client-Token": token}, **kw)
+
+
+def test_a_node_retried_after_the_store_forgot_is_the_same_node(api: Api, forget: Callable[[], None]) -> None:
+    token = f"tok-{uuid.uuid4()}"
+    body = {"driver": "fake-hardware", "name": "once"}
+    first = post(api, "/v1/nodes", body, token)
+    assert first.status_code == 201, first.text
+    forget()
+    again = post(api, "/v1/nodes", body, token)
+    assert again.status_code == 201, again.text
+    assert again.json()["uuid"] == first.json()["uuid"]
+    assert again.headers["Location"] == first.headers["Location"]
+    assert again.json()["name"] == "once"
+    assert [n["uuid"] for n in api.get("/v1/nodes").json()["nodes"]] == [first.json()["uuid"]]
+    # and the store learnt the answer again: the next retry is a plain replay
+    replay = post(api, "/v1/nodes", body, token)
+    assert replay.headers.get("Idempotent-Replayed") == "true"
+    assert replay.json()["uuid"] == first.json()["uuid"]
+
+
+def test_the_answer_is_the_node_as_it_is_now(api: Api, forget: Callable[[], None]) -> None:
+    token = f"tok-{uuid.uuid4()}"
+    body = {"driver": "fake-hardware", "name": "changing"}
+    first = post(api, "/v1/nodes", body, token).json()
+    api.patch(f"/v1/nodes/{first['uuid']}", [{"op": "add", "path": "/extra/k", "value": "v"}])
+    forget()
+    again = post(api, "/v1/nodes", body, token)
+    assert again.status_code == 201
+    assert again.json()["extra"] == {"k": "v"}
+    assert again.headers["ETag"] == api.get(f"/v1/nodes/{first['uuid']}").headers["ETag"]
+
+
+def test_another_body_with_the_token_after_the_store_forgot_is_409(
+    api: Api, forget: Callable[[], None]
+) -> None:
+    token = f"tok-{uuid.uuid4()}"
+    assert post(api, "/v1/nodes", {"driver": "fake-hardware", "name": "a"}, token).status_code == 201
+    forget()
+    other = post(api, "/v1/nodes", {"driver": "fake-hardware", "name": "b"}, token)
+    assert other.status_code == 409, other.text
+    assert error_of(other)["code"] == "idempotency.fingerprint-mismatch"
+    assert len(api.get("/v1/nodes").json()["nodes"]) == 1
+
+
+def test_a_deleted_node_is_not_created_again_by_its_token(api: Api, forget: Callable[[], None]) -> None:
+    token = f"tok-{uuid.uuid4()}"
+    body = {"driver": "fake-hardware", "name": "gone"}
+    first = post(api, "/v1/nodes", body, token).json()
+    assert api.delete(f"/v1/nodes/{first['uuid']}").status_code == 204
+    forget()
+    again = post(api, "/v1/nodes", body, token)
+    assert again.status_code == 409, again.text
+    assert error_of(again)["code"] == "idempotency.resource-gone"
+    assert api.get("/v1/nodes").json()["nodes"] == []
+
+
+def test_tokens_in_the_database_are_per_project(api: Api, forget: Callable[[], None]) -> None:
+    token = f"tok-{uuid.uuid4()}"
+    alice, bob = api.as_project("alice"), api.as_project("bob")
+    body_a, body_b = (
+        {"driver": "fake-hardware", "name": "alices"},
+        {"driver": "fake-hardware", "name": "bobs"},
+    )
+    a = post(alice, "/v1/nodes", body_a, token)
+    forget()
+    b = post(bob, "/v1/nodes", body_b, token)
+    assert a.status_code == b.status_code == 201
+    assert a.json()["uuid"] != b.json()["uuid"]
+    forget()
+    assert post(alice, "/v1/nodes", body_a, token).json()["uuid"] == a.json()["uuid"]
+    assert post(bob, "/v1/nodes", body_b, token).json()["uuid"] == b.json()["uuid"]
+    assert len(api.get("/v1/nodes").json()["nodes"]) == 2
+
+
+def _bodies(api: Api) -> list[tuple[str, str, dict[str, Any]]]:
+    node = api.node(name=f"n-{uuid.uuid4().hex[:8]}")
+    return [
+        ("/v1/chassis", "chassis", {"description": "c"}),
+        ("/v1/ports", "ports", {"node_uuid": node["uuid"], "address": "52:54:00:00:0d:b1"}),
+        ("/v1/portgroups", "portgroups", {"node_uuid": node["uuid"], "name": "pg-db"}),
+        ("/v1/deploy_templates", "deploy_templates", {"name": "CUSTOM_DBGUARD", "steps": STEPS_DT}),
+        ("/v1/runbooks", "runbooks", {"name": "CUSTOM_DBGUARD", "steps": STEPS_RB}),
+        ("/v1/volume/connectors", "connectors",
+         {"node_uuid": node["uuid"], "type": "iqn", "connector_id": "iqn.2026-01.org.db:guard"}),
+        ("/v1/volume/targets", "targets",
+         {"node_uuid": node["uuid"], "volume_type": "iscsi", "volume_id": "vol-db", "boot_index": 0}),
+        ("/v1/inspection_rules", "inspection_rules",
+         {"actions": [{"op": "set-attribute", "args": ["/driver", "idrac"]}]}),
+        ("/v1/allocations", "allocations", {"resource_class": "rc-dbguard"}),
+    ]  # fmt: skip
+
+
+def test_every_declared_create_is_answered_from_the_database(api: Api, forget: Callable[[], None]) -> None:
+    for path, key, body in _bodies(api):
+        token = f"tok-{uuid.uuid4()}"
+        first = post(api, path, body, token)
+        assert first.status_code == 201, (path, first.text)
+        forget()
+        again = post(api, path, body, token)
+        assert again.status_code == 201, (path, again.text)
+        assert again.json()["uuid"] == first.json()["uuid"], path
+        assert again.headers["Location"] == first.headers["Location"], path
+        listed = api.get(path).json()[key]
+        assert [d["uuid"] for d in listed] == [first.json()["uuid"]], path
+        changed = (
+            {**body, "description": "other"} if key == "inspection_rules" else {**body, "extra": {"o": 1}}
+        )
+        forget()
+        assert post(api, path, changed, token).status_code == 409, path
+
+
+# -- a real memcached that restarts ---------------------------------------------------------------
+
+
+@pytest.fixture
+def memcached_service(backend_url: str, memcached_server: Any) -> Iterator[Server]:
+    server = Server(build_app(database_url=backend_url, store_url=memcached_server.url)).start()
+    reset(server.app)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_memcached_restart_does_not_create_twice(memcached_service: Server, memcached_server: Any) -> None:
+    api = Api(memcached_service.url)
+    try:
+        tokens = [f"tok-{uuid.uuid4()}" for _ in range(5)]
+        firsts = {t: post(api, "/v1/nodes", {"driver": "fake-hardware", "name": f"m{i}"}, t)
+                  for i, t in enumerate(tokens)}  # fmt: skip
+        assert all(r.status_code == 201 for r in firsts.values())
+        memcached_server.stop()
+        memcached_server.start()  # an empty memcached: every record is gone
+        for i, t in enumerate(tokens):
+            again = post(api, "/v1/nodes", {"driver": "fake-hardware", "name": f"m{i}"}, t)
+            assert again.status_code == 201, again.text
+            assert again.json()["uuid"] == firsts[t].json()["uuid"]
+            assert again.headers.get("Idempotent-Replayed") is None  # answered from the database
+        assert len(api.get("/v1/nodes").json()["nodes"]) == len(tokens)
+    finally:
+        api.close()
+
+
+def test_the_service_table_is_the_library_schema() -> None:
+    import sqlalchemy as sa
+    from baremetal_service.db.api import CLIENT_TOKENS
+
+    from apimw.idempotency_db import client_tokens_table
+
+    library = client_tokens_table(sa.MetaData(), name="client_tokens")
+
+    def shape(table: sa.Table) -> list[tuple[str, str, bool, bool]]:
+        return [(c.name, str(c.type), bool(c.nullable), c.primary_key) for c in table.columns]
+
+    assert shape(CLIENT_TOKENS) == shape(library)
+    assert {i.name for i in CLIENT_TOKENS.indexes} == {i.name for i in library.indexes}

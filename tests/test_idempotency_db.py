@@ -1,0 +1,251 @@
+"""The database-side X-Client-Token guard (apimw.idempotency_db), on SQLite and a real PostgreSQL.
+
+The replay store is a cache: a restarted memcached, an expired lease or a lost completion
+write forget a token, and its retry would create a second resource.  The guard records
+the token in the app's create transaction, unique per scope and token, so the retry finds
+the first execution's resource instead.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Column, Engine, Integer, MetaData, String, Table, create_engine, func, select
+
+from apimw.errors import HTTPProblem
+from apimw.idempotency import ENVIRON_TOKEN, ClientToken, IdempotencyMiddleware, client_token
+from apimw.idempotency_db import (
+    DEFAULT_RETENTION,
+    AlreadyCreated,
+    TokenReused,
+    client_tokens_table,
+    purge_tokens,
+    record_token,
+)
+from tests.servers import Server
+
+FP_A = "a" * 64
+FP_B = "b" * 64
+
+
+def make_tables() -> tuple[Table, Table]:
+    metadata = MetaData()
+    tokens = client_tokens_table(metadata, name=f"tokens_{uuid.uuid4().hex[:8]}")
+    things = Table(
+        f"things_{uuid.uuid4().hex[:8]}", metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("uuid", String(36), nullable=False, unique=True),
+        Column("name", String(64)),
+    )  # fmt: skip
+    return tokens, things
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Engine, Table, Table]]:
+    tokens, things = make_tables()
+    if request.param == "sqlite":
+        engine = create_engine(f"sqlite:///{tmp_path / 'tokens.db'}", connect_args={"timeout": 30},
+                               pool_size=20, max_overflow=0)  # fmt: skip
+    else:
+        server: Server = request.getfixturevalue("postgres_server")
+        engine = create_engine(server.url, pool_size=20, max_overflow=0)  # type: ignore[attr-defined]
+    tokens.metadata.create_all(engine)
+    try:
+        yield engine, tokens, things
+    finally:
+        tokens.metadata.drop_all(engine)
+        engine.dispose()
+
+
+def create(
+    engine: Engine, tokens: Table, things: Table, token: ClientToken | None, name: str, *, hold: float = 0.0
+) -> str:
+    """An app's create: the guard, then the row, in one transaction; the uuid it answers with."""
+    new_uuid = str(uuid.uuid4())
+    try:
+        with engine.begin() as conn:
+            if token is not None:
+                record_token(conn, tokens, token, kind="thing", resource_id=new_uuid)
+            conn.execute(things.insert(), {"uuid": new_uuid, "name": name})
+            if hold:
+                time.sleep(hold)
+    except AlreadyCreated as done:
+        assert done.kind == "thing"
+        return done.resource_id
+    return new_uuid
+
+
+def count(engine: Engine, table: Table) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(table)).scalar_one())
+
+
+def token(value: str = "tok-1", fp: str = FP_A, scope: str = "project-a") -> ClientToken:
+    return ClientToken(scope=scope, token=value, fingerprint=fp, project=scope)
+
+
+def test_the_first_create_records_the_token_with_the_resource(db: tuple[Engine, Table, Table]) -> None:
+    engine, tokens, things = db
+    created = create(engine, tokens, things, token(), "one")
+    with engine.connect() as conn:
+        row = conn.execute(select(tokens)).mappings().one()
+    assert (row["scope"], row["token"], row["fingerprint"]) == ("project-a", "tok-1", FP_A)
+    assert (row["resource_kind"], row["resource_id"]) == ("thing", created)
+    assert isinstance(row["created_at"], dt.datetime)
+
+
+def test_a_retry_after_the_store_forgot_finds_the_first_resource(db: tuple[Engine, Table, Table]) -> None:
+    engine, tokens, things = db
+    first = create(engine, tokens, things, token(), "one")
+    again = create(engine, tokens, things, token(), "one")
+    assert again == first
+    assert count(engine, things) == 1  # the retry's transaction rolled back its row
+    assert count(engine, tokens) == 1
+
+
+def test_the_same_token_with_another_request_is_a_409(db: tuple[Engine, Table, Table]) -> None:
+    engine, tokens, things = db
+    create(engine, tokens, things, token(fp=FP_A), "one")
+    with pytest.raises(TokenReused) as caught:
+        create(engine, tokens, things, token(fp=FP_B), "two")
+    assert isinstance(caught.value, HTTPProblem)
+    assert (caught.value.status, caught.value.code) == (409, "idempotency.fingerprint-mismatch")
+    assert count(engine, things) == 1
+
+
+def test_tokens_are_per_scope(db: tuple[Engine, Table, Table]) -> None:
+    engine, tokens, things = db
+    first = create(engine, tokens, things, token(scope="project-a"), "one")
+    other = create(engine, tokens, things, token(scope="project-b"), "one")
+    assert other != first
+    assert count(engine, things) == 2
+
+
+def test_a_long_scope_is_recorded_by_its_digest(db: tuple[Engine, Table, Table]) -> None:
+    engine, tokens, things = db
+    long_scope = "p" * 300 + "\x1fuser"
+    first = create(engine, tokens, things, token(scope=long_scope), "one")
+    assert create(engine, tokens, things, token(scope=long_scope), "one") == first
+    assert create(engine, tokens, things, token(scope="p" * 300 + "\x1fother"), "one") != first
+
+
+def test_a_failed_create_leaves_no_token(db: tuple[Engine, Table, Table]) -> None:
+    """The guard row lives and dies with the app's transaction: a failed create can be retried."""
+    engine, tokens, things = db
+    with pytest.raises(RuntimeError), engine.begin() as conn:
+        record_token(conn, tokens, token(), kind="thing", resource_id=str(uuid.uuid4()))
+        raise RuntimeError("the create failed after the guard")
+    assert count(engine, tokens) == 0
+    create(engine, tokens, things, token(), "one")
+    assert count(engine, things) == 1
+
+
+def test_already_created_of_a_deleted_resource_has_a_409_for_the_app(db: tuple[Engine, Table, Table]) -> None:
+    engine, tokens, things = db
+    first = create(engine, tokens, things, token(), "one")
+    with pytest.raises(AlreadyCreated) as caught, engine.begin() as conn:
+        record_token(conn, tokens, token(), kind="thing", resource_id=str(uuid.uuid4()))
+    assert caught.value.resource_id == first
+    problem = caught.value.gone()
+    assert (problem.status, problem.code) == (409, "idempotency.resource-gone")
+
+
+def test_purge_removes_only_rows_older_than_the_retention(db: tuple[Engine, Table, Table]) -> None:
+    engine, tokens, things = db
+    create(engine, tokens, things, token("old"), "one")
+    create(engine, tokens, things, token("new"), "two")
+    with engine.begin() as conn:
+        conn.execute(
+            tokens.update().where(tokens.c.token == "old"),
+            {"created_at": dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(days=30)},
+        )
+    assert purge_tokens(engine, tokens) == 1
+    with engine.connect() as conn:
+        assert conn.execute(select(tokens.c.token)).scalars().all() == ["new"]
+    assert purge_tokens(engine, tokens, older_than=0) == 1
+    assert count(engine, tokens) == 0
+    assert DEFAULT_RETENTION >= 7 * 86400
+
+
+def test_purge_refuses_a_negative_retention(db: tuple[Engine, Table, Table]) -> None:
+    engine, tokens, _ = db
+    with pytest.raises(ValueError, match="older_than"):
+        purge_tokens(engine, tokens, older_than=-1)
+
+
+@pytest.mark.parametrize("writers", [8])
+def test_concurrent_creates_with_one_token_make_exactly_one_row(
+    db: tuple[Engine, Table, Table], writers: int
+) -> None:
+    """N transactions with one token at once (the store lost its record): one row, one answer."""
+    engine, tokens, things = db
+    barrier = threading.Barrier(writers)
+    answers: list[str] = []
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            barrier.wait(10)
+            answers.append(create(engine, tokens, things, token("race"), "raced", hold=0.05))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    assert count(engine, things) == 1
+    assert count(engine, tokens) == 1
+    with engine.connect() as conn:
+        winner = conn.execute(select(things.c.uuid)).scalar_one()
+    assert answers == [winner] * writers
+
+
+# -- what the middleware hands the app ---------------------------------------------------------
+
+
+def _seen_by_app(environ: dict[str, Any]) -> tuple[int, ClientToken | None]:
+    seen: list[ClientToken | None] = []
+
+    def app(env: dict[str, Any], start_response: Any) -> list[bytes]:
+        seen.append(client_token(env))
+        start_response("201 Created", [("Content-Type", "application/json")])
+        return [b"{}"]
+
+    mw = IdempotencyMiddleware(app, scope="project")
+    out: list[str] = []
+    base = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": "/v1/things",
+        "SCRIPT_NAME": "",
+        "QUERY_STRING": "",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": "2",
+        "wsgi.input": io.BytesIO(b"{}"),
+    }
+    b"".join(mw({**base, **environ}, lambda status, headers, exc_info=None: out.append(status)))
+    mw.close()
+    return len(seen), seen[0] if seen else None
+
+
+def test_the_middleware_hands_the_app_its_token_scope_and_fingerprint() -> None:
+    calls, seen = _seen_by_app({"HTTP_X_CLIENT_TOKEN": "abc", "HTTP_X_PROJECT_ID": "p1"})
+    assert calls == 1 and seen is not None
+    assert (seen.token, seen.scope, seen.project) == ("abc", "p1", "p1")
+    assert len(seen.fingerprint) == 64
+    assert ENVIRON_TOKEN == "apimw.idempotency.token"
+
+
+def test_without_a_token_the_app_sees_none() -> None:
+    calls, seen = _seen_by_app({"HTTP_X_PROJECT_ID": "p1"})
+    assert (calls, seen) == (1, None)
