@@ -194,10 +194,50 @@ def fit_connection_limit(wanted: int) -> tuple[int, int | None]:
 SERVER_BODY_LIMIT = 4 * 1024 * 1024
 
 
+def _keep_alive_channel() -> type:
+    """waitress's connection class, keeping the connection open after a 1xx, 204 or 304.
+
+    waitress 3 closes every HTTP/1.1 response that has no ``Content-Length`` (it cannot
+    tell where a body ends), including those that have no body at all and must not
+    carry one (RFC 9110 8.6): each DELETE's 204 came with ``Connection: close`` and
+    cost the client its keep-alive connection.  Such a response ends at its blank
+    line, so nothing is needed to frame it; a client asking to close still gets its
+    close, and so does everything else waitress closes for.
+    """
+    from waitress.channel import HTTPChannel
+    from waitress.task import WSGITask
+
+    class BodilessKeepAliveTask(WSGITask):
+        _ends_at_headers = False
+
+        def build_response_header(self) -> bytes:
+            self._ends_at_headers = (
+                self.version == "1.1"
+                and not self.has_body
+                and not self.close_on_finish
+                and self.request.headers.get("CONNECTION", "").lower() != "close"
+            )
+            try:
+                return super().build_response_header()
+            finally:
+                self._ends_at_headers = False
+
+        def set_close_on_finish(self) -> None:
+            if self._ends_at_headers:  # the only close left in build_response_header: "no length"
+                return
+            super().set_close_on_finish()
+
+    class KeepAliveChannel(HTTPChannel):
+        task_class = BodilessKeepAliveTask
+
+    return KeepAliveChannel
+
+
 def create_server(app: Any, args: argparse.Namespace) -> Any:
     """The waitress server for *app*, listening (``OSError`` when the address cannot be bound)."""
     import socket
 
+    from waitress.server import BaseWSGIServer
     from waitress.server import create_server as waitress_server
 
     # waitress turns a name that does not resolve into "Invalid host/port specified.": say why
@@ -211,8 +251,10 @@ def create_server(app: Any, args: argparse.Namespace) -> Any:
             file=sys.stderr,
             flush=True,
         )
-    return waitress_server(
+    socket_map: dict[int, Any] = {}
+    server = waitress_server(
         app,
+        map=socket_map,
         host=args.host,
         port=args.port,
         threads=args.threads,
@@ -231,6 +273,11 @@ def create_server(app: Any, args: argparse.Namespace) -> Any:
         # just over it still reaches the application, which answers a JSON 413.
         max_request_body_size=SERVER_BODY_LIMIT,
     )
+    channel = _keep_alive_channel()
+    for listener in list(socket_map.values()):  # one per address the host resolves to
+        if isinstance(listener, BaseWSGIServer):
+            listener.channel_class = channel
+    return server
 
 
 def serve(server: Any, host: str) -> None:

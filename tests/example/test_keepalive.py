@@ -1,0 +1,108 @@
+"""A keep-alive client keeps its one connection across every answer, 204 included.
+
+Before: each DELETE's 204 came with ``Connection: close`` (waitress 3 closes any
+HTTP/1.1 response without a Content-Length, and a 204 must not carry one), so every
+DELETE dropped the client's connection and cost it a reconnect.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers import HOST, free_port
+
+VERSION = {"X-OpenStack-Ironic-API-Version": "latest"}
+
+
+@pytest.fixture
+def service_port(tmp_path: Path) -> Iterator[int]:
+    """``baremetal-service`` (its default server) on a free loopback port, SQLite in *tmp_path*."""
+    port = free_port()
+    log = tmp_path / "service.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(  # noqa: S603 - our own module
+            [sys.executable, "-m", "baremetal_service.cli", "--host", HOST, "--port", str(port),
+             "--no-conductor"],
+            stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the service did not answer in 30 s\n" + log.read_text()
+            conn = http.client.HTTPConnection(HOST, port, timeout=2)
+            try:
+                conn.request("GET", "/")
+                conn.getresponse().read()
+                break
+            except OSError:
+                time.sleep(0.1)
+            finally:
+                conn.close()
+        yield port
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 0, log.read_text()
+    assert "Traceback" not in log.read_text()
+
+
+def _call(
+    conn: http.client.HTTPConnection, method: str, path: str, body: object = None
+) -> tuple[int, dict[str, str], bytes]:
+    headers = dict(VERSION)
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    conn.request(method, path, body=data, headers=headers)
+    resp = conn.getresponse()
+    payload = resp.read()
+    return resp.status, {k.lower(): v for k, v in resp.getheaders()}, payload
+
+
+def test_a_keep_alive_client_keeps_its_connection_across_a_delete(service_port: int) -> None:
+    conn = http.client.HTTPConnection(HOST, service_port, timeout=10)
+    try:
+        status, _, payload = _call(conn, "POST", "/v1/nodes", {"driver": "fake-hardware", "name": "ka-1"})
+        assert status == 201, payload
+        node = json.loads(payload)["uuid"]
+        sock = conn.sock  # the one socket everything below must go through
+        assert sock is not None
+        local = sock.getsockname()
+
+        status, headers, payload = _call(conn, "DELETE", f"/v1/nodes/{node}")
+        assert status == 204, payload
+        assert payload == b""
+        assert "content-length" not in headers, headers  # RFC 9110: never on a 204
+        assert "transfer-encoding" not in headers, headers
+        assert headers.get("connection", "").lower() != "close", headers
+
+        # the next requests go over the same socket: http.client would have opened a new one
+        # (another local port) had the server closed it
+        status, _, payload = _call(conn, "GET", f"/v1/nodes/{node}")
+        assert status == 404, payload
+        status, _, payload = _call(conn, "POST", "/v1/nodes", {"driver": "fake-hardware", "name": "ka-2"})
+        assert status == 201, payload
+        status, headers, _ = _call(conn, "DELETE", f"/v1/nodes/{json.loads(payload)['uuid']}")
+        assert status == 204
+        status, _, payload = _call(conn, "GET", "/v1/nodes")
+        assert status == 200 and json.loads(payload) == {"nodes": []}, payload
+        assert conn.sock is sock
+        assert conn.sock.getsockname() == local
+    finally:
+        conn.close()
