@@ -414,3 +414,55 @@ def test_drivers(svc: BaremetalService) -> None:
         svc.get_driver("ipmi")
     assert info.value.status == 404
     assert svc.secret_fields("fake-hardware") == frozenset()
+
+
+def test_recorded_client_tokens_older_than_the_retention_are_purged(tmp_path: Any) -> None:
+    """The service that runs the conductor purges old client-token rows by itself."""
+    import datetime as dt
+    import time
+
+    import sqlalchemy as sa
+    from baremetal_service.db.api import CLIENT_TOKENS
+
+    from apimw.idempotency import ClientToken
+    from apimw.idempotency_db import record_token
+
+    svc = BaremetalService(
+        f"sqlite:///{tmp_path / 'purge.db'}", conductor_workers=1, token_purge_interval=0.05,
+        token_retention=3600,
+    )  # fmt: skip
+    try:
+        with svc.db.engine.begin() as conn:
+            record_token(conn, CLIENT_TOKENS, ClientToken("p1", "old", "f"), kind="node", resource_id="u1")
+            record_token(conn, CLIENT_TOKENS, ClientToken("p1", "new", "f"), kind="node", resource_id="u2")
+            # the first one was recorded two hours ago
+            conn.execute(
+                CLIENT_TOKENS.update()
+                .where(CLIENT_TOKENS.c.token == "old")
+                .values(created_at=dt.datetime.now(dt.UTC) - dt.timedelta(hours=2))
+            )
+
+        def tokens() -> set[str]:
+            with svc.db.engine.connect() as conn:
+                return set(conn.execute(sa.select(CLIENT_TOKENS.c.token)).scalars())
+
+        deadline = time.monotonic() + 10
+        while "old" in tokens() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert tokens() == {"new"}
+        assert svc.token_purge.purged == 1
+    finally:
+        svc.close()
+
+
+def test_only_the_service_that_runs_the_conductor_purges(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    api_only = BaremetalService(url, conductor_workers=0, token_purge_interval=0.01)
+    with_conductor = BaremetalService(url, conductor_workers=1, token_purge_interval=0.01)
+    try:
+        assert not api_only.token_purge.running
+        assert with_conductor.token_purge.running
+    finally:
+        api_only.close()
+        with_conductor.close()
+    assert not with_conductor.token_purge.running

@@ -137,6 +137,8 @@ from .resources import declarations
 from .services_allocations import AllocationService
 from .services_conductors import ConductorRegistry
 from .services_runbooks import RunbookService
+from .token_purge import DEFAULT_INTERVAL as DEFAULT_PURGE_INTERVAL
+from .token_purge import DEFAULT_RETENTION, TokenPurge
 from .values import check_name as _check_name
 from .values import check_uuid as _check_uuid
 
@@ -217,6 +219,8 @@ class BaremetalService:
         step_timeout: float = 60.0,
         migrate: bool = True,
         pool_size: int = 10,
+        token_purge_interval: float = DEFAULT_PURGE_INTERVAL,
+        token_retention: float = DEFAULT_RETENTION,
     ) -> None:
         self.db = Database(
             database_url,
@@ -247,8 +251,12 @@ class BaremetalService:
             self.allocations = AllocationService(self)
             self.runbooks = RunbookService(self)
             self.conductors = ConductorRegistry(self.db, self.drivers.host, self.drivers.names())
+            #: recorded client tokens older than *token_retention* are purged where the
+            #: conductor runs (:mod:`baremetal_service.token_purge`)
+            self.token_purge = TokenPurge(self.db, interval=token_purge_interval, retention=token_retention)
             if conductor_workers > 0:
                 self.conductors.start()  # the heartbeat: alive while the workers run
+                self.token_purge.start()
             #: traits, VIFs, virtual media, firmware (:mod:`baremetal_service.node_features`)
             self.node_features = NodeFeatures(self)
         except BaseException:
@@ -262,6 +270,7 @@ class BaremetalService:
     def close(self) -> None:
         self.conductor.stop()
         self.conductors.stop()
+        self.token_purge.stop()
         self.allocations.close()
         self.db.dispose()
 
