@@ -20,6 +20,7 @@ __all__ = [
     "IDLE_TIMEOUT",
     "PORT",
     "POWER_SYNC_INTERVAL",
+    "REQUEST_ID",
     "RUN_CONDUCTOR",
     "STORE",
     "THREADS",
@@ -39,6 +40,9 @@ HTPASSWD: Final = "/etc/baremetal/htpasswd"
 HARDWARE_TYPES: Final[tuple[str, ...]] = ("fake-hardware",)
 #: Seconds between power-state syncs with the BMCs; 0 turns the sync off.
 POWER_SYNC_INTERVAL: Final = 60.0
+#: The request-id middleware: ``builtin`` (baremetal_service.request_id, no webob) or ``oslo``
+#: (oslo.middleware's RequestId); both give every answer an ``x-openstack-request-id``.
+REQUEST_ID: Final = "builtin"
 #: Whether this process runs the conductor workers.
 RUN_CONDUCTOR: Final = True
 #: The CLI server's worker threads, connection limit and idle timeout (seconds).
