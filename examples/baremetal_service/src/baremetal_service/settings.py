@@ -14,6 +14,7 @@ __all__ = [
     "AUTH_STRATEGY",
     "CONNECTION_LIMIT",
     "DATABASE",
+    "FAST_READS",
     "HARDWARE_TYPES",
     "HOST",
     "HTPASSWD",
@@ -31,6 +32,8 @@ HOST: Final = "127.0.0.1"
 PORT: Final = 6385
 #: A SQLite file in the current directory.
 DATABASE: Final = "sqlite:///baremetal.sqlite"
+#: One-row reads on the driver's cursor with statements compiled once (False: SQLAlchemy Core).
+FAST_READS: Final = True
 #: The idempotency replay store (in-process: one process only).
 STORE: Final = "memory://"
 #: ``noauth`` (trusts X-Project-Id) or ``http_basic`` (htpasswd file, bcrypt entries).

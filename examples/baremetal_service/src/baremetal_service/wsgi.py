@@ -25,6 +25,8 @@ environment variable               default                         meaning
 ``BAREMETAL_ETAG_KEY``             (random per process)            etag HMAC key; give every process the same
 ``BAREMETAL_CONDUCTOR_WORKERS``    ``1``                           conductor threads per process (0: API only)
 ``BAREMETAL_HEALTHCHECK``          ``true``                        serve ``/healthcheck`` (unauthenticated)
+``BAREMETAL_FAST_READS``           ``true``                        one-row reads on the driver's cursor
+                                                                   (false: SQLAlchemy Core; driver_select.py)
 ``BAREMETAL_REQUEST_ID``           ``builtin``                     request-id middleware: ``builtin`` (ours,
                                                                    no webob) or ``oslo`` (oslo.middleware's)
 ``BAREMETAL_WORKER_PROCESSES``     ``1``                           how many processes serve (gunicorn_conf.py
@@ -122,6 +124,7 @@ def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "etag_key": env.get("BAREMETAL_ETAG_KEY") or None,
         "conductor_workers": _count(env, "BAREMETAL_CONDUCTOR_WORKERS", 1, 0),
         "healthcheck": _flag(env, "BAREMETAL_HEALTHCHECK", True),
+        "fast_reads": _flag(env, "BAREMETAL_FAST_READS", defaults.FAST_READS),
         "processes": max(
             _count(env, "BAREMETAL_WORKER_PROCESSES", 1, 1), _count(env, "WEB_CONCURRENCY", 1, 1)
         ),
@@ -222,6 +225,7 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
             conf["database"],
             etag_key=conf["etag_key"],
             conductor_workers=conf["conductor_workers"],
+            fast_reads=conf["fast_reads"],
         )
         closers.append(service)
         try:
