@@ -425,6 +425,8 @@ def test_a_cached_login_never_lets_another_password_in(htpasswd: Path) -> None:
                      id="strategy"),
         pytest.param({"BAREMETAL_CONDUCTOR_WORKERS": "two"}, "must be an integer", id="conductors"),
         pytest.param({"BAREMETAL_HEALTHCHECK": "maybe"}, "must be true or false", id="flag"),
+        pytest.param({"BAREMETAL_REQUEST_ID": "webob"}, "BAREMETAL_REQUEST_ID must be one of builtin, oslo",
+                     id="request-id"),
         pytest.param({"BAREMETAL_STORE": "memory://", "BAREMETAL_WORKER_PROCESSES": "3"},
                      "cannot be used with 3 worker processes", id="memory-store"),
         pytest.param({"BAREMETAL_AUTH_STRATEGY": "http_basic", "BAREMETAL_HTPASSWD": "/nonexistent/htpasswd"},

@@ -31,6 +31,7 @@ def test_the_cli_defaults_are_the_settings(clean_env: None) -> None:
     )  # fmt: skip
     assert args.enabled_hardware_types == ",".join(settings.HARDWARE_TYPES)
     assert args.power_sync_interval == settings.POWER_SYNC_INTERVAL
+    assert args.request_id == settings.REQUEST_ID
 
 
 def test_the_wsgi_entry_point_defaults_are_the_settings() -> None:
@@ -38,6 +39,7 @@ def test_the_wsgi_entry_point_defaults_are_the_settings() -> None:
     assert (conf["database"], conf["store"], conf["auth_strategy"], conf["htpasswd"]) == (
         settings.DATABASE, settings.STORE, settings.AUTH_STRATEGY, settings.HTPASSWD,
     )  # fmt: skip
+    assert conf["request_id"] == settings.REQUEST_ID
 
 
 def test_the_paste_pipeline_defaults_are_the_settings() -> None:
@@ -55,3 +57,4 @@ def test_the_paste_pipeline_defaults_are_the_settings() -> None:
     assert built["enabled_hardware_types"].default == settings.HARDWARE_TYPES
     assert built["power_sync_interval"].default == settings.POWER_SYNC_INTERVAL
     assert built["run_conductor"].default is settings.RUN_CONDUCTOR
+    assert built["request_id"].default == settings.REQUEST_ID

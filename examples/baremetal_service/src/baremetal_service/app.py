@@ -1,7 +1,8 @@
 """Application factory: the whole middleware stack, built in code.
 
     /healthcheck (baremetal_service.health)  database + replay store reachability, unauthenticated
-    request_id (oslo.middleware)      x-openstack-request-id on every response
+    request_id                        x-openstack-request-id on every response
+                                      (baremetal_service.request_id; or oslo.middleware's)
       -> apimw microversion            baremetal 1.1 .. 1.117, legacy X-OpenStack-Ironic-API-Version
       -> auth (optional: http_basic)   verifies the caller, sets X-Project-Id
       -> noauth                        X-Project-Id -> environ["baremetal.project_id"]
@@ -132,15 +133,30 @@ def start_power_sync(service: BaremetalService, interval: float) -> list[Any]:
     return [_PowerSyncCloser(sync)]
 
 
+def request_id_middleware(name: str) -> Any:
+    """The request-id filter named *name*: ``builtin`` (ours, no webob) or ``oslo`` (oslo.middleware's)."""
+    if name == "builtin":
+        from baremetal_service.request_id import RequestIdMiddleware
+
+        return RequestIdMiddleware
+    if name == "oslo":
+        from oslo_middleware.request_id import RequestId
+
+        return RequestId
+    raise ValueError(f"request_id must be 'builtin' or 'oslo', got {name!r}")
+
+
 def wrap(flask_wsgi: WSGIApplication, *, store_url: str = settings.STORE,
-         closers: list[Any] | None = None, auth: Any = None) -> WSGIApplication:
+         closers: list[Any] | None = None, auth: Any = None,
+         request_id: str = settings.REQUEST_ID) -> WSGIApplication:
     """The middleware stack around the Flask app's WSGI callable (closables go to *closers*).
 
     The order: request_id -> microversion -> *auth* -> noauth -> idempotency -> etag -> app.
     *auth*: a filter ``app -> app`` put between microversion and noauth, which then reads the
     verified X-Project-Id (baremetal_service.auth's http_basic; see wsgi.py).
+    *request_id*: ``builtin`` (:mod:`baremetal_service.request_id`) or ``oslo``.
     """
-    from oslo_middleware.request_id import RequestId
+    request_id_filter = request_id_middleware(request_id)
 
     from apimw.etag import ETagMiddleware
     from apimw.idempotency import IdempotencyMiddleware
@@ -156,7 +172,7 @@ def wrap(flask_wsgi: WSGIApplication, *, store_url: str = settings.STORE,
     if auth is not None:
         app = auth(app)
     app = MicroversionMiddleware(app, **MICROVERSION_OPTIONS)
-    app = RequestId(app)
+    app = request_id_filter(app)
     return app
 
 
@@ -184,10 +200,12 @@ def build_app(
     power_sync_interval: float = DEFAULT_POWER_SYNC_INTERVAL,
     etag_key: str | bytes | None = None,
     healthcheck: bool = True,
+    request_id: str = settings.REQUEST_ID,
 ) -> ServiceApp:
     """The whole service: domain facade, conductor worker, power sync, Flask app and middleware stack.
 
     *healthcheck*: serve ``/healthcheck`` in front of the stack (as wsgi.py does by default).
+    *request_id*: the request-id middleware, ``builtin`` or ``oslo`` (see :func:`wrap`).
     """
     service = make_service(
         database_url,
@@ -197,7 +215,8 @@ def build_app(
     )
     try:
         closers: list[Any] = start_power_sync(service, power_sync_interval) if run_conductor else []
-        wsgi = wrap(create_flask_app(service).wsgi_app, store_url=store_url, closers=closers)
+        wsgi = wrap(create_flask_app(service).wsgi_app, store_url=store_url, closers=closers,
+                    request_id=request_id)
         if healthcheck:
             wsgi = with_healthcheck(wsgi, service, closers)
     except BaseException:

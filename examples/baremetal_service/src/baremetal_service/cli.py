@@ -105,6 +105,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=defaults.POWER_SYNC_INTERVAL,
         help="seconds between power-state syncs with the BMCs; 0 turns the sync off (default 60)",
     )
+    parser.add_argument(
+        "--request-id", choices=("builtin", "oslo"), default=defaults.REQUEST_ID,
+        help="the x-openstack-request-id middleware: ours without webob (default) or oslo.middleware's",
+    )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:
@@ -159,6 +163,7 @@ def build(args: argparse.Namespace) -> Any:
         run_conductor=not args.no_conductor,
         enabled_hardware_types=[t.strip() for t in args.enabled_hardware_types.split(",") if t.strip()],
         power_sync_interval=args.power_sync_interval,
+        request_id=args.request_id,
     )
 
 

@@ -127,6 +127,7 @@ from apimw.errors import HTTPProblem
 from apimw.etag import ETagGenerator
 
 from . import exceptions as exc
+from . import settings
 from .conductor import PENDING_POWER, PENDING_PROVISION, Conductor, states
 from .crud import Crud
 from .db.api import CreatedBefore, Database, IfMatchArg, public, utcnow
@@ -221,11 +222,13 @@ class BaremetalService:
         pool_size: int = 10,
         token_purge_interval: float = DEFAULT_PURGE_INTERVAL,
         token_retention: float = DEFAULT_RETENTION,
+        fast_reads: bool = settings.FAST_READS,
     ) -> None:
         self.db = Database(
             database_url,
             etag_generator=etag_generator or make_generator(etag_key),
             pool_size=pool_size,
+            fast_reads=fast_reads,
         )
         try:
             if migrate:

@@ -14,12 +14,14 @@ __all__ = [
     "AUTH_STRATEGY",
     "CONNECTION_LIMIT",
     "DATABASE",
+    "FAST_READS",
     "HARDWARE_TYPES",
     "HOST",
     "HTPASSWD",
     "IDLE_TIMEOUT",
     "PORT",
     "POWER_SYNC_INTERVAL",
+    "REQUEST_ID",
     "RUN_CONDUCTOR",
     "STORE",
     "THREADS",
@@ -30,6 +32,8 @@ HOST: Final = "127.0.0.1"
 PORT: Final = 6385
 #: A SQLite file in the current directory.
 DATABASE: Final = "sqlite:///baremetal.sqlite"
+#: One-row reads on the driver's cursor with statements compiled once (False: SQLAlchemy Core).
+FAST_READS: Final = True
 #: The idempotency replay store (in-process: one process only).
 STORE: Final = "memory://"
 #: ``noauth`` (trusts X-Project-Id) or ``http_basic`` (htpasswd file, bcrypt entries).
@@ -39,6 +43,9 @@ HTPASSWD: Final = "/etc/baremetal/htpasswd"
 HARDWARE_TYPES: Final[tuple[str, ...]] = ("fake-hardware",)
 #: Seconds between power-state syncs with the BMCs; 0 turns the sync off.
 POWER_SYNC_INTERVAL: Final = 60.0
+#: The request-id middleware: ``builtin`` (baremetal_service.request_id, no webob) or ``oslo``
+#: (oslo.middleware's RequestId); both give every answer an ``x-openstack-request-id``.
+REQUEST_ID: Final = "builtin"
 #: Whether this process runs the conductor workers.
 RUN_CONDUCTOR: Final = True
 #: The CLI server's worker threads, connection limit and idle timeout (seconds).

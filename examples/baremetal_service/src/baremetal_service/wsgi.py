@@ -25,6 +25,10 @@ environment variable               default                         meaning
 ``BAREMETAL_ETAG_KEY``             (random per process)            etag HMAC key; give every process the same
 ``BAREMETAL_CONDUCTOR_WORKERS``    ``1``                           conductor threads per process (0: API only)
 ``BAREMETAL_HEALTHCHECK``          ``true``                        serve ``/healthcheck`` (unauthenticated)
+``BAREMETAL_FAST_READS``           ``true``                        one-row reads on the driver's cursor
+                                                                   (false: SQLAlchemy Core; driver_select.py)
+``BAREMETAL_REQUEST_ID``           ``builtin``                     request-id middleware: ``builtin`` (ours,
+                                                                   no webob) or ``oslo`` (oslo.middleware's)
 ``BAREMETAL_WORKER_PROCESSES``     ``1``                           how many processes serve (gunicorn_conf.py
                                                                    sets it); ``memory://`` refuses more than 1
 ``BAREMETAL_DEBUG_WORKER_HEADER``  ``false``                       add ``X-Baremetal-Worker-Pid`` to responses
@@ -56,6 +60,7 @@ DEFAULT_DATABASE: Final = defaults.DATABASE
 DEFAULT_STORE: Final = defaults.STORE
 DEFAULT_HTPASSWD: Final = defaults.HTPASSWD
 AUTH_STRATEGIES: Final = ("noauth", "http_basic")
+REQUEST_ID_FILTERS: Final = ("builtin", "oslo")
 WORKER_PID_HEADER: Final = "X-Baremetal-Worker-Pid"
 
 MEMORY_STORE_MESSAGE: Final = (
@@ -119,11 +124,17 @@ def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "etag_key": env.get("BAREMETAL_ETAG_KEY") or None,
         "conductor_workers": _count(env, "BAREMETAL_CONDUCTOR_WORKERS", 1, 0),
         "healthcheck": _flag(env, "BAREMETAL_HEALTHCHECK", True),
+        "fast_reads": _flag(env, "BAREMETAL_FAST_READS", defaults.FAST_READS),
         "processes": max(
             _count(env, "BAREMETAL_WORKER_PROCESSES", 1, 1), _count(env, "WEB_CONCURRENCY", 1, 1)
         ),
         "debug_worker_header": _flag(env, "BAREMETAL_DEBUG_WORKER_HEADER", False),
+        "request_id": env.get("BAREMETAL_REQUEST_ID", "").strip().lower() or defaults.REQUEST_ID,
     }
+    if conf["request_id"] not in REQUEST_ID_FILTERS:
+        raise ConfigError(
+            f"BAREMETAL_REQUEST_ID must be one of {', '.join(REQUEST_ID_FILTERS)}, got {conf['request_id']!r}"
+        )
     check_store_processes(conf["store"], conf["processes"])
     return conf
 
@@ -214,11 +225,13 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
             conf["database"],
             etag_key=conf["etag_key"],
             conductor_workers=conf["conductor_workers"],
+            fast_reads=conf["fast_reads"],
         )
         closers.append(service)
         try:
             inner: list[Any] = []
-            wsgi = wrap(create_flask_app(service).wsgi_app, store_url=conf["store"], closers=inner, auth=auth)
+            wsgi = wrap(create_flask_app(service).wsgi_app, store_url=conf["store"], closers=inner, auth=auth,
+                        request_id=conf["request_id"])
             closers.extend(inner)
         except BaseException:
             service.close()

@@ -19,6 +19,11 @@ from apimw.microversion import require_version
 
 from . import schemas, versions
 
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a dependency; the stdlib still works without it
+    _orjson = None  # type: ignore[assignment]
+
 #: Environ key the microversion middleware fills (apimw.microversion.ENVIRON_VERSION).
 ENVIRON_VERSION: Final = "apimw.microversion"
 
@@ -80,8 +85,23 @@ def check_fields_allowed(names: Iterable[str], table: Mapping[str, Version], kin
 # -- responses ----------------------------------------------------------------------------------
 
 
+def encode_json(doc: Any) -> bytes:
+    """*doc* as a JSON body: orjson (compact UTF-8), else the standard library.
+
+    orjson refuses what it cannot encode exactly (an integer beyond 64 bits, a lone
+    surrogate); the standard library then encodes it, as before.  ~10x faster than
+    ``json.dumps`` on a node document (docs/performance.md).
+    """
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(doc, option=_orjson.OPT_NON_STR_KEYS)
+        except _orjson.JSONEncodeError:
+            pass
+    return json.dumps(doc).encode()
+
+
 def json_response(doc: Any, status: int = 200, headers: Sequence[tuple[str, str]] = ()) -> Response:
-    body = json.dumps(doc)
+    body = encode_json(doc)
     resp = Response(body, status=status, headers=list(_JSON_HEADERS) + list(headers))
     return resp
 

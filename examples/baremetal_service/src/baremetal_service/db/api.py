@@ -44,6 +44,7 @@ from apimw.idempotency_db import AlreadyCreated, TokenReused, purge_tokens, reco
 
 from .. import exceptions as exc
 from . import history, migrate
+from .driver_select import DriverSelect
 from .engine import create_engine
 from .etags import make_generator
 from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass
@@ -119,11 +120,15 @@ def iso(value: dt.datetime | None) -> str | None:
     return None if value is None else value.isoformat() + "+00:00"
 
 
+#: A UUID in its canonical hyphenated form (any case): what ``str(UUID(v)) == v.lower()`` accepts.
+_CANONICAL_UUID: Final = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+).fullmatch
+
+
 def is_uuid_like(value: str) -> bool:
-    try:
-        return str(uuidlib.UUID(value)) == value.lower()
-    except (ValueError, AttributeError, TypeError):
-        return False
+    """True for a UUID in canonical hyphenated form, any case (one regex match, no UUID object)."""
+    return isinstance(value, str) and _CANONICAL_UUID(value) is not None
 
 
 def public(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -472,9 +477,14 @@ class Database:
         etag_generator: ETagGenerator | None = None,
         pool_size: int = 10,
         echo: bool = False,
+        fast_reads: bool = True,
     ) -> None:
+        """*fast_reads*: one-row lookups (:meth:`get`) on the driver's cursor with statements
+        compiled once (:mod:`.driver_select`); ``False`` reads through SQLAlchemy Core."""
         self.url = url
         self.engine: Engine = create_engine(url, pool_size=pool_size, echo=echo)
+        self.fast_reads = fast_reads
+        self._driver_lookups: dict[tuple[str, str, bool], DriverSelect] = {}
         #: Reads run in autocommit on PostgreSQL: no BEGIN/ROLLBACK round trips around a
         #: SELECT (the SQLite driver already reads outside transactions).  Same pool.
         self.reader: Engine = (
@@ -510,27 +520,47 @@ class Database:
         status: int | None = None,
     ) -> dict[str, Any]:
         kind = KINDS[kind_name]
-        if not isinstance(ident, str) or "\x00" in ident:
-            # No row can hold a NUL (writes refuse it), and PostgreSQL cannot even compare with one.
-            raise kind.not_found(ident, status=status)
-        if is_uuid_like(ident):
-            column, ident_value = "uuid", ident.lower()
-        elif kind.has_name:
-            column, ident_value = "name", ident
-        else:
-            raise kind.not_found(ident, status=status)
+        column, ident_value = self._lookup_column(kind, ident, status)
         stmt = kind.lookups[(column, project_id is not None)]
         row = conn.execute(stmt, {"ident": ident_value, "project": project_id}).first()
         if row is None:
             raise kind.not_found(ident, status=status)
         return kind.to_doc(row._mapping)
 
+    def _lookup_column(self, kind: _Kind, ident: str, status: int | None = None) -> tuple[str, str]:
+        """The column *ident* is looked up by (``uuid`` or ``name``) and the value; NotFound if none."""
+        if not isinstance(ident, str) or "\x00" in ident:
+            # No row can hold a NUL (writes refuse it), and PostgreSQL cannot even compare with one.
+            raise kind.not_found(ident, status=status)
+        if is_uuid_like(ident):
+            return "uuid", ident.lower()
+        if kind.has_name:
+            return "name", ident
+        raise kind.not_found(ident, status=status)
+
+    def _fetch_fast(self, kind_name: str, ident: str, project_id: str | None) -> dict[str, Any]:
+        """:meth:`_fetch` on the driver's cursor (:class:`.driver_select.DriverSelect`)."""
+        kind = KINDS[kind_name]
+        column, value = self._lookup_column(kind, ident)
+        scoped = project_id is not None
+        query = self._driver_lookups.get((kind_name, column, scoped))
+        if query is None:
+            query = DriverSelect(self.engine, kind.lookups[(column, scoped)])
+            self._driver_lookups[(kind_name, column, scoped)] = query
+        rows = query.rows({"ident": value, "project": project_id}, limit=1)
+        if not rows:
+            raise kind.not_found(ident)
+        return kind.to_doc(rows[0])
+
     def get(
         self, kind: str, ident: str, *, project_id: str | None = None, internal: bool = True
     ) -> dict[str, Any]:
         """One resource by UUID (or name, for nodes, ports, portgroups); NotFound otherwise."""
-        with self.reader.connect() as conn:
-            doc = self._fetch(conn, kind, ident, project_id)
+        if self.fast_reads:
+            doc = self._fetch_fast(kind, ident, project_id)
+        else:
+            with self.reader.connect() as conn:
+                doc = self._fetch(conn, kind, ident, project_id)
         if not internal:
             for key in _INTERNAL_TUPLE:
                 doc.pop(key, None)
