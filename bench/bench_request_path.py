@@ -1,0 +1,127 @@
+"""The example service's own request-path pieces against the library pieces they replace.
+
+    PYTHONPATH=src:examples/baremetal_service/src:. python bench/bench_request_path.py [--rounds 5]
+
+In-process (no HTTP server), on a fresh SQLite file with 100 nodes, the whole
+middleware stack plus the Flask app: GET /v1/nodes/{uuid}, GET /v1/nodes (100) and
+GET /v1/nodes/detail (100), each in four configurations built side by side in one
+process, so that each ratio is measured in the same run:
+
+* ``lean``: the defaults (request ids without webob, one-row reads on the driver's
+  cursor, orjson bodies);
+* ``oslo request_id``: oslo.middleware's webob-based ``RequestId`` instead of ours
+  (``BAREMETAL_REQUEST_ID=oslo``);
+* ``Core reads``: one-row reads through SQLAlchemy Core (``BAREMETAL_FAST_READS=false``);
+* ``stdlib json``: ``json.dumps`` for response bodies instead of orjson.
+
+The configurations alternate within each round; the figure is the median over rounds
+of the best-of-N per-request time, and the factor is that configuration's time over the
+lean one's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._timing import per_call_us  # noqa: E402
+
+
+def _environ(method: str, path: str, body: bytes = b"") -> dict[str, Any]:
+    return {
+        "REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": "", "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "6385", "SERVER_PROTOCOL": "HTTP/1.1", "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body)), "wsgi.errors": sys.stderr,
+        "wsgi.version": (1, 0), "wsgi.multithread": True, "wsgi.multiprocess": False,
+        "wsgi.run_once": False, "HTTP_X_OPENSTACK_IRONIC_API_VERSION": "1.116",
+        "REMOTE_ADDR": "127.0.0.1", "CONTENT_TYPE": "application/json",
+    }  # fmt: skip
+
+
+def _call(app: Any, method: str, path: str, body: Any = None) -> tuple[str, bytes]:
+    data = b"" if body is None else json.dumps(body).encode()
+    seen: dict[str, str] = {}
+
+    def start_response(status: str, headers: Any, exc_info: Any = None) -> None:
+        seen["status"] = status
+
+    out = b"".join(app(_environ(method, path, data), start_response))
+    return seen["status"], out
+
+
+def _caller(app: Any, path: str) -> Callable[[], Any]:
+    def call() -> None:
+        status, _ = _call(app, "GET", path)
+        assert status.startswith("200"), status
+
+    return call
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--number", type=int, default=300, help="requests per timing (best of 3)")
+    args = parser.parse_args()
+
+    from baremetal_service.api import common
+    from baremetal_service.app import build_app
+
+    workdir = Path(tempfile.mkdtemp(prefix="apimw-bench-path-"))
+    db_url = f"sqlite:///{workdir / 'bench.db'}"
+    apps = {
+        "lean": build_app(db_url, "memory://", run_conductor=False),
+        "oslo request_id": build_app(db_url, "memory://", run_conductor=False, request_id="oslo"),
+        "Core reads": build_app(db_url, "memory://", run_conductor=False),
+        "stdlib json": build_app(db_url, "memory://", run_conductor=False),
+    }
+    apps["Core reads"].service.db.fast_reads = False
+    uuids = []
+    for i in range(100):
+        status, out = _call(apps["lean"], "POST", "/v1/nodes", {"driver": "fake-hardware", "name": f"n{i}"})
+        assert status.startswith("201"), out
+        uuids.append(json.loads(out)["uuid"])
+    cases = {"GET node": f"/v1/nodes/{uuids[50]}", "GET /v1/nodes (100)": "/v1/nodes",
+             "GET /v1/nodes/detail (100)": "/v1/nodes/detail"}
+    real_encode = common.encode_json
+
+    def stdlib(doc: Any) -> bytes:
+        return json.dumps(doc).encode()
+
+    samples: dict[tuple[str, str], list[float]] = {}
+    try:
+        for _round in range(args.rounds):
+            for case, path in cases.items():
+                number = max(args.number // 10, 20) if "(100)" in case else args.number
+                for name, app in apps.items():
+                    common.encode_json = stdlib if name == "stdlib json" else real_encode
+                    try:
+                        us = per_call_us(_caller(app, path), number=number, repeat=3)
+                    finally:
+                        common.encode_json = real_encode
+                    samples.setdefault((case, name), []).append(us)
+    finally:
+        for app in apps.values():
+            app.close()
+
+    print(f"{'case':28} {'configuration':18} {'us/req':>9} {'factor vs lean':>15}")
+    for case in cases:
+        lean = statistics.median(samples[(case, "lean")])
+        for name in apps:
+            value = statistics.median(samples[(case, name)])
+            print(f"{case:28} {name:18} {value:9.1f} {value / lean:14.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
