@@ -155,8 +155,9 @@ def links(base: str, resource: str, ident: str, sub: str | None = None) -> list[
 
 # A plan is, per (kind, version, fields), the list of (name, action) to produce a document:
 # action 0 = plain value, 1 = "links", 2 = sub-resource links, 3 = driver_info (masked),
-# 4 = provision_state before 1.2.  Plans are cached; a document is then one loop.
-_PLAIN, _LINKS, _SUBLINKS, _MASKED, _OLD_STATE = range(5)
+# 4 = provision_state before 1.2, 5 = plain value whose default (a dict or list) is copied.
+# Plans are cached; a document is then one loop.
+_PLAIN, _LINKS, _SUBLINKS, _MASKED, _OLD_STATE, _PLAIN_COPY = range(6)
 
 
 @lru_cache(maxsize=1024)
@@ -183,7 +184,8 @@ def _plan(
         elif name == "provision_state" and version < versions.AVAILABLE_STATE:
             plan.append((name, _OLD_STATE, None))
         else:
-            plan.append((name, _PLAIN, default_for(name)))
+            default = default_for(name)
+            plan.append((name, _PLAIN_COPY if isinstance(default, dict | list) else _PLAIN, default))
     return tuple(plan)
 
 
@@ -194,27 +196,44 @@ def _render(
     resource: str,
     secrets: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    source = obj if isinstance(obj, dict) else {n: getattr(obj, n, None) for n, _a, _d in plan}
-    uuid = str(source.get("uuid"))
+    source = obj if obj.__class__ is dict else (
+        obj if isinstance(obj, dict) else {n: getattr(obj, n, None) for n, _a, _d in plan}
+    )
+    value_of = source.get
+    uuid = str(value_of("uuid"))
     doc: dict[str, Any] = {}
     for name, action, default in plan:
-        if action == _PLAIN:
-            value = source.get(name)
+        if action == _PLAIN:  # an immutable default: shared
+            value = value_of(name)
             if value is None:
-                doc[name] = default.copy() if isinstance(default, dict | list) else default
+                doc[name] = default
+            elif value.__class__ in _PASS or not isinstance(value, datetime):
+                doc[name] = value
             else:
-                doc[name] = value.isoformat() if isinstance(value, datetime) else value
+                doc[name] = value.isoformat()
+        elif action == _PLAIN_COPY:  # a dict or list default: each document gets its own
+            value = value_of(name)
+            if value is None:
+                doc[name] = default.copy()
+            elif value.__class__ in _PASS or not isinstance(value, datetime):
+                doc[name] = value
+            else:
+                doc[name] = value.isoformat()
         elif action == _LINKS:
             doc[name] = links(base, resource, uuid)
         elif action == _SUBLINKS:
             doc[name] = links(base, resource, uuid, name)
         elif action == _MASKED:
-            value = source.get(name)
+            value = value_of(name)
             doc[name] = mask_secrets(value, secrets) if value else {}
         else:  # before 1.2 AVAILABLE was called NOSTATE (null)
-            value = source.get(name)
+            value = value_of(name)
             doc[name] = None if value == "available" else value
     return doc
+
+
+#: Value types rendered as they are (no datetime check).
+_PASS: Final = frozenset({str, int, bool, float, dict, list})
 
 
 def node_doc(
