@@ -160,3 +160,19 @@ def test_the_service_quotes_its_request_id_in_header_and_error_body(tmp_path: An
         assert ok.status_code == 200 and ok.headers["X-OpenStack-Request-Id"] not in (rid, GLOBAL)
     finally:
         app.close()
+
+
+@given(_json_values)
+def test_stored_json_reads_back_as_the_standard_library_reads_it(doc: Any) -> None:
+    from baremetal_service.db.models import fast_json_loads
+
+    text = json.dumps(doc)
+    assert fast_json_loads(text) == json.loads(text)
+    assert fast_json_loads(text.encode()) == json.loads(text)
+
+
+def test_stored_json_beyond_orjson_reads_back() -> None:
+    from baremetal_service.db.models import fast_json_loads
+
+    text = json.dumps({"big": 2**70, "neg": -(2**65), "deep": [[[1]]]})
+    assert fast_json_loads(text) == json.loads(text)
