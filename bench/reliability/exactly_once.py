@@ -35,6 +35,7 @@ from typing import Any
 import psycopg
 
 from bench.reliability._harness import Client, Context, Reply, ms, percentiles
+from bench.reliability._once_support import PID_HEADER, connect_spread
 from tests.example.production_support import Gunicorn
 
 TITLE = "Exactly once under load"
@@ -44,7 +45,6 @@ CONCURRENCY = 64
 WORKERS = 2
 #: threads per worker: all 64 requests in flight at once even if every connection landed on one worker
 THREADS = 64
-PID_HEADER = "x-baremetal-worker-pid"
 IN_FLIGHT = "idempotency.in-flight"
 #: the node's ``extra`` key that tags a round's rows with its token (nodes are counted by it)
 TAG = "reliability_exactly_once"
@@ -129,22 +129,6 @@ class _Tally:
             self.latency[kind].append(ms(reply.seconds))
 
 
-def _connect(clients: list[Client], workers: int) -> Counter[int]:
-    """Open the connections one by one, half on each worker (a connection stays on the worker that
-    accepted it; opened all at once, one worker tends to accept them all).  Connections per pid."""
-    spread: Counter[int] = Counter()
-    share = -(-len(clients) // workers)
-    for client in clients:
-        for _attempt in range(50):  # bounded: a worker that never accepts leaves the spread uneven
-            reply = client.get("/healthcheck")
-            pid = int(reply.headers.get(PID_HEADER, "0"))
-            if reply.status == 200 and spread[pid] < share:
-                break
-            client.close()
-        spread[pid] += 1
-    return spread
-
-
 def _burst(clients: list[Client], pool: ThreadPoolExecutor, token: str, body: dict[str, Any]) -> list[Reply]:
     barrier = threading.Barrier(len(clients))
     headers = {"X-Client-Token": token}
@@ -163,7 +147,7 @@ def _store_run(gun: Gunicorn, store: str, rounds: int) -> dict[str, Any]:
     with ThreadPoolExecutor(CONCURRENCY) as pool:
         clients = [Client(gun.url, timeout=60) for _ in range(CONCURRENCY)]
         try:
-            spread = _connect(clients, WORKERS)
+            spread = connect_spread(clients, WORKERS)
             for _ in range(rounds):
                 token = uuid.uuid4().hex
                 tokens.append(token)
