@@ -1,0 +1,30 @@
+"""Pieces shared by the exactly_once and lost_update scenarios."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from bench.reliability._harness import Client
+
+PID_HEADER = "x-baremetal-worker-pid"
+
+
+def connect_spread(clients: list[Client], workers: int) -> Counter[int]:
+    """Open the clients' connections one by one, an equal share on each gunicorn worker.
+
+    A keep-alive connection stays on the worker that accepted it, and connections opened all
+    at once tend to be accepted by one worker; so each is opened (``GET /healthcheck``) and
+    opened again while its worker already has its share (bounded).  Connections per worker pid.
+    """
+    spread: Counter[int] = Counter()
+    share = -(-len(clients) // workers)
+    pid = 0
+    for client in clients:
+        for _attempt in range(50):  # bounded: a worker that never accepts leaves the spread uneven
+            reply = client.get("/healthcheck")
+            pid = int(reply.headers.get(PID_HEADER, "0"))
+            if reply.status == 200 and spread[pid] < share:
+                break
+            client.close()
+        spread[pid] += 1
+    return spread
