@@ -26,6 +26,7 @@ import os
 import platform
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -43,13 +44,16 @@ LATEST = "latest"
 class Context:
     """What a scenario needs: a work directory, lazily started servers, fresh databases."""
 
-    def __init__(self, *, quick: bool, workdir: Path | None = None) -> None:
+    def __init__(self, *, quick: bool, workdir: Path | None = None,
+                 postgres: PostgresServer | None = None) -> None:
+        """*postgres*: a running server to create the databases on (the test suite's session
+        server; not stopped by :meth:`close`); by default the context starts its own."""
         self.quick = quick
         self.workdir = workdir or make_workdir("reliability")
         self._owns_workdir = workdir is None
         self._servers: list[Server] = []
         self._gunicorns: list[Gunicorn] = []
-        self._postgres: PostgresServer | None = None
+        self._postgres: PostgresServer | None = postgres
 
     def pick(self, full: T, quick: T) -> T:
         return quick if self.quick else full
@@ -148,8 +152,12 @@ class Context:
         return gun
 
     def close(self) -> None:
-        for gun in reversed(self._gunicorns):
-            gun.stop()
+        # gunicorn takes seconds to stop (graceful timeout): stop them all at once
+        stoppers = [threading.Thread(target=gun.stop) for gun in self._gunicorns]
+        for thread in stoppers:
+            thread.start()
+        for thread in stoppers:
+            thread.join(60)
         for server in reversed(self._servers):
             server.stop()
         self._gunicorns.clear()
