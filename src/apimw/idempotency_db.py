@@ -7,14 +7,17 @@ An app that creates rows closes that gap with one more INSERT in the transaction
 creates the row::
 
     from apimw.idempotency import client_token
-    from apimw.idempotency_db import AlreadyCreated, record_token
+    from apimw.idempotency_db import AlreadyCreated, record_token, run_create
 
     token = client_token(environ)            # None without X-Client-Token
+
+    def create(conn):
+        if token is not None:                 # first, so a duplicate stops before any work
+            record_token(conn, TOKENS, token, kind="node", resource_id=new_uuid)
+        conn.execute(NODES.insert(), row)
+
     try:
-        with engine.begin() as conn:
-            if token is not None:             # first, so a duplicate stops before any work
-                record_token(conn, TOKENS, token, kind="node", resource_id=new_uuid)
-            conn.execute(NODES.insert(), row)
+        run_create(engine, create)            # engine.begin(), retried on serialization failures
     except AlreadyCreated as done:           # an earlier execution created it: answer with it
         node = read_node(done.resource_id)   # (done.gone() is the 409 if it was deleted since)
         return created(node)                 # 201 + Location, as a replay would
@@ -24,15 +27,18 @@ transactions that record one token, on any number of processes, exactly one comm
 other's INSERT waits for it (PostgreSQL) or for the database lock (SQLite), then finds its
 row, raises :class:`AlreadyCreated` (same fingerprint) or :class:`TokenReused` (409
 ``idempotency.fingerprint-mismatch``, another request), and its transaction rolls back
-with everything it wrote.  Rows older than the retention are removed by
-:func:`purge_tokens`, which a deployment calls periodically.
+with everything it wrote.  At REPEATABLE READ or SERIALIZABLE (PostgreSQL) the waiting
+INSERT fails with a serialization failure instead; :func:`run_create` runs the transaction
+again (bounded), and the fresh transaction finds the row.  Rows older than the retention
+are removed by :func:`purge_tokens`, which a deployment calls periodically.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from sqlalchemy import (
     Column,
@@ -46,9 +52,10 @@ from sqlalchemy import (
     delete,
     select,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from apimw.errors import ApimwError, HTTPProblem
+from apimw.etag_db import DEFAULT_BACKOFF, DEFAULT_RETRIES, is_retryable, write_attempts
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -59,11 +66,15 @@ __all__ = [
     "DEFAULT_RETENTION",
     "DEFAULT_TABLE",
     "AlreadyCreated",
+    "CreateContended",
     "TokenReused",
     "client_tokens_table",
     "purge_tokens",
     "record_token",
+    "run_create",
 ]
+
+_T = TypeVar("_T")
 
 DEFAULT_TABLE: Final = "apimw_client_tokens"
 #: Seconds a recorded token is kept (7 days): longer than the store's retention (1 day by
@@ -132,6 +143,23 @@ class TokenReused(HTTPProblem):
             "This X-Client-Token was already used for a different request "
             "(method, path, query, body or microversion differ).",
         )  # fmt: skip
+
+
+class CreateContended(HTTPProblem):
+    """409 + ``Retry-After``: every attempt of the create transaction lost to concurrent writers."""
+
+    def __init__(self, attempts: int) -> None:
+        super().__init__(
+            409, "idempotency.create-contended",
+            f"The create kept conflicting with concurrent transactions ({attempts} attempts); retry later.",
+            headers=[("Retry-After", "1")],
+        )  # fmt: skip
+
+
+class _NotVisibleYet(ApimwError):
+    """The token's row exists (the INSERT conflicted) but this transaction's snapshot cannot
+    see it (REPEATABLE READ on a database that does not raise a serialization failure for
+    it): a fresh transaction will."""
 
 
 def _scope_key(scope: str) -> str:
@@ -203,11 +231,47 @@ def record_token(
             table.c.scope == scope, table.c.token == token.token
         )
     ).first()
-    if row is None:  # pragma: no cover - purged between the two statements
-        raise ApimwError("the recorded client token vanished during the create; retry")
+    if row is None:  # committed after this transaction's snapshot, or purged meanwhile
+        raise _NotVisibleYet("the recorded client token is not visible to this transaction; retry it")
     if row.fingerprint != token.fingerprint:
         raise TokenReused()
     raise AlreadyCreated(row.resource_kind, row.resource_id, row.created_at)
+
+
+def run_create(
+    engine: Engine,
+    create: Callable[[Connection], _T],
+    *,
+    retries: int = DEFAULT_RETRIES,
+    backoff: float = DEFAULT_BACKOFF,
+) -> _T:
+    """Run ``create(conn)`` in a transaction of its own, retried when the database refuses it.
+
+    *create* calls :func:`record_token` and inserts the resource.  Under PostgreSQL's
+    REPEATABLE READ or SERIALIZABLE isolation, the INSERT of a token that a concurrent
+    transaction committed meanwhile fails with a serialization failure (SQLSTATE 40001)
+    rather than finding the row; deadlocks (40P01, MySQL 1213), lock timeouts and SQLite's
+    "database is locked" are alike (:func:`apimw.etag_db.is_retryable`).  The whole
+    transaction is then run again, at most ``retries + 1`` times with jittered backoff
+    (:func:`apimw.etag_db.write_attempts`); the retry sees the committed row, so it raises
+    :class:`AlreadyCreated` or :class:`TokenReused` like any retry.  *create* may therefore
+    run more than once: keep side effects outside it.
+
+    :returns: what *create* returned.
+    :raises AlreadyCreated: :raises TokenReused: from :func:`record_token`.
+    :raises CreateContended: 409 with ``Retry-After`` when every attempt was refused.
+    """
+    attempts = max(1, retries + 1)
+    for _attempt in write_attempts(retries, backoff):
+        try:
+            with engine.begin() as conn:
+                return create(conn)
+        except DBAPIError as exc:
+            if not is_retryable(exc):
+                raise
+        except _NotVisibleYet:
+            pass
+    raise CreateContended(attempts)
 
 
 def purge_tokens(

@@ -207,3 +207,61 @@ def test_the_service_table_is_the_library_schema() -> None:
 
     assert shape(CLIENT_TOKENS) == shape(library)
     assert {i.name for i in CLIENT_TOKENS.indexes} == {i.name for i in library.indexes}
+
+
+# -- PostgreSQL at REPEATABLE READ: the losing INSERT is a serialization failure ----------------
+
+
+@pytest.fixture
+def repeatable_read_service(postgres_server: Any, pg_template: str) -> Iterator[Any]:
+    """The domain service on a PostgreSQL database whose default isolation is REPEATABLE READ
+    (``ALTER DATABASE ... SET default_transaction_isolation``, as a deployment would)."""
+    import psycopg
+    from baremetal_service.app import make_service
+
+    from tests.example.conftest import drop_pg_database, new_pg_database, pg_admin_dsn, pg_url
+
+    name = new_pg_database(postgres_server, pg_template)
+    with psycopg.connect(pg_admin_dsn(postgres_server), autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {name} SET default_transaction_isolation TO 'repeatable read'")
+    service = make_service(pg_url(postgres_server, name), run_conductor=False)
+    try:
+        yield service
+    finally:
+        service.close()
+        drop_pg_database(postgres_server, name)
+
+
+def test_racing_creates_at_repeatable_read_make_one_node_and_no_error(repeatable_read_service: Any) -> None:
+    """Workers whose stores lost the token race at the database: the losers' INSERTs fail with
+    40001 at REPEATABLE READ; the create is retried and answered with the winner's node."""
+    import threading
+
+    from apimw.idempotency import ClientToken
+
+    service = repeatable_read_service
+    with service.db.engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW transaction_isolation").scalar() == "repeatable read"
+    tok = ClientToken("*shared*", f"tok-{uuid.uuid4()}", "f" * 64)
+    writers = 6
+    barrier = threading.Barrier(writers)
+    answers: list[str] = []
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            barrier.wait(10)
+            node = service.create_node({"driver": "fake-hardware", "name": "rr-node"}, token=tok)
+            answers.append(node["uuid"])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    nodes = service.list_nodes()
+    assert [n["uuid"] for n in nodes] == [answers[0]]
+    assert answers == [answers[0]] * writers
