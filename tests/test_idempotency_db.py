@@ -337,3 +337,63 @@ def test_without_retries_the_losers_get_a_409_to_retry_never_a_database_error(
     assert count(engine, things) == 1
     # and the client's retry, in a fresh transaction, is answered with the row
     assert create(engine, tokens, things, token("bounded"), "raced", retries=0) == answers[0]
+
+
+# -- the guard's "reused token" answer is the middleware's (mismatch_status) ------------------
+
+
+def _things_app(engine: Engine, tokens: Table, things: Table) -> Any:
+    """A small WSGI app that creates a thing per POST under the guard (TokenReused propagates:
+    the middleware renders an HTTPProblem raised by the app)."""
+    import json
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        body = json.loads(environ["wsgi.input"].read())
+        new_uuid = create(engine, tokens, things, client_token(environ), body["name"])
+        start_response("201 Created", [("Content-Type", "application/json")])
+        return [json.dumps({"uuid": new_uuid}).encode()]
+
+    return app
+
+
+def _post(mw: IdempotencyMiddleware, body: bytes, tok: str) -> tuple[int, dict[str, Any]]:
+    import json
+
+    seen: list[str] = []
+    environ = {
+        "REQUEST_METHOD": "POST", "PATH_INFO": "/things", "SCRIPT_NAME": "", "QUERY_STRING": "",
+        "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body), "HTTP_X_CLIENT_TOKEN": tok,
+    }  # fmt: skip
+    out = b"".join(mw(environ, lambda status, headers, exc_info=None: seen.append(status)))
+    return int(seen[0][:3]), json.loads(out)
+
+
+@pytest.mark.parametrize("mismatch_status", [409, 422])
+def test_a_reused_token_answers_with_the_middlewares_mismatch_status(
+    db: tuple[Engine, Table, Table], mismatch_status: int
+) -> None:
+    """Store record or database row, another request with a used token gets one answer: the
+    middleware's ``mismatch_status`` (422 with the IETF draft's setting) and its code."""
+    engine, tokens, things = db
+    app = _things_app(engine, tokens, things)
+    first = IdempotencyMiddleware(app, scope="shared", mismatch_status=mismatch_status)
+    try:
+        assert _post(first, b'{"name": "one"}', "tok-m")[0] == 201
+        from_store = _post(first, b'{"name": "two"}', "tok-m")
+    finally:
+        first.close()
+    fresh = IdempotencyMiddleware(app, scope="shared", mismatch_status=mismatch_status)  # the store lost it
+    try:
+        from_db = _post(fresh, b'{"name": "two"}', "tok-m")
+        # that answer was not stored as the token's: the first request's retry still gets its thing
+        status, again = _post(fresh, b'{"name": "one"}', "tok-m")
+    finally:
+        fresh.close()
+    assert status == 201
+    with engine.connect() as conn:
+        assert again["uuid"] == conn.execute(select(things.c.uuid)).scalar_one()
+    assert from_store[0] == from_db[0] == mismatch_status
+    codes = {from_store[1]["errors"][0]["code"], from_db[1]["errors"][0]["code"]}
+    assert codes == {"idempotency.fingerprint-mismatch"}
+    assert count(engine, things) == 1

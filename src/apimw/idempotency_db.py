@@ -135,11 +135,16 @@ class AlreadyCreated(ApimwError):
 
 
 class TokenReused(HTTPProblem):
-    """409: the token was recorded for another request (a different fingerprint)."""
+    """The token was recorded for another request (a different fingerprint).
 
-    def __init__(self) -> None:
+    *status* is the middleware's ``mismatch_status`` (409, or 422 as the IETF draft says),
+    which :func:`record_token` takes from the request's :class:`~apimw.idempotency.ClientToken`:
+    the answer is the one the middleware gives when its store still has the record.
+    """
+
+    def __init__(self, status: int = 409) -> None:
         super().__init__(
-            409, "idempotency.fingerprint-mismatch",
+            status, "idempotency.fingerprint-mismatch",
             "This X-Client-Token was already used for a different request "
             "(method, path, query, body or microversion differ).",
         )  # fmt: skip
@@ -210,7 +215,8 @@ def record_token(
     an earlier execution, or by a concurrent one that this INSERT waited for):
 
     :raises AlreadyCreated: same fingerprint: answer with that resource.
-    :raises TokenReused: 409, another request used this token.
+    :raises TokenReused: another request used this token (409, or the middleware's
+        ``mismatch_status``).
 
     Either way the caller's transaction must roll back (both propagate out of
     ``engine.begin()``, which does).
@@ -234,7 +240,8 @@ def record_token(
     if row is None:  # committed after this transaction's snapshot, or purged meanwhile
         raise _NotVisibleYet("the recorded client token is not visible to this transaction; retry it")
     if row.fingerprint != token.fingerprint:
-        raise TokenReused()
+        token.reused = True  # the middleware releases its claim: the token stays the first request's
+        raise TokenReused(token.mismatch_status)
     raise AlreadyCreated(row.resource_kind, row.resource_id, row.created_at)
 
 

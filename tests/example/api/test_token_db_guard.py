@@ -265,3 +265,58 @@ def test_racing_creates_at_repeatable_read_make_one_node_and_no_error(repeatable
     nodes = service.list_nodes()
     assert [n["uuid"] for n in nodes] == [answers[0]]
     assert answers == [answers[0]] * writers
+
+
+# -- the service configured with mismatch_status = 422 (the IETF draft) -------------------------
+
+
+@pytest.fixture
+def paste_server(backend_url: str, tmp_path: Any) -> Iterator[Callable[..., Server]]:
+    """Start the example's api-paste.ini pipeline with extra ``[filter:idempotency]`` options."""
+    from baremetal_service.app import PASTE_INI, load_paste_app
+
+    started: list[Server] = []
+
+    def start(**options: Any) -> Server:
+        text = PASTE_INI.read_text()
+        extra = "".join(f"{key} = {value}\n" for key, value in options.items())
+        text = text.replace("[filter:idempotency]\n", "[filter:idempotency]\n" + extra, 1)
+        ini = tmp_path / f"api-paste-{len(started)}.ini"
+        ini.write_text(text)
+        server = Server(load_paste_app(ini, database_url=backend_url, store_url="memory://")).start()
+        started.append(server)
+        if len(started) == 1:
+            reset(server.app)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def test_a_reused_token_gets_the_configured_mismatch_status_from_the_database_too(
+    paste_server: Callable[..., Server],
+) -> None:
+    """``mismatch_status = 422``: the store's answer and the database guard's are the same."""
+    server = paste_server(mismatch_status=422)
+    api = Api(server.url)
+    try:
+        token = f"tok-{uuid.uuid4()}"
+        assert post(api, "/v1/nodes", {"driver": "fake-hardware", "name": "a"}, token).status_code == 201
+        from_store = post(api, "/v1/nodes", {"driver": "fake-hardware", "name": "b"}, token)
+        restarted = paste_server(mismatch_status=422)  # another process: its store never saw the token
+        other = Api(restarted.url)
+        try:
+            from_db = post(other, "/v1/nodes", {"driver": "fake-hardware", "name": "b"}, token)
+            # not stored as the token's answer: the first request's retry still gets its node
+            again = post(other, "/v1/nodes", {"driver": "fake-hardware", "name": "a"}, token)
+        finally:
+            other.close()
+        assert again.status_code == 201, again.text
+        assert again.json()["name"] == "a"
+        assert from_store.status_code == 422, from_store.text
+        assert from_db.status_code == 422, from_db.text
+        assert error_of(from_db)["code"] == error_of(from_store)["code"] == "idempotency.fingerprint-mismatch"
+        assert len(api.get("/v1/nodes").json()["nodes"]) == 1
+    finally:
+        api.close()

@@ -836,13 +836,17 @@ class Database:
         except sa.exc.DataError:
             raise exc.InvalidParameterValue(f"Invalid {kind_name}: {_DATA_ERROR}") from None
         except AlreadyCreated as done:
-            raise CreatedBefore(self._created_before(kind_name, done)) from None
+            raise CreatedBefore(self._created_before(kind_name, done, token)) from None
         return doc
 
-    def _created_before(self, kind_name: str, done: AlreadyCreated) -> dict[str, Any]:
+    def _created_before(
+        self, kind_name: str, done: AlreadyCreated, token: ClientToken | None
+    ) -> dict[str, Any]:
         """The resource an earlier execution of a create made, as it is now."""
         if done.kind != kind_name:  # the same fingerprint names the same path: never in practice
-            raise TokenReused()
+            if token is not None:
+                token.reused = True
+            raise TokenReused(409 if token is None else token.mismatch_status)
         try:
             return self.get(kind_name, done.resource_id)
         except exc.NotFound:
