@@ -28,6 +28,7 @@ from apimw.idempotency_db import (
     AlreadyCreated,
     CreateContended,
     TokenReused,
+    check_token,
     client_tokens_table,
     purge_tokens,
     record_token,
@@ -397,3 +398,20 @@ def test_a_reused_token_answers_with_the_middlewares_mismatch_status(
     codes = {from_store[1]["errors"][0]["code"], from_db[1]["errors"][0]["code"]}
     assert codes == {"idempotency.fingerprint-mismatch"}
     assert count(engine, things) == 1
+
+
+def test_check_token_looks_the_token_up_before_the_apps_checks(db: tuple[Engine, Table, Table]) -> None:
+    """``check_token``: nothing for a new token; the first resource, or the reuse answer, for a
+    recorded one -- so an app can answer a retry before checks the first create changed."""
+    engine, tokens, things = db
+    assert check_token(engine, tokens, token("look")) is None
+    first = create(engine, tokens, things, token("look"), "one")
+    with pytest.raises(AlreadyCreated) as caught:
+        check_token(engine, tokens, token("look"))
+    assert caught.value.resource_id == first
+    other = ClientToken("project-a", "look", FP_B, mismatch_status=422)
+    with engine.connect() as conn, pytest.raises(TokenReused) as reused:
+        check_token(conn, tokens, other)
+    assert (reused.value.status, reused.value.code) == (422, "idempotency.fingerprint-mismatch")
+    assert other.reused is True
+    assert check_token(engine, tokens, token("look", scope="project-b")) is None

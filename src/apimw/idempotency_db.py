@@ -68,6 +68,7 @@ __all__ = [
     "AlreadyCreated",
     "CreateContended",
     "TokenReused",
+    "check_token",
     "client_tokens_table",
     "purge_tokens",
     "record_token",
@@ -199,6 +200,44 @@ def _insert_if_absent(conn: Connection, table: Table, values: dict[str, Any]) ->
     return True
 
 
+def _found(row: Any, token: ClientToken) -> AlreadyCreated:
+    """The answer to a token found recorded: raises TokenReused, returns AlreadyCreated to raise."""
+    if row.fingerprint != token.fingerprint:
+        token.reused = True  # the middleware releases its claim: the token stays the first request's
+        raise TokenReused(token.mismatch_status)
+    return AlreadyCreated(row.resource_kind, row.resource_id, row.created_at)
+
+
+def _lookup(conn: Connection, table: Table, scope: str, token: str) -> Any:
+    return conn.execute(
+        select(table.c.fingerprint, table.c.resource_kind, table.c.resource_id, table.c.created_at).where(
+            table.c.scope == scope, table.c.token == token
+        )
+    ).first()
+
+
+def check_token(bind: Engine | Connection, table: Table, token: ClientToken) -> None:
+    """Raise if *token* is already recorded; return ``None`` if it is not (one SELECT).
+
+    Call it before the app's own checks whose outcome the first execution itself may have
+    changed: a name that now exists (the first execution's), a referenced resource whose
+    owner or state changed since, or was deleted.  Without it, a retry whose store record
+    is gone gets that check's error instead of the resource it created.  It decides
+    nothing on its own: :func:`record_token` in the create transaction still does (a
+    concurrent first execution may commit between the two).
+
+    :raises AlreadyCreated: :raises TokenReused: as :func:`record_token`.
+    """
+    scope = _scope_key(token.scope)
+    if isinstance(bind, Engine):
+        with bind.connect() as conn:
+            row = _lookup(conn, table, scope, token.token)
+    else:
+        row = _lookup(bind, table, scope, token.token)
+    if row is not None:
+        raise _found(row, token)
+
+
 def record_token(
     conn: Connection,
     table: Table,
@@ -232,17 +271,10 @@ def record_token(
     }
     if _insert_if_absent(conn, table, values):
         return
-    row = conn.execute(
-        select(table.c.fingerprint, table.c.resource_kind, table.c.resource_id, table.c.created_at).where(
-            table.c.scope == scope, table.c.token == token.token
-        )
-    ).first()
+    row = _lookup(conn, table, scope, token.token)
     if row is None:  # committed after this transaction's snapshot, or purged meanwhile
         raise _NotVisibleYet("the recorded client token is not visible to this transaction; retry it")
-    if row.fingerprint != token.fingerprint:
-        token.reused = True  # the middleware releases its claim: the token stays the first request's
-        raise TokenReused(token.mismatch_status)
-    raise AlreadyCreated(row.resource_kind, row.resource_id, row.created_at)
+    raise _found(row, token)
 
 
 def run_create(

@@ -320,3 +320,86 @@ def test_a_reused_token_gets_the_configured_mismatch_status_from_the_database_to
         assert len(api.get("/v1/nodes").json()["nodes"]) == 1
     finally:
         api.close()
+
+
+# -- the token is looked up before the checks that the first create itself may now fail -------
+
+
+def test_a_named_node_retried_on_a_fresh_service_process_is_the_same_node(
+    paste_server: Callable[..., Server],
+) -> None:
+    """Another API process on the same database (its store never saw the token): 201 with the
+    first node, not 409 "a node named ... already exists"."""
+    first_server = paste_server()
+    api = Api(first_server.url)
+    try:
+        token = f"tok-{uuid.uuid4()}"
+        body = {"driver": "fake-hardware", "name": "named-once"}
+        first = post(api, "/v1/nodes", body, token)
+        assert first.status_code == 201, first.text
+        other = Api(paste_server().url)
+        try:
+            again = post(other, "/v1/nodes", body, token)
+            reused = post(other, "/v1/nodes", {**body, "description": "other"}, token)
+        finally:
+            other.close()
+        assert again.status_code == 201, again.text
+        assert again.json()["uuid"] == first.json()["uuid"]
+        assert again.headers["Location"].endswith(f"/v1/nodes/{first.json()['uuid']}")
+        assert set(again.json()) == set(first.json())  # the body shape of the first answer
+        assert reused.status_code == 409, reused.text
+        assert error_of(reused)["code"] == "idempotency.fingerprint-mismatch"
+        assert [n["uuid"] for n in api.get("/v1/nodes").json()["nodes"]] == [first.json()["uuid"]]
+    finally:
+        api.close()
+
+
+def test_a_port_retried_after_its_node_changed_owner_is_the_port_not_a_403(
+    api: Api, forget: Callable[[], None]
+) -> None:
+    """The project created a port on its node; the node was then given to another project
+    (leased back).  The retry's answer is the port it created (as a replay would have been),
+    not the 403 that a new port on that node would get now."""
+    alice = api.as_project("alice")
+    try:
+        node = alice.node(name="alices-node")
+        token = f"tok-{uuid.uuid4()}"
+        body = {"node_uuid": node["uuid"], "address": "52:54:00:00:0d:c1"}
+        first = post(alice, "/v1/ports", body, token)
+        assert first.status_code == 201, first.text
+        moved = api.patch(f"/v1/nodes/{node['uuid']}", [
+            {"op": "replace", "path": "/owner", "value": "bob"},
+            {"op": "add", "path": "/lessee", "value": "alice"},
+        ])  # fmt: skip
+        assert moved.status_code == 200, moved.text
+        forget()
+        again = post(alice, "/v1/ports", body, token)
+        assert again.status_code == 201, again.text
+        assert again.json()["uuid"] == first.json()["uuid"]
+        assert again.headers["Location"] == first.headers["Location"]
+        assert len(api.get("/v1/ports").json()["ports"]) == 1
+        # a new port on that node (another token) is refused, as before
+        other = {**body, "address": "52:54:00:00:0d:c2"}
+        assert post(alice, "/v1/ports", other, f"tok-{uuid.uuid4()}").status_code == 403
+    finally:
+        alice.close()
+
+
+def test_a_port_retried_after_its_node_was_deleted_is_resource_gone(
+    api: Api, forget: Callable[[], None]
+) -> None:
+    """The node (and with it the port the token created) is gone: 409 idempotency.resource-gone,
+    the token's answer, not the 400 "node not found" of a new create."""
+    alice = api.as_project("alice")
+    try:
+        node = alice.node(name="short-lived")
+        token = f"tok-{uuid.uuid4()}"
+        body = {"node_uuid": node["uuid"], "address": "52:54:00:00:0d:c3"}
+        assert post(alice, "/v1/ports", body, token).status_code == 201
+        assert api.delete(f"/v1/nodes/{node['uuid']}").status_code == 204
+        forget()
+        again = post(alice, "/v1/ports", body, token)
+        assert again.status_code == 409, again.text
+        assert error_of(again)["code"] == "idempotency.resource-gone"
+    finally:
+        alice.close()

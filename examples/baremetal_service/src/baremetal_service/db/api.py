@@ -40,7 +40,14 @@ from sqlalchemy.engine import Connection, Engine
 from apimw.etag import CanonicalizationError, ETagGenerator, IfMatch, parse_if_match
 from apimw.etag_db import cas_update, is_retryable, write_attempts
 from apimw.idempotency import ClientToken
-from apimw.idempotency_db import AlreadyCreated, TokenReused, purge_tokens, record_token, run_create
+from apimw.idempotency_db import (
+    AlreadyCreated,
+    TokenReused,
+    check_token,
+    purge_tokens,
+    record_token,
+    run_create,
+)
 
 from .. import exceptions as exc
 from . import history, migrate
@@ -838,6 +845,22 @@ class Database:
         except AlreadyCreated as done:
             raise CreatedBefore(self._created_before(kind_name, done, token)) from None
         return doc
+
+    def created_before(self, kind_name: str, token: ClientToken | None) -> dict[str, Any] | None:
+        """The resource an earlier execution of this create made (as it is now), ``None`` when
+        *token* is new (or absent).  Callers ask first, before the checks that the first
+        execution itself may have changed the outcome of (the referenced node's owner or
+        existence): a retry whose store record is gone then gets what it created, as a
+        replay would.  409 ``idempotency.resource-gone`` when it was deleted since, the
+        fingerprint mismatch for another request.  :meth:`insert` still decides races.
+        """
+        if token is None:
+            return None
+        try:
+            check_token(self.reader, CLIENT_TOKENS, token)
+        except AlreadyCreated as done:
+            return self._created_before(kind_name, done, token)
+        return None
 
     def _created_before(
         self, kind_name: str, done: AlreadyCreated, token: ClientToken | None
