@@ -277,13 +277,16 @@ def paste_server(backend_url: str, tmp_path: Any) -> Iterator[Callable[..., Serv
 
     started: list[Server] = []
 
-    def start(**options: Any) -> Server:
+    def start(*, store_url: str = "memory://", hang: bool = False, **options: Any) -> Server:
         text = PASTE_INI.read_text()
         extra = "".join(f"{key} = {value}\n" for key, value in options.items())
         text = text.replace("[filter:idempotency]\n", "[filter:idempotency]\n" + extra, 1)
+        if hang:  # a worker that can be stopped between its commit and the store completion
+            text = text.replace(" idempotency etag ", " idempotency hang etag ", 1)
+            text += f"\n[filter:hang]\npaste.filter_factory = {__name__}:hang_filter\n"
         ini = tmp_path / f"api-paste-{len(started)}.ini"
         ini.write_text(text)
-        server = Server(load_paste_app(ini, database_url=backend_url, store_url="memory://")).start()
+        server = Server(load_paste_app(ini, database_url=backend_url, store_url=store_url)).start()
         started.append(server)
         if len(started) == 1:
             reset(server.app)
@@ -403,3 +406,93 @@ def test_a_port_retried_after_its_node_was_deleted_is_resource_gone(
         assert error_of(again)["code"] == "idempotency.resource-gone"
     finally:
         alice.close()
+
+
+
+# -- a worker that stopped after its commit, before the store completion: the lease expires ---
+
+#: Requests with ``X-Test-Hang: <id>`` stop after the app answered (the create committed),
+#: before the idempotency middleware stores the answer, until ``HANGING[id][1]`` is set.
+HANGING: dict[str, tuple[Any, Any]] = {}
+
+
+def hang_filter(global_conf: Any, **local_conf: Any) -> Callable[[Any], Any]:
+    """paste filter, inside the idempotency middleware: a worker stuck between commit and completion."""
+
+    def make(app: Any) -> Any:
+        def hang(environ: dict[str, Any], start_response: Any) -> Any:
+            events = HANGING.get(environ.get("HTTP_X_TEST_HANG", ""))
+            if events is None:
+                return app(environ, start_response)
+            answered, resume = events
+            body = b"".join(app(environ, start_response))  # the create has committed
+            answered.set()
+            resume.wait(30)
+            return [body]
+
+        return hang
+
+    return make
+
+
+@pytest.mark.parametrize("store", ["redis", "memcached"])
+def test_after_the_lease_of_a_stuck_first_execution_its_retry_gets_the_same_node(
+    paste_server: Callable[..., Server], request: pytest.FixtureRequest, store: str
+) -> None:
+    """The first execution committed its node, then its worker stopped before storing the
+    answer (killed, or hung): the claim stays in the store (real Redis / memcached) until its
+    lease (1 s) expires.  Until then a retry is 409 in-flight; after it, the retry runs again
+    and the database guard answers with the node the first execution created -- no second
+    node.  The stuck worker's late completion is fenced: the retry's answer stays the token's."""
+    import threading
+    import time
+
+    store_server = request.getfixturevalue(f"{store}_server")
+    server = paste_server(store_url=store_server.url, lease=1, hang=True)
+    api = Api(server.url)
+    hang_id = uuid.uuid4().hex
+    answered, resume = threading.Event(), threading.Event()
+    HANGING[hang_id] = (answered, resume)
+    token = f"tok-{uuid.uuid4()}"
+    body = {"driver": "fake-hardware", "description": f"stuck on {store}"}  # no name: a 2nd would be made
+    stuck_answer: list[Any] = []
+    stuck_api = Api(server.url)
+
+    def first_execution() -> None:
+        headers = {"X-Client-Token": token, "X-Test-Hang": hang_id}
+        stuck_answer.append(stuck_api.post("/v1/nodes", body, headers=headers))
+
+    stuck = threading.Thread(target=first_execution)
+    try:
+        stuck.start()
+        assert answered.wait(10), "the first execution did not answer"
+        nodes = api.get("/v1/nodes").json()["nodes"]
+        assert len(nodes) == 1  # committed, but its answer is not stored
+        in_flight = post(api, "/v1/nodes", body, token)
+        assert in_flight.status_code == 409, in_flight.text
+        assert error_of(in_flight)["code"] == "idempotency.in-flight"
+        deadline = time.monotonic() + 10
+        again = in_flight
+        while time.monotonic() < deadline:
+            time.sleep(0.25)
+            again = post(api, "/v1/nodes", body, token)
+            if again.status_code != 409 or error_of(again)["code"] != "idempotency.in-flight":
+                break
+        assert again.status_code == 201, again.text
+        assert again.json()["uuid"] == nodes[0]["uuid"]
+        assert again.headers.get("Idempotent-Replayed") is None  # answered from the database
+        assert [n["uuid"] for n in api.get("/v1/nodes").json()["nodes"]] == [nodes[0]["uuid"]]
+    finally:
+        resume.set()
+        stuck.join(30)
+        HANGING.pop(hang_id, None)
+        stuck_api.close()
+    try:
+        assert stuck_answer and stuck_answer[0].status_code == 201
+        assert stuck_answer[0].json()["uuid"] == nodes[0]["uuid"]
+        replay = post(api, "/v1/nodes", body, token)  # the retry's stored answer, not a third run
+        assert replay.status_code == 201 and replay.headers.get("Idempotent-Replayed") == "true"
+        assert replay.json()["uuid"] == nodes[0]["uuid"]
+        assert len(api.get("/v1/nodes").json()["nodes"]) == 1
+    finally:
+        api.close()
