@@ -19,16 +19,20 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Column, Engine, Integer, MetaData, String, Table, create_engine, func, select
+from sqlalchemy.engine import Connection
 
 from apimw.errors import HTTPProblem
 from apimw.idempotency import ENVIRON_TOKEN, ClientToken, IdempotencyMiddleware, client_token
 from apimw.idempotency_db import (
     DEFAULT_RETENTION,
     AlreadyCreated,
+    CreateContended,
     TokenReused,
+    check_token,
     client_tokens_table,
     purge_tokens,
     record_token,
+    run_create,
 )
 from tests.servers import Server
 
@@ -66,17 +70,27 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Engine,
 
 
 def create(
-    engine: Engine, tokens: Table, things: Table, token: ClientToken | None, name: str, *, hold: float = 0.0
+    engine: Engine,
+    tokens: Table,
+    things: Table,
+    token: ClientToken | None,
+    name: str,
+    *,
+    hold: float = 0.0,
+    retries: int = 5,
 ) -> str:
     """An app's create: the guard, then the row, in one transaction; the uuid it answers with."""
     new_uuid = str(uuid.uuid4())
+
+    def once(conn: Connection) -> None:
+        if token is not None:
+            record_token(conn, tokens, token, kind="thing", resource_id=new_uuid)
+        conn.execute(things.insert(), {"uuid": new_uuid, "name": name})
+        if hold:
+            time.sleep(hold)
+
     try:
-        with engine.begin() as conn:
-            if token is not None:
-                record_token(conn, tokens, token, kind="thing", resource_id=new_uuid)
-            conn.execute(things.insert(), {"uuid": new_uuid, "name": name})
-            if hold:
-                time.sleep(hold)
+        run_create(engine, once, retries=retries)
     except AlreadyCreated as done:
         assert done.kind == "thing"
         return done.resource_id
@@ -249,3 +263,155 @@ def test_the_middleware_hands_the_app_its_token_scope_and_fingerprint() -> None:
 def test_without_a_token_the_app_sees_none() -> None:
     calls, seen = _seen_by_app({"HTTP_X_PROJECT_ID": "p1"})
     assert (calls, seen) == (1, None)
+
+
+# -- REPEATABLE READ / SERIALIZABLE: the loser's INSERT is a serialization failure -------------
+
+
+@pytest.fixture(params=["REPEATABLE READ", "SERIALIZABLE"])
+def pg_strict(
+    request: pytest.FixtureRequest, postgres_server: Server
+) -> Iterator[tuple[Engine, Table, Table]]:
+    """A real PostgreSQL engine whose transactions run at REPEATABLE READ or SERIALIZABLE."""
+    tokens, things = make_tables()
+    url = postgres_server.url  # type: ignore[attr-defined]
+    engine = create_engine(url, pool_size=20, max_overflow=0, isolation_level=request.param)
+    tokens.metadata.create_all(engine)
+    try:
+        yield engine, tokens, things
+    finally:
+        tokens.metadata.drop_all(engine)
+        engine.dispose()
+
+
+def race(
+    engine: Engine, tokens: Table, things: Table, writers: int, tok: ClientToken, retries: int = 5
+) -> tuple[list[Any], list[Any]]:
+    """*writers* threads create with *tok* at once, each holding its transaction a moment."""
+    barrier = threading.Barrier(writers)
+    answers: list[Any] = []
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            barrier.wait(10)
+            answers.append(create(engine, tokens, things, tok, "raced", hold=0.05, retries=retries))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return answers, errors
+
+
+def test_concurrent_creates_at_repeatable_read_or_serializable_answer_the_one_row(
+    pg_strict: tuple[Engine, Table, Table],
+) -> None:
+    """At REPEATABLE READ, the INSERT that waited for the winner cannot see the winner's row in
+    its snapshot: PostgreSQL answers 40001 (serialization_failure), not a duplicate.  The
+    create is retried in a fresh transaction, which finds the row: every writer answers with
+    the winner's resource, none fails."""
+    engine, tokens, things = pg_strict
+    answers, errors = race(engine, tokens, things, 6, token("strict"))
+    assert errors == []
+    assert count(engine, things) == 1
+    with engine.connect() as conn:
+        winner = conn.execute(select(things.c.uuid)).scalar_one()
+    assert answers == [winner] * 6
+
+
+def test_without_retries_the_losers_get_a_409_to_retry_never_a_database_error(
+    pg_strict: tuple[Engine, Table, Table],
+) -> None:
+    """The retry is bounded: a create that lost every attempt is 409 + Retry-After (the
+    middleware releases its claim on a 409, so the client's retry runs again)."""
+    engine, tokens, things = pg_strict
+    answers, errors = race(engine, tokens, things, 4, token("bounded"), retries=0)
+    assert len(answers) == 1 and len(errors) == 3
+    assert all(isinstance(e, CreateContended) for e in errors), errors
+    problem = errors[0]
+    assert (problem.status, problem.code) == (409, "idempotency.create-contended")
+    assert ("Retry-After", "1") in problem.headers
+    assert count(engine, things) == 1
+    # and the client's retry, in a fresh transaction, is answered with the row
+    assert create(engine, tokens, things, token("bounded"), "raced", retries=0) == answers[0]
+
+
+# -- the guard's "reused token" answer is the middleware's (mismatch_status) ------------------
+
+
+def _things_app(engine: Engine, tokens: Table, things: Table) -> Any:
+    """A small WSGI app that creates a thing per POST under the guard (TokenReused propagates:
+    the middleware renders an HTTPProblem raised by the app)."""
+    import json
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        body = json.loads(environ["wsgi.input"].read())
+        new_uuid = create(engine, tokens, things, client_token(environ), body["name"])
+        start_response("201 Created", [("Content-Type", "application/json")])
+        return [json.dumps({"uuid": new_uuid}).encode()]
+
+    return app
+
+
+def _post(mw: IdempotencyMiddleware, body: bytes, tok: str) -> tuple[int, dict[str, Any]]:
+    import json
+
+    seen: list[str] = []
+    environ = {
+        "REQUEST_METHOD": "POST", "PATH_INFO": "/things", "SCRIPT_NAME": "", "QUERY_STRING": "",
+        "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body), "HTTP_X_CLIENT_TOKEN": tok,
+    }  # fmt: skip
+    out = b"".join(mw(environ, lambda status, headers, exc_info=None: seen.append(status)))
+    return int(seen[0][:3]), json.loads(out)
+
+
+@pytest.mark.parametrize("mismatch_status", [409, 422])
+def test_a_reused_token_answers_with_the_middlewares_mismatch_status(
+    db: tuple[Engine, Table, Table], mismatch_status: int
+) -> None:
+    """Store record or database row, another request with a used token gets one answer: the
+    middleware's ``mismatch_status`` (422 with the IETF draft's setting) and its code."""
+    engine, tokens, things = db
+    app = _things_app(engine, tokens, things)
+    first = IdempotencyMiddleware(app, scope="shared", mismatch_status=mismatch_status)
+    try:
+        assert _post(first, b'{"name": "one"}', "tok-m")[0] == 201
+        from_store = _post(first, b'{"name": "two"}', "tok-m")
+    finally:
+        first.close()
+    fresh = IdempotencyMiddleware(app, scope="shared", mismatch_status=mismatch_status)  # the store lost it
+    try:
+        from_db = _post(fresh, b'{"name": "two"}', "tok-m")
+        # that answer was not stored as the token's: the first request's retry still gets its thing
+        status, again = _post(fresh, b'{"name": "one"}', "tok-m")
+    finally:
+        fresh.close()
+    assert status == 201
+    with engine.connect() as conn:
+        assert again["uuid"] == conn.execute(select(things.c.uuid)).scalar_one()
+    assert from_store[0] == from_db[0] == mismatch_status
+    codes = {from_store[1]["errors"][0]["code"], from_db[1]["errors"][0]["code"]}
+    assert codes == {"idempotency.fingerprint-mismatch"}
+    assert count(engine, things) == 1
+
+
+def test_check_token_looks_the_token_up_before_the_apps_checks(db: tuple[Engine, Table, Table]) -> None:
+    """``check_token``: nothing for a new token; the first resource, or the reuse answer, for a
+    recorded one -- so an app can answer a retry before checks the first create changed."""
+    engine, tokens, things = db
+    assert check_token(engine, tokens, token("look")) is None
+    first = create(engine, tokens, things, token("look"), "one")
+    with pytest.raises(AlreadyCreated) as caught:
+        check_token(engine, tokens, token("look"))
+    assert caught.value.resource_id == first
+    other = ClientToken("project-a", "look", FP_B, mismatch_status=422)
+    with engine.connect() as conn, pytest.raises(TokenReused) as reused:
+        check_token(conn, tokens, other)
+    assert (reused.value.status, reused.value.code) == (422, "idempotency.fingerprint-mismatch")
+    assert other.reused is True
+    assert check_token(engine, tokens, token("look", scope="project-b")) is None

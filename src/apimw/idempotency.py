@@ -127,16 +127,31 @@ class ClientToken:
     and user under ``user``; ``*shared*`` in a shared scope).  ``token``: the client's
     token.  ``fingerprint``: the request's identity (method, path, query, body,
     microversion), the one the middleware compares a retry with.  ``project``: the
-    authenticated project, if any.
+    authenticated project, if any.  ``mismatch_status``: the status the middleware answers
+    a reused token with (its ``mismatch_status`` option, 409 or 422), for the app's own
+    answer (:class:`apimw.idempotency_db.TokenReused`).  ``reused``: set by
+    :mod:`apimw.idempotency_db` when the database found the token recorded for another
+    request; the middleware then releases the claim instead of storing that answer, so the
+    token stays the first request's.
     """
 
-    __slots__ = ("fingerprint", "project", "scope", "token")
+    __slots__ = ("fingerprint", "mismatch_status", "project", "reused", "scope", "token")
 
-    def __init__(self, scope: str, token: str, fingerprint: str, project: str | None = None) -> None:
+    def __init__(
+        self,
+        scope: str,
+        token: str,
+        fingerprint: str,
+        project: str | None = None,
+        *,
+        mismatch_status: int = 409,
+    ) -> None:
         self.scope = scope
         self.token = token
         self.fingerprint = fingerprint
         self.project = project
+        self.mismatch_status = mismatch_status
+        self.reused = False
 
     def __repr__(self) -> str:  # never the token itself (it may end up in logs)
         return f"<ClientToken scope={self.scope!r} fingerprint={self.fingerprint[:12]}...>"
@@ -488,7 +503,9 @@ class IdempotencyMiddleware:
                 "idempotency: the %s store lives in one process but this server runs several: "
                 "workers do not see each other's tokens; use redis:// or memcached://", self.store.name,
             )  # fmt: skip
-        environ[ENVIRON_TOKEN] = ClientToken(scope, token, fp, project_scope(environ))
+        environ[ENVIRON_TOKEN] = ClientToken(
+            scope, token, fp, project_scope(environ), mismatch_status=self._mismatch_status
+        )
         key = parts.store_key(self._key_prefix, scope, token)
         owner = _owner_id()
         pending = parts.encode_pending(owner, fp, scope, time.time())
@@ -759,6 +776,14 @@ class _Exchange:
         if renewer is not None:
             renewer.remove(self.key, self.prefix)
 
+    def should_release(self, status: str) -> bool:
+        """A transient status, or the database guard found the token recorded for another
+        request: that answer is not the token's (it must not shadow the first request's)."""
+        if self.mw._should_release(status):
+            return True
+        token = self.environ.get(ENVIRON_TOKEN)
+        return isinstance(token, ClientToken) and token.reused
+
     def release(self) -> None:
         if not self.settled:
             self.settled = True
@@ -771,7 +796,7 @@ class _Exchange:
             raise RuntimeError("the application sent a body before calling start_response (PEP 3333)")
         self.streaming = True
         headers = self.headers
-        if self.mw._should_release(self.status):
+        if self.should_release(self.status):
             self.release()
         elif not self.settled:
             self.settle(None)
@@ -859,7 +884,7 @@ class _Exchange:
             raise RuntimeError("the application returned without calling start_response (PEP 3333)")
         body = b"".join(self.take())
         headers = self.headers
-        if self.mw._should_release(status):
+        if self.should_release(status):
             self.release()
         else:
             kept = parts.stored_headers(self.headers, self.mw._drop)

@@ -7,14 +7,17 @@ An app that creates rows closes that gap with one more INSERT in the transaction
 creates the row::
 
     from apimw.idempotency import client_token
-    from apimw.idempotency_db import AlreadyCreated, record_token
+    from apimw.idempotency_db import AlreadyCreated, record_token, run_create
 
     token = client_token(environ)            # None without X-Client-Token
+
+    def create(conn):
+        if token is not None:                 # first, so a duplicate stops before any work
+            record_token(conn, TOKENS, token, kind="node", resource_id=new_uuid)
+        conn.execute(NODES.insert(), row)
+
     try:
-        with engine.begin() as conn:
-            if token is not None:             # first, so a duplicate stops before any work
-                record_token(conn, TOKENS, token, kind="node", resource_id=new_uuid)
-            conn.execute(NODES.insert(), row)
+        run_create(engine, create)            # engine.begin(), retried on serialization failures
     except AlreadyCreated as done:           # an earlier execution created it: answer with it
         node = read_node(done.resource_id)   # (done.gone() is the 409 if it was deleted since)
         return created(node)                 # 201 + Location, as a replay would
@@ -24,15 +27,18 @@ transactions that record one token, on any number of processes, exactly one comm
 other's INSERT waits for it (PostgreSQL) or for the database lock (SQLite), then finds its
 row, raises :class:`AlreadyCreated` (same fingerprint) or :class:`TokenReused` (409
 ``idempotency.fingerprint-mismatch``, another request), and its transaction rolls back
-with everything it wrote.  Rows older than the retention are removed by
-:func:`purge_tokens`, which a deployment calls periodically.
+with everything it wrote.  At REPEATABLE READ or SERIALIZABLE (PostgreSQL) the waiting
+INSERT fails with a serialization failure instead; :func:`run_create` runs the transaction
+again (bounded), and the fresh transaction finds the row.  Rows older than the retention
+are removed by :func:`purge_tokens`, which a deployment calls periodically.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from sqlalchemy import (
     Column,
@@ -46,9 +52,10 @@ from sqlalchemy import (
     delete,
     select,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from apimw.errors import ApimwError, HTTPProblem
+from apimw.etag_db import DEFAULT_BACKOFF, DEFAULT_RETRIES, is_retryable, write_attempts
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -59,11 +66,16 @@ __all__ = [
     "DEFAULT_RETENTION",
     "DEFAULT_TABLE",
     "AlreadyCreated",
+    "CreateContended",
     "TokenReused",
+    "check_token",
     "client_tokens_table",
     "purge_tokens",
     "record_token",
+    "run_create",
 ]
+
+_T = TypeVar("_T")
 
 DEFAULT_TABLE: Final = "apimw_client_tokens"
 #: Seconds a recorded token is kept (7 days): longer than the store's retention (1 day by
@@ -124,14 +136,36 @@ class AlreadyCreated(ApimwError):
 
 
 class TokenReused(HTTPProblem):
-    """409: the token was recorded for another request (a different fingerprint)."""
+    """The token was recorded for another request (a different fingerprint).
 
-    def __init__(self) -> None:
+    *status* is the middleware's ``mismatch_status`` (409, or 422 as the IETF draft says),
+    which :func:`record_token` takes from the request's :class:`~apimw.idempotency.ClientToken`:
+    the answer is the one the middleware gives when its store still has the record.
+    """
+
+    def __init__(self, status: int = 409) -> None:
         super().__init__(
-            409, "idempotency.fingerprint-mismatch",
+            status, "idempotency.fingerprint-mismatch",
             "This X-Client-Token was already used for a different request "
             "(method, path, query, body or microversion differ).",
         )  # fmt: skip
+
+
+class CreateContended(HTTPProblem):
+    """409 + ``Retry-After``: every attempt of the create transaction lost to concurrent writers."""
+
+    def __init__(self, attempts: int) -> None:
+        super().__init__(
+            409, "idempotency.create-contended",
+            f"The create kept conflicting with concurrent transactions ({attempts} attempts); retry later.",
+            headers=[("Retry-After", "1")],
+        )  # fmt: skip
+
+
+class _NotVisibleYet(ApimwError):
+    """The token's row exists (the INSERT conflicted) but this transaction's snapshot cannot
+    see it (REPEATABLE READ on a database that does not raise a serialization failure for
+    it): a fresh transaction will."""
 
 
 def _scope_key(scope: str) -> str:
@@ -166,6 +200,44 @@ def _insert_if_absent(conn: Connection, table: Table, values: dict[str, Any]) ->
     return True
 
 
+def _found(row: Any, token: ClientToken) -> AlreadyCreated:
+    """The answer to a token found recorded: raises TokenReused, returns AlreadyCreated to raise."""
+    if row.fingerprint != token.fingerprint:
+        token.reused = True  # the middleware releases its claim: the token stays the first request's
+        raise TokenReused(token.mismatch_status)
+    return AlreadyCreated(row.resource_kind, row.resource_id, row.created_at)
+
+
+def _lookup(conn: Connection, table: Table, scope: str, token: str) -> Any:
+    return conn.execute(
+        select(table.c.fingerprint, table.c.resource_kind, table.c.resource_id, table.c.created_at).where(
+            table.c.scope == scope, table.c.token == token
+        )
+    ).first()
+
+
+def check_token(bind: Engine | Connection, table: Table, token: ClientToken) -> None:
+    """Raise if *token* is already recorded; return ``None`` if it is not (one SELECT).
+
+    Call it before the app's own checks whose outcome the first execution itself may have
+    changed: a name that now exists (the first execution's), a referenced resource whose
+    owner or state changed since, or was deleted.  Without it, a retry whose store record
+    is gone gets that check's error instead of the resource it created.  It decides
+    nothing on its own: :func:`record_token` in the create transaction still does (a
+    concurrent first execution may commit between the two).
+
+    :raises AlreadyCreated: :raises TokenReused: as :func:`record_token`.
+    """
+    scope = _scope_key(token.scope)
+    if isinstance(bind, Engine):
+        with bind.connect() as conn:
+            row = _lookup(conn, table, scope, token.token)
+    else:
+        row = _lookup(bind, table, scope, token.token)
+    if row is not None:
+        raise _found(row, token)
+
+
 def record_token(
     conn: Connection,
     table: Table,
@@ -182,7 +254,8 @@ def record_token(
     an earlier execution, or by a concurrent one that this INSERT waited for):
 
     :raises AlreadyCreated: same fingerprint: answer with that resource.
-    :raises TokenReused: 409, another request used this token.
+    :raises TokenReused: another request used this token (409, or the middleware's
+        ``mismatch_status``).
 
     Either way the caller's transaction must roll back (both propagate out of
     ``engine.begin()``, which does).
@@ -198,16 +271,46 @@ def record_token(
     }
     if _insert_if_absent(conn, table, values):
         return
-    row = conn.execute(
-        select(table.c.fingerprint, table.c.resource_kind, table.c.resource_id, table.c.created_at).where(
-            table.c.scope == scope, table.c.token == token.token
-        )
-    ).first()
-    if row is None:  # pragma: no cover - purged between the two statements
-        raise ApimwError("the recorded client token vanished during the create; retry")
-    if row.fingerprint != token.fingerprint:
-        raise TokenReused()
-    raise AlreadyCreated(row.resource_kind, row.resource_id, row.created_at)
+    row = _lookup(conn, table, scope, token.token)
+    if row is None:  # committed after this transaction's snapshot, or purged meanwhile
+        raise _NotVisibleYet("the recorded client token is not visible to this transaction; retry it")
+    raise _found(row, token)
+
+
+def run_create(
+    engine: Engine,
+    create: Callable[[Connection], _T],
+    *,
+    retries: int = DEFAULT_RETRIES,
+    backoff: float = DEFAULT_BACKOFF,
+) -> _T:
+    """Run ``create(conn)`` in a transaction of its own, retried when the database refuses it.
+
+    *create* calls :func:`record_token` and inserts the resource.  Under PostgreSQL's
+    REPEATABLE READ or SERIALIZABLE isolation, the INSERT of a token that a concurrent
+    transaction committed meanwhile fails with a serialization failure (SQLSTATE 40001)
+    rather than finding the row; deadlocks (40P01, MySQL 1213), lock timeouts and SQLite's
+    "database is locked" are alike (:func:`apimw.etag_db.is_retryable`).  The whole
+    transaction is then run again, at most ``retries + 1`` times with jittered backoff
+    (:func:`apimw.etag_db.write_attempts`); the retry sees the committed row, so it raises
+    :class:`AlreadyCreated` or :class:`TokenReused` like any retry.  *create* may therefore
+    run more than once: keep side effects outside it.
+
+    :returns: what *create* returned.
+    :raises AlreadyCreated: :raises TokenReused: from :func:`record_token`.
+    :raises CreateContended: 409 with ``Retry-After`` when every attempt was refused.
+    """
+    attempts = max(1, retries + 1)
+    for _attempt in write_attempts(retries, backoff):
+        try:
+            with engine.begin() as conn:
+                return create(conn)
+        except DBAPIError as exc:
+            if not is_retryable(exc):
+                raise
+        except _NotVisibleYet:
+            pass
+    raise CreateContended(attempts)
 
 
 def purge_tokens(

@@ -207,3 +207,292 @@ def test_the_service_table_is_the_library_schema() -> None:
 
     assert shape(CLIENT_TOKENS) == shape(library)
     assert {i.name for i in CLIENT_TOKENS.indexes} == {i.name for i in library.indexes}
+
+
+# -- PostgreSQL at REPEATABLE READ: the losing INSERT is a serialization failure ----------------
+
+
+@pytest.fixture
+def repeatable_read_service(postgres_server: Any, pg_template: str) -> Iterator[Any]:
+    """The domain service on a PostgreSQL database whose default isolation is REPEATABLE READ
+    (``ALTER DATABASE ... SET default_transaction_isolation``, as a deployment would)."""
+    import psycopg
+    from baremetal_service.app import make_service
+
+    from tests.example.conftest import drop_pg_database, new_pg_database, pg_admin_dsn, pg_url
+
+    name = new_pg_database(postgres_server, pg_template)
+    with psycopg.connect(pg_admin_dsn(postgres_server), autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {name} SET default_transaction_isolation TO 'repeatable read'")
+    service = make_service(pg_url(postgres_server, name), run_conductor=False)
+    try:
+        yield service
+    finally:
+        service.close()
+        drop_pg_database(postgres_server, name)
+
+
+def test_racing_creates_at_repeatable_read_make_one_node_and_no_error(repeatable_read_service: Any) -> None:
+    """Workers whose stores lost the token race at the database: the losers' INSERTs fail with
+    40001 at REPEATABLE READ; the create is retried and answered with the winner's node."""
+    import threading
+
+    from apimw.idempotency import ClientToken
+
+    service = repeatable_read_service
+    with service.db.engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW transaction_isolation").scalar() == "repeatable read"
+    tok = ClientToken("*shared*", f"tok-{uuid.uuid4()}", "f" * 64)
+    writers = 6
+    barrier = threading.Barrier(writers)
+    answers: list[str] = []
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            barrier.wait(10)
+            node = service.create_node({"driver": "fake-hardware", "name": "rr-node"}, token=tok)
+            answers.append(node["uuid"])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    nodes = service.list_nodes()
+    assert [n["uuid"] for n in nodes] == [answers[0]]
+    assert answers == [answers[0]] * writers
+
+
+# -- the service configured with mismatch_status = 422 (the IETF draft) -------------------------
+
+
+@pytest.fixture
+def paste_server(backend_url: str, tmp_path: Any) -> Iterator[Callable[..., Server]]:
+    """Start the example's api-paste.ini pipeline with extra ``[filter:idempotency]`` options."""
+    from baremetal_service.app import PASTE_INI, load_paste_app
+
+    started: list[Server] = []
+
+    def start(*, store_url: str = "memory://", hang: bool = False, **options: Any) -> Server:
+        text = PASTE_INI.read_text()
+        extra = "".join(f"{key} = {value}\n" for key, value in options.items())
+        text = text.replace("[filter:idempotency]\n", "[filter:idempotency]\n" + extra, 1)
+        if hang:  # a worker that can be stopped between its commit and the store completion
+            text = text.replace(" idempotency etag ", " idempotency hang etag ", 1)
+            text += f"\n[filter:hang]\npaste.filter_factory = {__name__}:hang_filter\n"
+        ini = tmp_path / f"api-paste-{len(started)}.ini"
+        ini.write_text(text)
+        server = Server(load_paste_app(ini, database_url=backend_url, store_url=store_url)).start()
+        started.append(server)
+        if len(started) == 1:
+            reset(server.app)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def test_a_reused_token_gets_the_configured_mismatch_status_from_the_database_too(
+    paste_server: Callable[..., Server],
+) -> None:
+    """``mismatch_status = 422``: the store's answer and the database guard's are the same."""
+    server = paste_server(mismatch_status=422)
+    api = Api(server.url)
+    try:
+        token = f"tok-{uuid.uuid4()}"
+        assert post(api, "/v1/nodes", {"driver": "fake-hardware", "name": "a"}, token).status_code == 201
+        from_store = post(api, "/v1/nodes", {"driver": "fake-hardware", "name": "b"}, token)
+        restarted = paste_server(mismatch_status=422)  # another process: its store never saw the token
+        other = Api(restarted.url)
+        try:
+            from_db = post(other, "/v1/nodes", {"driver": "fake-hardware", "name": "b"}, token)
+            # not stored as the token's answer: the first request's retry still gets its node
+            again = post(other, "/v1/nodes", {"driver": "fake-hardware", "name": "a"}, token)
+        finally:
+            other.close()
+        assert again.status_code == 201, again.text
+        assert again.json()["name"] == "a"
+        assert from_store.status_code == 422, from_store.text
+        assert from_db.status_code == 422, from_db.text
+        assert error_of(from_db)["code"] == error_of(from_store)["code"] == "idempotency.fingerprint-mismatch"
+        assert len(api.get("/v1/nodes").json()["nodes"]) == 1
+    finally:
+        api.close()
+
+
+# -- the token is looked up before the checks that the first create itself may now fail -------
+
+
+def test_a_named_node_retried_on_a_fresh_service_process_is_the_same_node(
+    paste_server: Callable[..., Server],
+) -> None:
+    """Another API process on the same database (its store never saw the token): 201 with the
+    first node, not 409 "a node named ... already exists"."""
+    first_server = paste_server()
+    api = Api(first_server.url)
+    try:
+        token = f"tok-{uuid.uuid4()}"
+        body = {"driver": "fake-hardware", "name": "named-once"}
+        first = post(api, "/v1/nodes", body, token)
+        assert first.status_code == 201, first.text
+        other = Api(paste_server().url)
+        try:
+            again = post(other, "/v1/nodes", body, token)
+            reused = post(other, "/v1/nodes", {**body, "description": "other"}, token)
+        finally:
+            other.close()
+        assert again.status_code == 201, again.text
+        assert again.json()["uuid"] == first.json()["uuid"]
+        assert again.headers["Location"].endswith(f"/v1/nodes/{first.json()['uuid']}")
+        assert set(again.json()) == set(first.json())  # the body shape of the first answer
+        assert reused.status_code == 409, reused.text
+        assert error_of(reused)["code"] == "idempotency.fingerprint-mismatch"
+        assert [n["uuid"] for n in api.get("/v1/nodes").json()["nodes"]] == [first.json()["uuid"]]
+    finally:
+        api.close()
+
+
+def test_a_port_retried_after_its_node_changed_owner_is_the_port_not_a_403(
+    api: Api, forget: Callable[[], None]
+) -> None:
+    """The project created a port on its node; the node was then given to another project
+    (leased back).  The retry's answer is the port it created (as a replay would have been),
+    not the 403 that a new port on that node would get now."""
+    alice = api.as_project("alice")
+    try:
+        node = alice.node(name="alices-node")
+        token = f"tok-{uuid.uuid4()}"
+        body = {"node_uuid": node["uuid"], "address": "52:54:00:00:0d:c1"}
+        first = post(alice, "/v1/ports", body, token)
+        assert first.status_code == 201, first.text
+        moved = api.patch(f"/v1/nodes/{node['uuid']}", [
+            {"op": "replace", "path": "/owner", "value": "bob"},
+            {"op": "add", "path": "/lessee", "value": "alice"},
+        ])  # fmt: skip
+        assert moved.status_code == 200, moved.text
+        forget()
+        again = post(alice, "/v1/ports", body, token)
+        assert again.status_code == 201, again.text
+        assert again.json()["uuid"] == first.json()["uuid"]
+        assert again.headers["Location"] == first.headers["Location"]
+        assert len(api.get("/v1/ports").json()["ports"]) == 1
+        # a new port on that node (another token) is refused, as before
+        other = {**body, "address": "52:54:00:00:0d:c2"}
+        assert post(alice, "/v1/ports", other, f"tok-{uuid.uuid4()}").status_code == 403
+    finally:
+        alice.close()
+
+
+def test_a_port_retried_after_its_node_was_deleted_is_resource_gone(
+    api: Api, forget: Callable[[], None]
+) -> None:
+    """The node (and with it the port the token created) is gone: 409 idempotency.resource-gone,
+    the token's answer, not the 400 "node not found" of a new create."""
+    alice = api.as_project("alice")
+    try:
+        node = alice.node(name="short-lived")
+        token = f"tok-{uuid.uuid4()}"
+        body = {"node_uuid": node["uuid"], "address": "52:54:00:00:0d:c3"}
+        assert post(alice, "/v1/ports", body, token).status_code == 201
+        assert api.delete(f"/v1/nodes/{node['uuid']}").status_code == 204
+        forget()
+        again = post(alice, "/v1/ports", body, token)
+        assert again.status_code == 409, again.text
+        assert error_of(again)["code"] == "idempotency.resource-gone"
+    finally:
+        alice.close()
+
+
+
+# -- a worker that stopped after its commit, before the store completion: the lease expires ---
+
+#: Requests with ``X-Test-Hang: <id>`` stop after the app answered (the create committed),
+#: before the idempotency middleware stores the answer, until ``HANGING[id][1]`` is set.
+HANGING: dict[str, tuple[Any, Any]] = {}
+
+
+def hang_filter(global_conf: Any, **local_conf: Any) -> Callable[[Any], Any]:
+    """paste filter, inside the idempotency middleware: a worker stuck between commit and completion."""
+
+    def make(app: Any) -> Any:
+        def hang(environ: dict[str, Any], start_response: Any) -> Any:
+            events = HANGING.get(environ.get("HTTP_X_TEST_HANG", ""))
+            if events is None:
+                return app(environ, start_response)
+            answered, resume = events
+            body = b"".join(app(environ, start_response))  # the create has committed
+            answered.set()
+            resume.wait(30)
+            return [body]
+
+        return hang
+
+    return make
+
+
+@pytest.mark.parametrize("store", ["redis", "memcached"])
+def test_after_the_lease_of_a_stuck_first_execution_its_retry_gets_the_same_node(
+    paste_server: Callable[..., Server], request: pytest.FixtureRequest, store: str
+) -> None:
+    """The first execution committed its node, then its worker stopped before storing the
+    answer (killed, or hung): the claim stays in the store (real Redis / memcached) until its
+    lease (1 s) expires.  Until then a retry is 409 in-flight; after it, the retry runs again
+    and the database guard answers with the node the first execution created -- no second
+    node.  The stuck worker's late completion is fenced: the retry's answer stays the token's."""
+    import threading
+    import time
+
+    store_server = request.getfixturevalue(f"{store}_server")
+    server = paste_server(store_url=store_server.url, lease=1, hang=True)
+    api = Api(server.url)
+    hang_id = uuid.uuid4().hex
+    answered, resume = threading.Event(), threading.Event()
+    HANGING[hang_id] = (answered, resume)
+    token = f"tok-{uuid.uuid4()}"
+    body = {"driver": "fake-hardware", "description": f"stuck on {store}"}  # no name: a 2nd would be made
+    stuck_answer: list[Any] = []
+    stuck_api = Api(server.url)
+
+    def first_execution() -> None:
+        headers = {"X-Client-Token": token, "X-Test-Hang": hang_id}
+        stuck_answer.append(stuck_api.post("/v1/nodes", body, headers=headers))
+
+    stuck = threading.Thread(target=first_execution)
+    try:
+        stuck.start()
+        assert answered.wait(10), "the first execution did not answer"
+        nodes = api.get("/v1/nodes").json()["nodes"]
+        assert len(nodes) == 1  # committed, but its answer is not stored
+        in_flight = post(api, "/v1/nodes", body, token)
+        assert in_flight.status_code == 409, in_flight.text
+        assert error_of(in_flight)["code"] == "idempotency.in-flight"
+        deadline = time.monotonic() + 10
+        again = in_flight
+        while time.monotonic() < deadline:
+            time.sleep(0.25)
+            again = post(api, "/v1/nodes", body, token)
+            if again.status_code != 409 or error_of(again)["code"] != "idempotency.in-flight":
+                break
+        assert again.status_code == 201, again.text
+        assert again.json()["uuid"] == nodes[0]["uuid"]
+        assert again.headers.get("Idempotent-Replayed") is None  # answered from the database
+        assert [n["uuid"] for n in api.get("/v1/nodes").json()["nodes"]] == [nodes[0]["uuid"]]
+    finally:
+        resume.set()
+        stuck.join(30)
+        HANGING.pop(hang_id, None)
+        stuck_api.close()
+    try:
+        assert stuck_answer and stuck_answer[0].status_code == 201
+        assert stuck_answer[0].json()["uuid"] == nodes[0]["uuid"]
+        replay = post(api, "/v1/nodes", body, token)  # the retry's stored answer, not a third run
+        assert replay.status_code == 201 and replay.headers.get("Idempotent-Replayed") == "true"
+        assert replay.json()["uuid"] == nodes[0]["uuid"]
+        assert len(api.get("/v1/nodes").json()["nodes"]) == 1
+    finally:
+        api.close()

@@ -127,6 +127,11 @@ class Crud:
         decl = self.decl
         if decl.read_only:
             raise exc.InvalidParameterValue(f"A {decl.name} cannot be created.")
+        # a retry whose store record is gone: answered before the checks below, whose outcome
+        # the first execution may have changed (the node's owner, the node itself)
+        before = self.db.created_before(self.store, token)
+        if before is not None:
+            return self.present(before)
         self._system_only(project_id, "create")
         row = self.values(values, creating=True)
         if decl.scope == "node" and project_id is not None and row.get("node_uuid") is not None:

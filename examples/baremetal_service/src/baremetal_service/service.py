@@ -299,6 +299,9 @@ class BaremetalService:
     def create_node(
         self, values: Mapping[str, Any], *, project_id: str | None = None, token: Any = None
     ) -> dict[str, Any]:
+        before = self.db.created_before("node", token)  # a retry: before any check (as a replay)
+        if before is not None:
+            return self._node_out(before)
         values = dict(values)
         initial = values.pop("_initial_state", states.ENROLL)
         if initial not in (states.ENROLL, states.AVAILABLE):

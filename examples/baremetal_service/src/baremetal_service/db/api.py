@@ -40,7 +40,14 @@ from sqlalchemy.engine import Connection, Engine
 from apimw.etag import CanonicalizationError, ETagGenerator, IfMatch, parse_if_match
 from apimw.etag_db import cas_update, is_retryable, write_attempts
 from apimw.idempotency import ClientToken
-from apimw.idempotency_db import AlreadyCreated, TokenReused, purge_tokens, record_token
+from apimw.idempotency_db import (
+    AlreadyCreated,
+    TokenReused,
+    check_token,
+    purge_tokens,
+    record_token,
+    run_create,
+)
 
 from .. import exceptions as exc
 from . import history, migrate
@@ -841,32 +848,58 @@ class Database:
         row["created_at"] = now
         row["updated_at"] = None
         refs = {k: values.get(k) for k in _REFS[kind_name]}
+
+        def once(conn: Connection) -> dict[str, Any]:
+            if token is not None:  # first: a retry stops here, before any other check
+                record_token(conn, CLIENT_TOKENS, token, kind=kind_name, resource_id=row["uuid"])
+            columns, ref_docs = self._resolve_refs(conn, kind_name, refs, project_id)
+            doc = {**self._doc_values(kind, row), **ref_docs}
+            for key in kind.joined:  # what a read joins in (a new node has no allocation yet)
+                doc.setdefault(key, None)
+            etag = self._new_etag(kind_name, doc)
+            db_row = {**self._db_values(kind, row), **columns, "etag": etag}
+            inserted = conn.execute(kind.table.insert(), db_row).inserted_primary_key
+            new_id = inserted[0] if inserted is not None else None
+            doc.update(columns, id=new_id, etag=etag)
+            self._event(conn, kind_name, doc, f"baremetal.{kind_name}.create.end", etag, now)
+            return doc
+
         try:
-            with self.engine.begin() as conn:
-                if token is not None:  # first: a retry stops here, before any other check
-                    record_token(conn, CLIENT_TOKENS, token, kind=kind_name, resource_id=row["uuid"])
-                columns, ref_docs = self._resolve_refs(conn, kind_name, refs, project_id)
-                doc = {**self._doc_values(kind, row), **ref_docs}
-                for key in kind.joined:  # what a read joins in (a new node has no allocation yet)
-                    doc.setdefault(key, None)
-                etag = self._new_etag(kind_name, doc)
-                db_row = {**self._db_values(kind, row), **columns, "etag": etag}
-                inserted = conn.execute(kind.table.insert(), db_row).inserted_primary_key
-                new_id = inserted[0] if inserted is not None else None
-                doc.update(columns, id=new_id, etag=etag)
-                self._event(conn, kind_name, doc, f"baremetal.{kind_name}.create.end", etag, now)
+            # a transaction of its own, run again after a serialization failure or deadlock
+            # (REPEATABLE READ / SERIALIZABLE): the retry then finds a concurrent token's row
+            doc = run_create(self.engine, once, retries=MAX_WRITE_ATTEMPTS - 1, backoff=WRITE_BACKOFF)
         except sa.exc.IntegrityError as error:
             self._raise_integrity(kind_name, error, row)
         except sa.exc.DataError:
             raise exc.InvalidParameterValue(f"Invalid {kind_name}: {_DATA_ERROR}") from None
         except AlreadyCreated as done:
-            raise CreatedBefore(self._created_before(kind_name, done)) from None
+            raise CreatedBefore(self._created_before(kind_name, done, token)) from None
         return doc
 
-    def _created_before(self, kind_name: str, done: AlreadyCreated) -> dict[str, Any]:
+    def created_before(self, kind_name: str, token: ClientToken | None) -> dict[str, Any] | None:
+        """The resource an earlier execution of this create made (as it is now), ``None`` when
+        *token* is new (or absent).  Callers ask first, before the checks that the first
+        execution itself may have changed the outcome of (the referenced node's owner or
+        existence): a retry whose store record is gone then gets what it created, as a
+        replay would.  409 ``idempotency.resource-gone`` when it was deleted since, the
+        fingerprint mismatch for another request.  :meth:`insert` still decides races.
+        """
+        if token is None:
+            return None
+        try:
+            check_token(self.reader, CLIENT_TOKENS, token)
+        except AlreadyCreated as done:
+            return self._created_before(kind_name, done, token)
+        return None
+
+    def _created_before(
+        self, kind_name: str, done: AlreadyCreated, token: ClientToken | None
+    ) -> dict[str, Any]:
         """The resource an earlier execution of a create made, as it is now."""
         if done.kind != kind_name:  # the same fingerprint names the same path: never in practice
-            raise TokenReused()
+            if token is not None:
+                token.reused = True
+            raise TokenReused(409 if token is None else token.mismatch_status)
         try:
             return self.get(kind_name, done.resource_id)
         except exc.NotFound:
