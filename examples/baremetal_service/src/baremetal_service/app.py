@@ -133,12 +133,14 @@ def start_power_sync(service: BaremetalService, interval: float) -> list[Any]:
 
 
 def wrap(flask_wsgi: WSGIApplication, *, store_url: str = settings.STORE,
-         closers: list[Any] | None = None, auth: Any = None) -> WSGIApplication:
+         closers: list[Any] | None = None, auth: Any = None,
+         lease: float = settings.IDEMPOTENCY_LEASE) -> WSGIApplication:
     """The middleware stack around the Flask app's WSGI callable (closables go to *closers*).
 
     The order: request_id -> microversion -> *auth* -> noauth -> idempotency -> etag -> app.
     *auth*: a filter ``app -> app`` put between microversion and noauth, which then reads the
     verified X-Project-Id (baremetal_service.auth's http_basic; see wsgi.py).
+    *lease*: seconds a client-token claim lives while the request runs (apimw's ``lease``).
     """
     from oslo_middleware.request_id import RequestId
 
@@ -148,7 +150,7 @@ def wrap(flask_wsgi: WSGIApplication, *, store_url: str = settings.STORE,
 
     app: WSGIApplication = flask_wsgi
     app = ETagMiddleware(app, **ETAG_OPTIONS)
-    idempotency = IdempotencyMiddleware(app, store=store_url, **IDEMPOTENCY_OPTIONS)
+    idempotency = IdempotencyMiddleware(app, store=store_url, lease=lease, **IDEMPOTENCY_OPTIONS)
     if closers is not None:
         closers.append(idempotency)
     app = idempotency

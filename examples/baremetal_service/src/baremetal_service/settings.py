@@ -17,6 +17,7 @@ __all__ = [
     "HARDWARE_TYPES",
     "HOST",
     "HTPASSWD",
+    "IDEMPOTENCY_LEASE",
     "IDLE_TIMEOUT",
     "PORT",
     "POWER_SYNC_INTERVAL",
@@ -32,6 +33,9 @@ PORT: Final = 6385
 DATABASE: Final = "sqlite:///baremetal.sqlite"
 #: The idempotency replay store (in-process: one process only).
 STORE: Final = "memory://"
+#: Seconds a client-token claim lives while the request runs (apimw's ``lease``): after a
+#: worker crash, retries get 409 until it ends.  Keep it above the worker timeout.
+IDEMPOTENCY_LEASE: Final = 300.0
 #: ``noauth`` (trusts X-Project-Id) or ``http_basic`` (htpasswd file, bcrypt entries).
 AUTH_STRATEGY: Final = "noauth"
 HTPASSWD: Final = "/etc/baremetal/htpasswd"
