@@ -201,10 +201,11 @@ CLASS_COLOURS = {"2xx": "tab:green", "409": "tab:orange", "503": "tab:blue", "ot
 
 def plot_timeline(ax: Any, series: dict[str, Any], marks: dict[str, float], title: str) -> None:
     """Stacked requests/s by status class, with the fault instants as vertical lines."""
-    t = series.get("t") or []
+    t = list(series.get("t") or [])
     if t:
         classes = [c for c in CLASS_COLOURS if any(series.get(c) or [])]
-        ax.stackplot(t, *[series[c] for c in classes], labels=classes,
+        t.append(t[-1] + series["bucket"])  # the last bucket's right edge
+        ax.stackplot(t, *[[*series[c], series[c][-1]] for c in classes], labels=classes,
                      colors=[CLASS_COLOURS[c] for c in classes], step="post", alpha=0.8)
     for name, x in marks.items():
         ax.axvline(x, color="red" if "down" in name or "kill" in name or "stop" in name else "tab:green",
