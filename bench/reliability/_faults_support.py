@@ -40,8 +40,9 @@ def durable_commits(server: PostgresServer, database: str) -> None:
     every new session.  (``fsync=off`` stays: a process crash keeps the OS page cache.)"""
     import psycopg
 
-    with psycopg.connect(f"host={HOST} port={server.port} user=postgres dbname=postgres",
-                         autocommit=True) as conn:
+    with psycopg.connect(
+        f"host={HOST} port={server.port} user=postgres dbname=postgres", autocommit=True
+    ) as conn:
         conn.execute(f'ALTER DATABASE "{database}" SET synchronous_commit = on')
 
 
@@ -51,8 +52,9 @@ def pg_connect(db_url: str) -> Any:
     from sqlalchemy.engine import make_url
 
     url = make_url(db_url)
-    return psycopg.connect(host=url.host, port=url.port, user=url.username, dbname=url.database,
-                           autocommit=True)
+    return psycopg.connect(
+        host=url.host, port=url.port, user=url.username, dbname=url.database, autocommit=True
+    )
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, step: float = 0.02) -> bool:
@@ -70,8 +72,17 @@ class Record:
 
     __slots__ = ("t", "kind", "status", "code", "seconds", "token", "json_body", "body")
 
-    def __init__(self, t: float, kind: str, status: int, code: str, seconds: float,
-                 token: str | None = None, json_body: bool = True, body: bytes = b"") -> None:
+    def __init__(
+        self,
+        t: float,
+        kind: str,
+        status: int,
+        code: str,
+        seconds: float,
+        token: str | None = None,
+        json_body: bool = True,
+        body: bytes = b"",
+    ) -> None:
         self.t = t
         self.kind = kind
         self.status = status
@@ -127,8 +138,16 @@ def reply_record(rec: Recorder, kind: str, sent: float, reply: Any, token: str |
         except ValueError:
             json_body = False
     body = reply.body if reply.status >= 500 or reply.status == 0 else b""
-    record = Record(sent, kind, reply.status, reply.error_code if reply.status >= 400 else "",
-                    reply.seconds, token, json_body, body[:2000])
+    record = Record(
+        sent,
+        kind,
+        reply.status,
+        reply.error_code if reply.status >= 400 else "",
+        reply.seconds,
+        token,
+        json_body,
+        body[:2000],
+    )
     rec.add(record)
     return record
 
@@ -143,6 +162,7 @@ def run_threads(targets: Iterable[Callable[[], None]], timeout: float) -> list[s
                 fn()
             except Exception as exc:  # a load thread's crash is a problem to report
                 errors.append(f"{type(exc).__name__}: {exc}")
+
         return run
 
     threads = [threading.Thread(target=wrap(t), daemon=True) for t in targets]
@@ -157,8 +177,9 @@ def run_threads(targets: Iterable[Callable[[], None]], timeout: float) -> list[s
 
 
 # -- figures ---------------------------------------------------------------------------------
-def by_phase(records: Sequence[Record], rec: Recorder, down: str = "down", up: str = "up",
-             kinds: Sequence[str] = ()) -> dict[str, dict[str, dict[str, int]]]:
+def by_phase(
+    records: Sequence[Record], rec: Recorder, down: str = "down", up: str = "up", kinds: Sequence[str] = ()
+) -> dict[str, dict[str, dict[str, int]]]:
     """{kind: {phase: {status: count}}} (statuses as strings, for JSON)."""
     out: dict[str, dict[str, Counter[str]]] = {}
     for r in records:
@@ -179,8 +200,11 @@ def timeline(records: Sequence[Record], bucket: float = 0.5) -> dict[str, Any]:
     for r in records:
         i = min(n - 1, int(r.t / bucket))
         series[status_class(r.status)][i] += 1.0 / bucket
-    return {"t": [round(i * bucket, 3) for i in range(n)], "bucket": bucket,
-            **{c: [round(v, 1) for v in vs] for c, vs in series.items()}}
+    return {
+        "t": [round(i * bucket, 3) for i in range(n)],
+        "bucket": bucket,
+        **{c: [round(v, 1) for v in vs] for c, vs in series.items()},
+    }
 
 
 def status_class(status: int) -> str:
@@ -195,8 +219,14 @@ def status_class(status: int) -> str:
     return "500 and other 5xx"
 
 
-CLASS_COLOURS = {"2xx": "tab:green", "409": "tab:orange", "503": "tab:blue", "other 4xx": "tab:purple",
-                 "500 and other 5xx": "tab:red", "no answer": "black"}
+CLASS_COLOURS = {
+    "2xx": "tab:green",
+    "409": "tab:orange",
+    "503": "tab:blue",
+    "other 4xx": "tab:purple",
+    "500 and other 5xx": "tab:red",
+    "no answer": "black",
+}
 
 
 def plot_timeline(ax: Any, series: dict[str, Any], marks: dict[str, float], title: str) -> None:
@@ -205,13 +235,24 @@ def plot_timeline(ax: Any, series: dict[str, Any], marks: dict[str, float], titl
     if t:
         classes = [c for c in CLASS_COLOURS if any(series.get(c) or [])]
         t.append(t[-1] + series["bucket"])  # the last bucket's right edge
-        ax.stackplot(t, *[[*series[c], series[c][-1]] for c in classes], labels=classes,
-                     colors=[CLASS_COLOURS[c] for c in classes], step="post", alpha=0.8)
+        ax.stackplot(
+            t,
+            *[[*series[c], series[c][-1]] for c in classes],
+            labels=classes,
+            colors=[CLASS_COLOURS[c] for c in classes],
+            step="post",
+            alpha=0.8,
+        )
     for name, x in marks.items():
-        ax.axvline(x, color="red" if "down" in name or "kill" in name or "stop" in name else "tab:green",
-                   linestyle="--", linewidth=1.2)
-        ax.annotate(name, (x, 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top",
-                    ha="right", fontsize=8)
+        ax.axvline(
+            x,
+            color="red" if "down" in name or "kill" in name or "stop" in name else "tab:green",
+            linestyle="--",
+            linewidth=1.2,
+        )
+        ax.annotate(
+            name, (x, 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right", fontsize=8
+        )
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("seconds since the load started")
     ax.set_ylabel("requests/s")
@@ -222,14 +263,20 @@ def node_counts(db_url: str) -> dict[str, Any]:
     """What the service wrote, read straight from PostgreSQL: nodes per client token (from the
     node's ``extra``), and the recorded client tokens (``client_tokens``, migration 0008)."""
     with pg_connect(db_url) as conn:
-        per_token = dict(conn.execute(
-            "SELECT extra::json->>%s, count(*) FROM nodes WHERE extra::json->>%s IS NOT NULL "
-            "GROUP BY 1", (EXTRA_KEY, EXTRA_KEY)).fetchall())
+        per_token = dict(
+            conn.execute(
+                "SELECT extra::json->>%s, count(*) FROM nodes WHERE extra::json->>%s IS NOT NULL GROUP BY 1",
+                (EXTRA_KEY, EXTRA_KEY),
+            ).fetchall()
+        )
         nodes_total = conn.execute("SELECT count(*) FROM nodes").fetchone()[0]
         token_rows = conn.execute(
-            "SELECT token, resource_id FROM client_tokens WHERE resource_kind = 'node'").fetchall()
-        node_uuids = {row[0]: row[1] for row in conn.execute(
-            "SELECT uuid, extra::json->>%s FROM nodes", (EXTRA_KEY,)).fetchall()}
+            "SELECT token, resource_id FROM client_tokens WHERE resource_kind = 'node'"
+        ).fetchall()
+        node_uuids = {
+            row[0]: row[1]
+            for row in conn.execute("SELECT uuid, extra::json->>%s FROM nodes", (EXTRA_KEY,)).fetchall()
+        }
     recorded = {token: resource for token, resource in token_rows}
     return {
         "per_token": per_token,

@@ -63,8 +63,11 @@ class _Token:
 
 def _post(client: Client, rec: Recorder, tok: _Token, kind: str) -> int:
     sent = rec.now()
-    reply = client.post("/v1/nodes", {"driver": "fake-hardware", "extra": {EXTRA_KEY: tok.token}},
-                        headers={"X-Client-Token": tok.token})
+    reply = client.post(
+        "/v1/nodes",
+        {"driver": "fake-hardware", "extra": {EXTRA_KEY: tok.token}},
+        headers={"X-Client-Token": tok.token},
+    )
     reply_record(rec, kind, sent, reply, tok.token)
     node = ""
     if reply.status == 201:
@@ -77,7 +80,9 @@ def _post(client: Client, rec: Recorder, tok: _Token, kind: str) -> int:
 
 
 def _one_store(ctx: Context, kind: str, db: str, seconds: float, lease: float) -> dict[str, Any]:
-    server = ctx.redis("--appendonly", "yes", "--appendfsync", "always") if kind == "redis" else ctx.memcached()
+    server = (
+        ctx.redis("--appendonly", "yes", "--appendfsync", "always") if kind == "redis" else ctx.memcached()
+    )
     gun = ctx.gunicorn(db, server.url, env={"BAREMETAL_IDEMPOTENCY_LEASE": str(lease)})
     token_clients = ctx.pick(8, 4)
     get_clients = ctx.pick(2, 1)
@@ -120,8 +125,9 @@ def _one_store(ctx: Context, kind: str, db: str, seconds: float, lease: float) -
         server.start()
         rec.mark("started")
 
-    errors = run_threads([faults] + [token_client] * token_clients + [get_client] * get_clients,
-                         timeout=seconds + 120)
+    errors = run_threads(
+        [faults] + [token_client] * token_clients + [get_client] * get_clients, timeout=seconds + 120
+    )
     rec.mark("load end")
     # every retried token once more, until it is not in flight (bounded: its lease, plus margin)
     sweep_deadline = time.monotonic() + lease + 10.0
@@ -139,8 +145,17 @@ def _one_store(ctx: Context, kind: str, db: str, seconds: float, lease: float) -
     return _figures(kind, rec, records, tokens, counts, seconds, lease, errors, output)
 
 
-def _figures(kind: str, rec: Recorder, records: list[Any], tokens: list[_Token], counts: dict[str, Any],
-             seconds: float, lease: float, errors: list[str], output: str) -> dict[str, Any]:
+def _figures(
+    kind: str,
+    rec: Recorder,
+    records: list[Any],
+    tokens: list[_Token],
+    counts: dict[str, Any],
+    seconds: float,
+    lease: float,
+    errors: list[str],
+    output: str,
+) -> dict[str, Any]:
     down, up = rec.marks["down"], rec.marks["up"]
     token_kinds = ("token", "retry", "retry after restart", "final retry")
     posts = [r for r in records if r.kind in token_kinds]
@@ -156,16 +171,21 @@ def _figures(kind: str, rec: Recorder, records: list[Any], tokens: list[_Token],
     answered_nodes = {t.token: {a[2] for a in t.answers if a[1] == 201} for t in tokens}
     split_answers = sum(1 for nodes in answered_nodes.values() if len(nodes) > 1)
     node_of = {node: tok for node, tok in counts["node_token"].items() if tok}
-    lost = sum(1 for tok, nodes in answered_nodes.items()
-               if nodes and not any(node_of.get(n) == tok for n in nodes))
+    lost = sum(
+        1 for tok, nodes in answered_nodes.items() if nodes and not any(node_of.get(n) == tok for n in nodes)
+    )
     unanswered_nodes = sum(1 for tok, n in per_token.items() if n and not answered_nodes.get(tok))
     retried = [t for t in tokens if t.retried]
     guard_answers = sum(
-        1 for t in retried for i, a in enumerate(t.answers)
+        1
+        for t in retried
+        for i, a in enumerate(t.answers)
         if i > 0 and a[1] == 201 and not a[3] and any(b[1] == 201 for b in t.answers[:i])
     )
     replayed = sum(1 for t in retried for a in t.answers[1:] if a[1] == 201 and a[3])
-    in_flight_after = sum(1 for r in posts if r.t >= up and r.status == 409 and r.code == "idempotency.in-flight")
+    in_flight_after = sum(
+        1 for r in posts if r.t >= up and r.status == 409 and r.code == "idempotency.in-flight"
+    )
     final = Counter(t.answers[-1][1] for t in retried)
     get_ok_during = sum(1 for r in during_gets if 200 <= r.status < 300)
     figures = {
@@ -206,21 +226,33 @@ def _figures(kind: str, rec: Recorder, records: list[Any], tokens: list[_Token],
     }
     problems = []
     if figures["token_503_during"] != len(during_posts):
-        problems.append(f"{kind}: token requests during the outage answered {figures['token_statuses_during']} "
-                        "(every one must be 503)")
+        problems.append(
+            f"{kind}: token requests during the outage answered {figures['token_statuses_during']} "
+            "(every one must be 503)"
+        )
     if during_gets and get_ok_during != len(during_gets):
-        problems.append(f"{kind}: {len(during_gets) - get_ok_during} of {len(during_gets)} GETs without a "
-                        "token failed during the outage")
+        problems.append(
+            f"{kind}: {len(during_gets) - get_ok_during} of {len(during_gets)} GETs without a "
+            "token failed during the outage"
+        )
     if not during_posts or not during_gets:
         problems.append(f"{kind}: no requests were sent during the outage")
-    for name in ("other_5xx", "no_answer", "bad_503_bodies", "duplicates", "answers_naming_two_nodes",
-                 "acknowledged_but_missing"):
+    for name in (
+        "other_5xx",
+        "no_answer",
+        "bad_503_bodies",
+        "duplicates",
+        "answers_naming_two_nodes",
+        "acknowledged_but_missing",
+    ):
         if figures[name]:
             problems.append(f"{kind}: {name.replace('_', ' ')}: {figures[name]}")
     if figures["recovery_seconds"] is None:
         problems.append(f"{kind}: no token request succeeded after the restart")
     if final.get(409) or final.get(503) or final.get(0):
-        problems.append(f"{kind}: retried tokens still unanswered at the end: {figures['final_retry_statuses']}")
+        problems.append(
+            f"{kind}: retried tokens still unanswered at the end: {figures['final_retry_statuses']}"
+        )
     if errors:
         problems.append(f"{kind}: load errors: {errors}")
     figures["problems"] = problems
@@ -233,8 +265,13 @@ def run(ctx: Context) -> dict[str, Any]:
     databases = {kind: ctx.database("postgresql") for kind in STORES}  # (migrations: one at a time)
     results: dict[str, dict[str, Any]] = {}
     if ctx.quick:  # both stores at once: the test suite's time budget
-        crashes = run_threads([lambda k=k: results.__setitem__(k, _one_store(ctx, k, databases[k], seconds, lease))
-                               for k in STORES], timeout=seconds + 180)
+        crashes = run_threads(
+            [
+                lambda k=k: results.__setitem__(k, _one_store(ctx, k, databases[k], seconds, lease))
+                for k in STORES
+            ],
+            timeout=seconds + 180,
+        )
         if crashes:
             raise RuntimeError(f"a store's run crashed: {crashes}")
     else:
@@ -243,19 +280,31 @@ def run(ctx: Context) -> dict[str, Any]:
     problems = [p for kind in STORES for p in results[kind]["problems"]]
     rows = []
     labels = [
-        ("token POSTs before / during / after", lambda f: "{} / {} / {}".format(
-            *(sum(n for k in f["by_phase"] if k != "get" for n in f["by_phase"][k].get(p, {}).values())
-              for p in ("before", "during", "after")))),
-        ("token POSTs during the outage answered 503", lambda f: f"{f['token_503_during']} of "
-                                                                 f"{f['token_requests_during']}"),
-        ("GETs without a token during the outage: 2xx", lambda f: f"{f['get_success_during']} % of "
-                                                                  f"{f['gets_during']}"),
+        (
+            "token POSTs before / during / after",
+            lambda f: "{} / {} / {}".format(
+                *(
+                    sum(n for k in f["by_phase"] if k != "get" for n in f["by_phase"][k].get(p, {}).values())
+                    for p in ("before", "during", "after")
+                )
+            ),
+        ),
+        (
+            "token POSTs during the outage answered 503",
+            lambda f: f"{f['token_503_during']} of {f['token_requests_during']}",
+        ),
+        (
+            "GETs without a token during the outage: 2xx",
+            lambda f: f"{f['get_success_during']} % of {f['gets_during']}",
+        ),
         ("5xx other than 503 / no answer", lambda f: f"{f['other_5xx']} / {f['no_answer']}"),
         ("tokens used (retried)", lambda f: f"{f['tokens']} ({f['retried_tokens']})"),
         ("retries replayed by the store", lambda f: f["replayed_from_store"]),
         ("retries answered by the database guard", lambda f: f["answered_by_db_guard"]),
-        ("409 in-flight after the restart (lease {lease:g} s)".format(lease=lease),
-         lambda f: f["in_flight_409_after_restart"]),
+        (
+            f"409 in-flight after the restart (lease {lease:g} s)",
+            lambda f: f["in_flight_409_after_restart"],
+        ),
         ("nodes created", lambda f: f["nodes"]),
         ("duplicates (tokens with 2+ nodes)", lambda f: f["duplicates"]),
         ("acknowledged creations missing", lambda f: f["acknowledged_but_missing"]),
@@ -269,7 +318,8 @@ def run(ctx: Context) -> dict[str, Any]:
         f"{results[k]['other_5xx']} other 5xx, {results[k]['duplicates']} duplicates over "
         f"{results[k]['tokens']} tokens ({results[k]['answered_by_db_guard']} retries answered by the "
         f"database guard), recovered in {results[k]['recovery_seconds']} s"
-        for k in STORES)
+        for k in STORES
+    )
     return {
         "ok": not problems,
         "summary": summary,
@@ -285,10 +335,15 @@ def plot(result: dict[str, Any], out_dir: str | Path) -> list[str]:
     data = result["data"]
     fig, axes = plt.subplots(len(data), 2, figsize=(12, 3.6 * len(data)), squeeze=False)
     for row, (kind, figures) in enumerate(data.items()):
-        plot_timeline(axes[row][0], figures["timeline_posts"], figures["marks"],
-                      f"{kind}: token POSTs (requests/s by status)")
-        plot_timeline(axes[row][1], figures["timeline_gets"], figures["marks"],
-                      f"{kind}: GETs without a token")
+        plot_timeline(
+            axes[row][0],
+            figures["timeline_posts"],
+            figures["marks"],
+            f"{kind}: token POSTs (requests/s by status)",
+        )
+        plot_timeline(
+            axes[row][1], figures["timeline_gets"], figures["marks"], f"{kind}: GETs without a token"
+        )
     fig.tight_layout()
     name = "store_outage-timeline.png"
     fig.savefig(Path(out_dir) / name, dpi=90)
