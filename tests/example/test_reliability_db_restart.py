@@ -13,6 +13,7 @@ import pytest
 from werkzeug.test import Client as WsgiClient
 
 from bench.reliability._faults_support import durable_commits, fast_shutdown
+from bench.reliability._harness import Context
 from tests.servers import PostgresServer, make_workdir
 
 pytestmark = pytest.mark.slow
@@ -87,3 +88,31 @@ def test_a_database_outage_is_a_503_with_a_code_not_a_500(own_postgres: Postgres
         assert "n" not in after.json["extra"]
     finally:
         app.close()
+
+
+@pytest.fixture
+def ctx() -> Iterator[Context]:
+    with Context(quick=True) as context:
+        yield context
+
+
+def test_database_restart_under_load(ctx: Context) -> None:
+    """The short scenario: 503 during the outage, recovery without a service restart, nothing
+    half-written, PATCH counters exact."""
+    from bench.reliability import db_restart
+
+    result = db_restart.run(ctx)
+    data = result["data"]
+    assert data["during"] > 0
+    assert data["during_503"] == data["during"], data["samples_not_503_during"]
+    assert data["bad_503_bodies"] == data["internals_in_bodies"] == 0
+    assert data["other_5xx"] == data["no_answer"] == 0
+    assert data["recovery_seconds"] is not None
+    assert data["tokens"] > 0
+    assert data["tokens_never_answered"] == data["tokens_without_exactly_one_node"] == 0
+    assert data["answered_node_not_the_tokens"] == data["answers_naming_two_nodes"] == 0
+    assert data["nodes_without_their_token_row"] == data["token_rows_without_their_node"] == 0
+    assert data["duplicates"] == data["incomplete_node_rows"] == 0
+    assert data["patch_successes"] > 0
+    assert data["patch_final_values"] == data["patch_successes"]
+    assert result["ok"], result["problems"]
