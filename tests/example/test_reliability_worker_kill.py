@@ -30,8 +30,8 @@ def test_worker_killed_after_claim(ctx: Context) -> None:
         # 409 in-flight (with Retry-After) for every retry until the lease ends...
         assert r["retries_before_lease_end"] > 0
         assert r["in_flight_409_before_lease_end"] == r["retries_before_lease_end"], r
-        # ...then the first success, right after the lease (not before it)
-        assert lease - 0.1 <= r["first_success_after_claim"] <= lease + 2.0, r
+        # ...then the first success, after the lease (never before it)
+        assert lease <= r["first_success_after_claim"] <= lease + 15.0, r
         assert r["executions"] == 1, r
         assert r["answers_name_the_node"] and r["later_retries_replayed"], r
         assert r["token_recorded_for_the_node"], r
