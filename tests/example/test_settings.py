@@ -58,3 +58,35 @@ def test_the_paste_pipeline_defaults_are_the_settings() -> None:
     assert built["power_sync_interval"].default == settings.POWER_SYNC_INTERVAL
     assert built["run_conductor"].default is settings.RUN_CONDUCTOR
     assert built["request_id"].default == settings.REQUEST_ID
+
+
+def test_the_idempotency_lease_default_is_the_middleware_default() -> None:
+    from apimw.idempotency import IdempotencyMiddleware
+
+    assert inspect.signature(IdempotencyMiddleware).parameters["lease"].default == settings.IDEMPOTENCY_LEASE
+    assert wsgi.settings({})["idempotency_lease"] == settings.IDEMPOTENCY_LEASE
+    assert inspect.signature(app.wrap).parameters["lease"].default == settings.IDEMPOTENCY_LEASE
+
+
+def test_the_idempotency_lease_is_read_from_the_environment(tmp_path: Path) -> None:
+    from apimw.idempotency import IdempotencyMiddleware
+
+    assert wsgi.settings({"BAREMETAL_IDEMPOTENCY_LEASE": " 2.5 "})["idempotency_lease"] == 2.5
+    built = wsgi.make_application({
+        "BAREMETAL_DATABASE": f"sqlite:///{tmp_path / 'lease.db'}",
+        "BAREMETAL_IDEMPOTENCY_LEASE": "3",
+        "BAREMETAL_CONDUCTOR_WORKERS": "0",
+    })  # fmt: skip
+    try:
+        middlewares = [c for c in built._closers if isinstance(c, IdempotencyMiddleware)]
+        assert [m._lease for m in middlewares] == [3.0]
+    finally:
+        built.close()
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "nan", "inf"])
+def test_a_bad_idempotency_lease_is_one_sentence(value: str) -> None:
+    from apimw.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="BAREMETAL_IDEMPOTENCY_LEASE must be a"):
+        wsgi.settings({"BAREMETAL_IDEMPOTENCY_LEASE": value})

@@ -148,13 +148,15 @@ def request_id_middleware(name: str) -> Any:
 
 def wrap(flask_wsgi: WSGIApplication, *, store_url: str = settings.STORE,
          closers: list[Any] | None = None, auth: Any = None,
-         request_id: str = settings.REQUEST_ID) -> WSGIApplication:
+         request_id: str = settings.REQUEST_ID,
+         lease: float = settings.IDEMPOTENCY_LEASE) -> WSGIApplication:
     """The middleware stack around the Flask app's WSGI callable (closables go to *closers*).
 
     The order: request_id -> microversion -> *auth* -> noauth -> idempotency -> etag -> app.
     *auth*: a filter ``app -> app`` put between microversion and noauth, which then reads the
     verified X-Project-Id (baremetal_service.auth's http_basic; see wsgi.py).
     *request_id*: ``builtin`` (:mod:`baremetal_service.request_id`) or ``oslo``.
+    *lease*: seconds a client-token claim lives while the request runs (apimw's ``lease``).
     """
     request_id_filter = request_id_middleware(request_id)
 
@@ -164,7 +166,7 @@ def wrap(flask_wsgi: WSGIApplication, *, store_url: str = settings.STORE,
 
     app: WSGIApplication = flask_wsgi
     app = ETagMiddleware(app, **ETAG_OPTIONS)
-    idempotency = IdempotencyMiddleware(app, store=store_url, **IDEMPOTENCY_OPTIONS)
+    idempotency = IdempotencyMiddleware(app, store=store_url, lease=lease, **IDEMPOTENCY_OPTIONS)
     if closers is not None:
         closers.append(idempotency)
     app = idempotency

@@ -25,7 +25,8 @@ Hierarchy::
     ├── Invalid (400)               InvalidParameterValue, InvalidStateRequested, NoValidHost,
     │                               ChassisNotEmpty, PortgroupNotEmpty, NodeInMaintenance,
     │                               InvalidResourceClassName, InterfaceNotFound
-    └── PreconditionFailed (412)    a stale If-Match on a write
+    ├── PreconditionFailed (412)    a stale If-Match on a write
+    └── DatabaseUnavailable (503)   the database cannot be reached now (down, restarting)
 
 A referenced resource that does not exist inside a request body (``node_uuid`` of
 a new port, ``chassis_uuid`` of a node) is the *NotFound* error with status 400, as
@@ -45,6 +46,7 @@ __all__ = [
     "ChassisNotFound",
     "ChassisUuidExists",
     "Conflict",
+    "DatabaseUnavailable",
     "DriverNotFound",
     "InstanceAssociated",
     "InterfaceNotFound",
@@ -147,6 +149,27 @@ class PreconditionFailed(BaremetalError):
             "match its current etag. Fetch it again, then retry with the new etag.",
             resource=kind,
         )
+
+
+class DatabaseUnavailable(BaremetalError):
+    """The database cannot be used now (down, restarting, out of connections): retry later.
+
+    The API answers it for the database errors :func:`baremetal_service.db.engine.is_unavailable`
+    recognises, instead of a 500: nothing about the server leaks into the body.  A create
+    retried with the same ``X-Client-Token`` cannot run twice (the recorded client token).
+    """
+
+    status_code = 503
+    error_code = "baremetal.database-unavailable"
+    #: seconds, the Retry-After header
+    retry_after = 2
+
+    def __init__(self) -> None:
+        HTTPProblem.__init__(
+            self, self.status_code, self.error_code,
+            "The database is temporarily unavailable. Retry later.",
+            headers=[("Retry-After", str(self.retry_after))],
+        )  # fmt: skip
 
 
 # -- 404 ---------------------------------------------------------------------

@@ -18,6 +18,7 @@ __all__ = [
     "HARDWARE_TYPES",
     "HOST",
     "HTPASSWD",
+    "IDEMPOTENCY_LEASE",
     "IDLE_TIMEOUT",
     "PORT",
     "POWER_SYNC_INTERVAL",
@@ -36,6 +37,9 @@ DATABASE: Final = "sqlite:///baremetal.sqlite"
 FAST_READS: Final = True
 #: The idempotency replay store (in-process: one process only).
 STORE: Final = "memory://"
+#: Seconds a client-token claim lives while the request runs (apimw's ``lease``): after a
+#: worker crash, retries get 409 until it ends.  Keep it above the worker timeout.
+IDEMPOTENCY_LEASE: Final = 300.0
 #: ``noauth`` (trusts X-Project-Id) or ``http_basic`` (htpasswd file, bcrypt entries).
 AUTH_STRATEGY: Final = "noauth"
 HTPASSWD: Final = "/etc/baremetal/htpasswd"

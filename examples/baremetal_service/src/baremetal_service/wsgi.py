@@ -15,6 +15,10 @@ environment variable               default                         meaning
 =================================  ==============================  ===========================================
 ``BAREMETAL_DATABASE``             ``sqlite:///baremetal.sqlite``  SQLAlchemy URL (``postgresql+psycopg://...``)
 ``BAREMETAL_STORE``                ``memory://``                   idempotency store: ``redis://``, ``memcached://``
+``BAREMETAL_IDEMPOTENCY_LEASE``    ``300``                         seconds a client-token claim lives while
+                                                                   its request runs (a crashed worker's token
+                                                                   answers 409 until then); keep it above the
+                                                                   worker timeout (paste: the ini's lease)
 ``BAREMETAL_AUTH_STRATEGY``        ``noauth``                      ``noauth`` (trusts ``X-Project-Id``),
                                                                    ``http_basic`` (htpasswd + bcrypt)
 ``BAREMETAL_HTPASSWD``             ``/etc/baremetal/htpasswd``     the ``http_basic`` user file
@@ -99,6 +103,19 @@ def _count(env: Mapping[str, str], name: str, default: int, minimum: int) -> int
     return number
 
 
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    value = env.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+    return number
+
+
 def check_store_processes(store_url: str, processes: int) -> None:
     """Refuse ``memory://`` when more than one process serves (the one-line reason is the message)."""
     if processes > 1 and urlsplit(store_url).scheme.lower() == "memory":
@@ -117,6 +134,7 @@ def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "database": env.get("BAREMETAL_DATABASE") or DEFAULT_DATABASE,
         "store": env.get("BAREMETAL_STORE") or DEFAULT_STORE,
+        "idempotency_lease": _seconds(env, "BAREMETAL_IDEMPOTENCY_LEASE", defaults.IDEMPOTENCY_LEASE),
         "auth_strategy": strategy,
         "htpasswd": env.get("BAREMETAL_HTPASSWD") or DEFAULT_HTPASSWD,
         "auth_project": env.get("BAREMETAL_AUTH_PROJECT") or None,
@@ -231,7 +249,7 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
         try:
             inner: list[Any] = []
             wsgi = wrap(create_flask_app(service).wsgi_app, store_url=conf["store"], closers=inner, auth=auth,
-                        request_id=conf["request_id"])
+                        request_id=conf["request_id"], lease=conf["idempotency_lease"])
             closers.extend(inner)
         except BaseException:
             service.close()

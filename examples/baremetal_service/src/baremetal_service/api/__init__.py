@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import sqlalchemy as sa
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from apimw.errors import HTTPProblem
 
+from ..db.engine import is_unavailable
+from ..exceptions import DatabaseUnavailable
 from .common import BODY_LIMIT_KEY, MAX_BODY_BYTES, body_too_large, problem_response
 from .context import SERVICE_KEY
 
@@ -94,6 +97,15 @@ def create_flask_app(service: Any, *, max_body_bytes: int = MAX_BODY_BYTES) -> F
         if status == 405 and exc.get_response().headers.get("Allow"):
             headers.append(("Allow", exc.get_response().headers["Allow"]))
         return problem_response(HTTPProblem(status, code, detail, headers=headers))
+
+    @app.errorhandler(sa.exc.DBAPIError)
+    @app.errorhandler(sa.exc.TimeoutError)
+    def _database(exc: sa.exc.SQLAlchemyError) -> Response:
+        if not is_unavailable(exc):
+            return _crash(exc)
+        # one line, no traceback: an outage is not a bug (and would log one per request)
+        LOG.warning("database unavailable: %s", type(getattr(exc, "orig", None) or exc).__name__)
+        return problem_response(DatabaseUnavailable())
 
     @app.errorhandler(Exception)
     def _crash(exc: Exception) -> Response:

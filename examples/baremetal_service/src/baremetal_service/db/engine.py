@@ -18,7 +18,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from apimw.errors import ConfigError
 
-__all__ = ["SQLITE_BUSY_TIMEOUT_MS", "create_engine", "is_postgres", "is_sqlite", "make_sessionmaker"]
+__all__ = [
+    "SQLITE_BUSY_TIMEOUT_MS",
+    "create_engine",
+    "is_postgres",
+    "is_sqlite",
+    "is_unavailable",
+    "make_sessionmaker",
+]
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -29,6 +36,32 @@ def is_sqlite(engine: Engine) -> bool:
 
 def is_postgres(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql"
+
+
+#: PostgreSQL error classes that mean "not reachable now": connection exception (08),
+#: insufficient resources (53: too many connections...), operator intervention (57P:
+#: shutting down, crashed, starting up).
+_UNAVAILABLE_SQLSTATES = ("08", "53", "57P")
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """Whether *error* means the database cannot be used right now (down, restarting, out of
+    connections, locked) rather than a bug: the API answers it 503, and a retry may succeed.
+
+    The pool's connections from before a restart are dropped by SQLAlchemy when one of
+    them fails (``connection_invalidated``), so the next request reconnects.
+    """
+    if isinstance(error, sa.exc.TimeoutError):  # no pooled connection came free in time
+        return True
+    if not isinstance(error, sa.exc.OperationalError | sa.exc.InterfaceError):
+        return bool(isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated)
+    if error.connection_invalidated or isinstance(error, sa.exc.InterfaceError):
+        return True
+    orig = error.orig
+    if isinstance(orig, sqlite3.OperationalError):
+        return "locked" in str(orig) or "busy" in str(orig)
+    sqlstate = getattr(orig, "sqlstate", None)  # psycopg: None for a client-side connection failure
+    return sqlstate is None or str(sqlstate).startswith(_UNAVAILABLE_SQLSTATES)
 
 
 def _sqlite_wal(cursor: Any) -> None:
