@@ -8,13 +8,14 @@ from collections.abc import Iterator
 import pytest
 
 from bench.reliability._harness import Context
+from tests.servers import PostgresServer
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def ctx() -> Iterator[Context]:
-    with Context(quick=True) as context:
+def ctx(postgres_server: PostgresServer) -> Iterator[Context]:
+    with Context(quick=True, postgres=postgres_server) as context:
         yield context
 
 
