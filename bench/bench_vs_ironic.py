@@ -42,7 +42,8 @@ negotiated versions are printed: Ironic 39.0 stops at 1.115).
 3. Cost growth (ours): GET /v1/nodes and /v1/nodes/detail with 100, 1,000 and 10,000
    nodes, walked page by page as Ironic paginates (``limit`` = the service's maximum
    page, 1000; follow ``next``): time per node for a full walk, and the server
-   process's VmRSS before, after each page and after.  Set-up (not measured) copies a
+   process's VmRSS before, after each page and after.  A list of exactly k x 1000 nodes
+   ends with an empty page, as on Ironic (a full page always carries ``next``).  Set-up (not measured) copies a
    node created through the API into new rows (new uuid and name) with one
    ``INSERT ... SELECT`` per row in the service's database; for a ``--service`` without
    ``--service-database`` it POSTs the nodes instead.
@@ -792,15 +793,11 @@ def print_growth(rows: list[dict[str, Any]]) -> None:
             print(f"  {path}: time per node, largest / smallest list: {per[-1] / per[0]:.2f}x")
 
 
-def plot(report: dict[str, Any], out_dir: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
+def _plot_sequential(plt: Any, report: dict[str, Any], out_dir: Path, subtitle: str,
+                     colors: dict[str, str]) -> list[str]:  # fmt: skip
+    """latency.png (ours vs Ironic per request type) and ratio.png (with the goal line)."""
     seq = report["sequential"]
+    written = []
     names = report["sides"]
     caveat = {"patch": "\n(Ironic: no If-Match)", "replay": "\n(Ironic: plain POST)"}
     labels = []
@@ -808,9 +805,6 @@ def plot(report: dict[str, Any], out_dir: Path) -> list[str]:
         ironic_caveat = key in caveat and any(n.startswith("ironic:") for n in row["notes"])
         labels.append(row["case"] + (caveat[key] if ironic_caveat else ""))
     x = list(range(len(labels)))
-    colors = {"ours": "tab:blue", "ironic": "tab:red", "ours 2 workers": "tab:green"}
-    subtitle = f"{report['machine']['cpus']} CPUs, load {report['machine']['load_before'][0]}" + (
-        ", --quick" if report["settings"]["quick"] else "")  # fmt: skip
 
     # latency per request type
     fig, ax = plt.subplots(figsize=(11, 5.5))
@@ -851,6 +845,23 @@ def plot(report: dict[str, Any], out_dir: Path) -> list[str]:
         fig.savefig(out_dir / "ratio.png", dpi=110)
         plt.close(fig)
         written.append("ratio.png")
+    return written
+
+
+def plot(report: dict[str, Any], out_dir: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[str] = []
+    colors = {"ours": "tab:blue", "ironic": "tab:red", "ours 2 workers": "tab:green"}
+    subtitle = f"{report['machine']['cpus']} CPUs, load {report['machine']['load_before'][0]}" + (
+        ", --quick" if report["settings"]["quick"] else "")  # fmt: skip
+    seq = report.get("sequential")
+    if seq:
+        written += _plot_sequential(plt, report, out_dir, subtitle, colors)
 
     conc = report.get("concurrency")
     if conc:
