@@ -42,11 +42,11 @@ negotiated versions are printed: Ironic 39.0 stops at 1.115).
 3. Cost growth (ours): GET /v1/nodes and /v1/nodes/detail with 100, 1,000 and 10,000
    nodes, walked page by page as Ironic paginates (``limit`` = the service's maximum
    page, 1000; follow ``next``): time per node for a full walk, and the server
-   process's VmRSS before, after each page and after.  A list of exactly k x 1000 nodes
-   ends with an empty page, as on Ironic (a full page always carries ``next``).  Set-up (not measured) copies a
-   node created through the API into new rows (new uuid and name) with one
-   ``INSERT ... SELECT`` per row in the service's database; for a ``--service`` without
-   ``--service-database`` it POSTs the nodes instead.
+   process's VmRSS before, after each page and after.  A list of exactly k x 1000
+   nodes ends with an empty page, as on Ironic (a full page always carries ``next``).
+   Set-up (not measured) copies a node created through the API into new rows (new
+   uuid and name) with one ``INSERT ... SELECT`` per row in the service's database;
+   for a ``--service`` without ``--service-database`` it POSTs the nodes instead.
 
 Output: a table per section on stdout, ``--json FILE`` with every figure and
 ``--plots DIR`` with latency.png, ratio.png, concurrency.png and growth.png.
@@ -670,7 +670,7 @@ def start_ours(args: argparse.Namespace, workdir: Path, processes: list[Process]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = Process(argv, env, workdir / "service.log", workdir)
     processes.append(proc)
-    label = " ".join(shlex.quote(a) for a in argv[1:]).replace(str(workdir), "<tmp>")
+    label = " ".join(["python", *(shlex.quote(a) for a in argv[1:])]).replace(str(workdir), "<tmp>")
     return Pending("ours", proc, port, label, args.microversion), database
 
 
