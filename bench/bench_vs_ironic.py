@@ -108,6 +108,7 @@ SEQ_CASES = {
     "patch": "PATCH /v1/nodes/{uuid} If-Match",
     "replay": "replayed POST",
 }
+DISPLAY = {"ironic": "Ironic 39.0", "ours": "ours (1 process)"}
 CONC_CASES = {"get": "GET /v1/nodes/{uuid}", "list": "GET /v1/nodes (100)", "post": "POST /v1/nodes"}
 
 
@@ -584,9 +585,9 @@ def growth(side: Side, database: str | None, sizes: list[int], seconds: float,
             rss_before = rss_kib(side.pid)
             walks = []
             deadline = time.monotonic() + seconds
-            for _ in range(max_walks):
+            for k in range(max(2, max_walks)):  # at least 2: the first (cold) and a warm one
                 walks.append(walk(side, path, side.pid, size // MAX_PAGE + 50))
-                if time.monotonic() > deadline:
+                if k >= 1 and time.monotonic() > deadline:
                     break
             rss_after = rss_kib(side.pid)
             per_node = [w["seconds"] / max(1, w["nodes"]) * 1e6 for w in walks]
@@ -776,21 +777,24 @@ def print_concurrency(conc: dict[str, Any], names: list[str]) -> None:
 
 def print_growth(rows: list[dict[str, Any]]) -> None:
     print(f"\n== 3. cost growth (ours): full walk, pages of {MAX_PAGE} following `next`")
-    print(f"{'path':<18}{'nodes':>7}{'pages':>6}{'walk s':>9}{'us/node':>9}"
-          f"{'RSS before':>12}{'max in walk':>12}{'after MiB':>10}")  # fmt: skip
+    print(f"{'path':<18}{'nodes':>7}{'pages':>6}{'walks':>6}{'walk s':>9}{'us/node':>9}"
+          f"{'RSS MiB: before':>16}{'max':>7}{'after':>7}{'last walk +':>12}")  # fmt: skip
 
-    def mib(kib: int | None) -> str:
+    def mib(kib: int | float | None) -> str:
         return "?" if kib is None else f"{kib / 1024:.1f}"
 
     for row in rows:
         pages = [k for k in row["rss_pages_kib"] + row["rss_last_walk_kib"] if k is not None]
-        print(f"{row['path']:<18}{row['nodes_walked']:>7}{row['pages']:>6}{row['walk_s']:>9.3f}"
-              f"{row['us_per_node']:>9.1f}{mib(row['rss_before_kib']):>12}"
-              f"{mib(max(pages) if pages else None):>12}{mib(row['rss_after_kib']):>10}")  # fmt: skip
+        last = [k for k in row["rss_last_walk_kib"] if k is not None]
+        print(f"{row['path']:<18}{row['nodes_walked']:>7}{row['pages']:>6}{row['walks']:>6}"
+              f"{row['walk_s']:>9.3f}{row['us_per_node']:>9.1f}{mib(row['rss_before_kib']):>16}"
+              f"{mib(max(pages) if pages else None):>7}{mib(row['rss_after_kib']):>7}"
+              f"{mib(last[-1] - last[0] if last else None):>12}")  # fmt: skip
     for path in ("/v1/nodes", "/v1/nodes/detail"):
         per = [r["us_per_node"] for r in rows if r["path"] == path]
         if len(per) > 1:
             print(f"  {path}: time per node, largest / smallest list: {per[-1] / per[0]:.2f}x")
+    print("  (RSS: the server process's VmRSS; 'last walk +': its growth over the last, warm walk's pages)")
 
 
 def _plot_sequential(plt: Any, report: dict[str, Any], out_dir: Path, subtitle: str,
@@ -813,7 +817,7 @@ def _plot_sequential(plt: Any, report: dict[str, Any], out_dir: Path, subtitle: 
         p50 = [row[name]["p50_ms"] for row in seq.values()]
         p99 = [row[name]["p99_ms"] for row in seq.values()]
         pos = [i + (k - (len(names) - 1) / 2) * width for i in x]
-        ax.bar(pos, p50, width, label=f"{name} p50", color=colors.get(name))
+        ax.bar(pos, p50, width, label=f"{DISPLAY.get(name, name)} p50", color=colors.get(name))
         ax.scatter(pos, p99, marker="_", s=300, color="black", zorder=3, label="p99" if k == 0 else None)
     ax.set_yscale("log")
     ax.set_ylabel("latency, ms (log)")
@@ -872,9 +876,10 @@ def plot(report: dict[str, Any], out_dir: Path) -> list[str]:
         width = 0.8 / len(cnames)
         for k, name in enumerate(cnames):
             pos = [i + (k - (len(cnames) - 1) / 2) * width for i in cx]
-            axes[0].bar(pos, [row[name]["rps"] for row in conc.values()], width, label=name,
+            shown = DISPLAY.get(name, name)
+            axes[0].bar(pos, [row[name]["rps"] for row in conc.values()], width, label=shown,
                         color=colors.get(name))  # fmt: skip
-            axes[1].bar(pos, [row[name]["p50_ms"] for row in conc.values()], width, label=f"{name} p50",
+            axes[1].bar(pos, [row[name]["p50_ms"] for row in conc.values()], width, label=f"{shown} p50",
                         color=colors.get(name))  # fmt: skip
             axes[1].scatter(pos, [row[name]["p99_ms"] for row in conc.values()], marker="_", s=300,
                             color="black", zorder=3, label="p99" if k == 0 else None)  # fmt: skip
@@ -903,11 +908,12 @@ def plot(report: dict[str, Any], out_dir: Path) -> list[str]:
             axes[0].plot([r["nodes_walked"] for r in mine], [r["us_per_node"] for r in mine], "o-",
                          color=color, label=path)  # fmt: skip
         # RSS in the order measured: per list size and path, before the walks, after each page of
-        # the first walk, after the walks.
+        # the first walk and of the last one, after the walks.
         offset = 0
         labelled: set[str] = set()
         for r in rows:
-            kib = [r["rss_before_kib"], *r["rss_pages_kib"], r["rss_after_kib"]]
+            warm = r["rss_last_walk_kib"] if r["walks"] > 1 else []
+            kib = [r["rss_before_kib"], *r["rss_pages_kib"], *warm, r["rss_after_kib"]]
             series = [k / 1024 if k is not None else float("nan") for k in kib]
             xs = list(range(offset, offset + len(series)))
             color = path_colors[r["path"]]
@@ -916,7 +922,7 @@ def plot(report: dict[str, Any], out_dir: Path) -> list[str]:
             if r["path"] == "/v1/nodes":
                 axes[1].axvline(offset - 0.5, color="grey", linestyle=":", linewidth=0.8)
                 where = axes[1].get_xaxis_transform()
-                axes[1].text(offset - 0.3, 0.02, f"{r['size']} nodes", transform=where, fontsize=8, c="grey")
+                axes[1].text(offset - 0.3, 0.02, f"{r['size']:,}", transform=where, fontsize=8, c="grey")
             offset += len(series)
         axes[0].set_xscale("log")
         axes[0].set_ylim(bottom=0)
@@ -924,7 +930,7 @@ def plot(report: dict[str, Any], out_dir: Path) -> list[str]:
         axes[0].set_ylabel("µs per node, full paginated walk")
         axes[0].set_title("time per node vs list size")
         axes[1].set_ylim(bottom=0)
-        axes[1].set_xlabel("samples in order: before a walk, after each page, after")
+        axes[1].set_xlabel("samples in order: before, each page of the first and last walk, after")
         axes[1].set_ylabel("server RSS, MiB")
         axes[1].set_title("server memory per page")
         for ax in axes:
