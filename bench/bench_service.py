@@ -37,10 +37,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -52,38 +50,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._http import Client, expect, free_port, wait_ready  # noqa: E402
+
 #: Real Ironic 39.0 (API + conductor, SQLite, noauth, fake-hardware) on the same kind of machine.
 IRONIC_39 = {"get node": 70.0, "list 100 nodes": 15.0, "create node": 19.0}
-VERSION = {"X-OpenStack-Ironic-API-Version": "latest"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Client:
-    def __init__(self, port: int) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-
-    def call(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        headers: dict[str, str] | None = None,
-    ) -> tuple[int, dict[str, str], bytes]:
-        hdrs = dict(VERSION)
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            hdrs["Content-Type"] = "application/json"
-        hdrs.update(headers or {})
-        self.conn.request(method, path, body=data, headers=hdrs)
-        resp = self.conn.getresponse()
-        payload = resp.read()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, payload
 
 
 def measure(
@@ -120,11 +92,6 @@ def measure(
         "p50_ms": statistics.median(samples) * 1000,
         "p99_ms": samples[min(len(samples) - 1, int(len(samples) * 0.99))] * 1000,
     }
-
-
-def expect(status: int, wanted: int, payload: bytes) -> None:
-    if status != wanted:
-        raise SystemExit(f"unexpected {status} (wanted {wanted}): {payload[:300]!r}")
 
 
 def bench_service(port: int, seconds: float) -> list[dict[str, Any]]:
@@ -260,21 +227,6 @@ def bench_baseline(seconds: float, threads: int) -> dict[str, Any]:
         # Let the worker threads finish before the sockets go (else they write to a closed trigger).
         server.task_dispatcher.shutdown(timeout=5)
         server.close()
-
-
-def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"baremetal-service exited with {proc.returncode}")
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-            conn.request("GET", "/")
-            conn.getresponse().read()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("baremetal-service did not start")
 
 
 # -- --server: the same client against several WSGI servers (and real Ironic) ----------------------
