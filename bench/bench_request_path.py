@@ -14,9 +14,9 @@ process, so that each ratio is measured in the same run:
 * ``Core reads``: one-row reads through SQLAlchemy Core (``BAREMETAL_FAST_READS=false``);
 * ``stdlib json``: ``json.dumps`` for response bodies instead of orjson.
 
-The configurations alternate within each round; the figure is the median over rounds
-of the best-of-N per-request time, and the factor is that configuration's time over the
-lean one's.
+The configurations alternate within each round; the figure is the best per-request time
+over all rounds (the least disturbed by other work on the machine), and the factor is
+that configuration's time over the lean one's.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import statistics
 import sys
 import tempfile
 from collections.abc import Callable
@@ -116,9 +115,9 @@ def main() -> int:
 
     print(f"{'case':28} {'configuration':18} {'us/req':>9} {'factor vs lean':>15}")
     for case in cases:
-        lean = statistics.median(samples[(case, "lean")])
+        lean = min(samples[(case, "lean")])
         for name in apps:
-            value = statistics.median(samples[(case, name)])
+            value = min(samples[(case, name)])
             print(f"{case:28} {name:18} {value:9.1f} {value / lean:14.2f}x")
     return 0
 
