@@ -320,9 +320,11 @@ def run(ctx: Context) -> dict[str, Any]:
     samples = sampler.samples
     warm = duration * WARMUP
     traffic_end = traffic.ended - sampler.t0
+    schedule_end = traffic.start - sampler.t0 + duration
     base = next((s for s in samples if s["t"] >= warm), samples[0])
-    # the last sample while the clients were still connected (the one after shows them gone)
-    end = [s for s in samples if s["t"] < traffic_end][-1]
+    # the last sample taken while the schedule still ran (the clients connected); the one
+    # after the run, in data["after"], shows their connections gone
+    end = [s for s in samples if s["t"] < schedule_end - 0.05][-1]
     elapsed = traffic.ended - traffic.start
     achieved = traffic.requests / elapsed if elapsed else 0.0
     statuses: Counter[int] = Counter()
@@ -408,24 +410,30 @@ def plot(result: dict[str, Any], out_dir: Path) -> list[str]:
 
     data = result["data"]
     samples = data["samples"]
+    base = data["baseline"]
     pids = sorted({p for s in samples for p in s["procs"]}, key=int)
     fig, (ax_rss, ax_fds, ax_conn) = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
-    for pid in pids:
+    colors = plt.get_cmap("tab10")
+    for n, pid in enumerate(pids):
         points = [(s["t"], s["procs"][pid]) for s in samples if pid in s["procs"]]
         role = "master" if points[0][1]["master"] else "worker"
         times = [t for t, _ in points]
-        ax_rss.plot(times, [p["rss_kib"] / 1024 for _, p in points], label=f"{role} {pid}")
-        ax_fds.plot(times, [p["fds"] for _, p in points], label=f"{role} {pid} files")
-        ax_fds.plot(times, [p["sockets"] for _, p in points], linestyle="--", label=f"{role} {pid} sockets")
+        start = base["procs"].get(pid, points[0][1])["rss_kib"]
+        ax_rss.plot(times, [(p["rss_kib"] - start) / 1024 for _, p in points], color=colors(n),
+                    label=f"{role} {pid} ({start / 1024:.0f} MiB after the warm-up)")
+        ax_fds.plot(times, [p["fds"] for _, p in points], color=colors(n), label=f"{role} {pid} files")
+        ax_fds.plot(times, [p["sockets"] for _, p in points], color=colors(n), linestyle="--",
+                    label=f"{role} {pid} sockets")
+    ax_rss.axhline(RSS_GROWTH_KIB / 1024, color="red", linestyle=":", label="bound (workers)")
     times = [s["t"] for s in samples]
     ax_conn.plot(times, [s["established"] for s in samples], label="TCP connections to the service")
     ax_conn.plot(times, [s["pg_backends"] for s in samples], label="PostgreSQL backends")
     ax_conn.plot(times, [s["redis_clients"] for s in samples], label="Redis clients")
     for ax in (ax_rss, ax_fds, ax_conn):
         ax.axvspan(0, data["warmup_s"], color="grey", alpha=0.15, label="warm-up" if ax is ax_rss else None)
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         ax.grid(alpha=0.3)
-    ax_rss.set_ylabel("RSS (MiB)")
+    ax_rss.set_ylabel("RSS - RSS after warm-up (MiB)")
     ax_fds.set_ylabel("open files / sockets")
     ax_conn.set_ylabel("connections")
     ax_conn.set_xlabel("seconds")
@@ -433,6 +441,6 @@ def plot(result: dict[str, Any], out_dir: Path) -> list[str]:
                      f"(target {data['target_rate']:g}/s), 2 gunicorn workers")
     fig.tight_layout()
     name = "soak-resources.png"
-    fig.savefig(out_dir / name, dpi=110)
+    fig.savefig(out_dir / name, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return [name]

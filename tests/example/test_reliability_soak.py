@@ -38,7 +38,10 @@ def test_the_mixed_traffic_ran_at_its_rate_without_errors(result: dict[str, Any]
     # every kind of operation of the mix ran, and answered as it should
     ops = {key.rsplit(" ", 1)[0] for key in data["by_operation"]}
     assert {"create", "replay", "get node", "list nodes", "patch"} <= ops, data["by_operation"]
-    assert set(data["statuses"]) <= {"200", "201", "204", "412"}, data["by_operation"]
+    # 412: a PATCH lost the race for its If-Match; 404: its node was deleted meanwhile (both part
+    # of the mix); anything else is not an answer this traffic should get
+    assert set(data["statuses"]) <= {"200", "201", "204", "404", "412"}, data["by_operation"]
+    assert data["statuses"].get("404", 0) <= data["by_operation"].get("delete 204", 0)
     # both workers served, and neither was restarted
     assert data["workers"] == data["workers_after"] and len(data["workers"]) == 2
     assert all(str(pid) in data["end"]["procs"] for pid in data["workers"])
