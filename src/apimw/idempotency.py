@@ -99,6 +99,25 @@ SHARED_SCOPE: Final = "*shared*"
 _READ_CHUNK: Final = 65536
 
 
+class _UnreadableBody(Exception):
+    """The server's ``wsgi.input`` failed while the body was read."""
+
+
+def _read(stream: Any, size: int) -> bytes:
+    """``stream.read(size)``; any failure of the server's input stream is :class:`_UnreadableBody`.
+
+    What a server raises there is its own: an ``OSError`` when the client goes away
+    mid-body, gunicorn's ``ParseException`` subclasses (``InvalidChunkSize``,
+    ``ChunkMissingTerminator``; not ``OSError``) for a malformed chunked body,
+    werkzeug's ``ClientDisconnected``.  All of them mean the same to the client: 400.
+    """
+    try:
+        data = stream.read(size)
+    except Exception as exc:
+        raise _UnreadableBody(type(exc).__name__) from exc
+    return bytes(data)
+
+
 # -- owner ids: unique per claim, cheap (no urandom per request), new per forked process --------
 
 _OWNER = {"nonce": secrets.token_hex(8), "counter": itertools.count()}
@@ -535,7 +554,7 @@ class IdempotencyMiddleware:
         """Buffer the request body (capped), then hand the app an equivalent input."""
         try:
             return self._read_body_unsafe(environ)
-        except (OSError, ValueError):  # the client went away mid-body, or a broken chunked stream
+        except _UnreadableBody:
             return HTTPProblem(400, "idempotency.body-incomplete",
                                "The request body could not be read completely.")  # fmt: skip
 
@@ -550,7 +569,7 @@ class IdempotencyMiddleware:
             length = int(length_text)
             if length > self._max_request:
                 return self._too_large()
-            body = stream.read(length) if stream is not None and length else b""
+            body = _read(stream, length) if stream is not None and length else b""
             if len(body) != length:
                 return HTTPProblem(400, "idempotency.body-incomplete",
                                    f"Content-Length is {length} but {len(body)} bytes arrived.")  # fmt: skip
@@ -558,7 +577,7 @@ class IdempotencyMiddleware:
             pieces: list[bytes] = []
             size = 0
             while True:
-                piece = stream.read(_READ_CHUNK)
+                piece = _read(stream, _READ_CHUNK)
                 if not piece:
                     break
                 size += len(piece)

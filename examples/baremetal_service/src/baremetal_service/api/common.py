@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 import jsonschema
 from flask import Request, Response, current_app, request
+from werkzeug.exceptions import HTTPException
 
 from apimw import Version
 from apimw.discovery import request_base_url
@@ -196,11 +197,22 @@ def raw_body(req: Request | None = None) -> bytes:
     which is how an oversized chunked body is told from one of exactly the limit.
     """
     req = req or request
-    raw = req.get_data(cache=True)
+    try:
+        raw = req.get_data(cache=True)
+    except HTTPException:
+        raise  # werkzeug's own answers: 413 from Content-Length, 400 for a client gone mid-body
+    except Exception:
+        # The server's input stream failed: gunicorn raises its ParseException subclasses
+        # (InvalidChunkSize, ChunkMissingTerminator; not OSError) for a malformed chunked body.
+        raise body_incomplete() from None
     limit = int(current_app.config.get(BODY_LIMIT_KEY, MAX_BODY_BYTES))
     if len(raw) > limit:
         raise body_too_large(limit)
     return raw
+
+
+def body_incomplete() -> HTTPProblem:
+    return bad_request("The request body could not be read completely.", "request.body-incomplete")
 
 
 def body_too_large(limit: int) -> HTTPProblem:

@@ -8,7 +8,7 @@ DELETE one or all; removing an absent trait is a no-op).
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response
 
 from ..resources.runbooks import RUNBOOKS as DECLARATION
 from . import versions
@@ -20,6 +20,7 @@ from .common import (
     empty_response,
     json_body,
     json_response,
+    raw_body,
     validate,
 )
 from .context import if_match, project_id, service
@@ -102,7 +103,7 @@ def set_runbook_traits(ident: str) -> Response:
 def add_runbook_trait(ident: str, trait: str) -> Response:
     _traits_gate()
     validate(trait, TRAIT, "trait")
-    if request.get_data(cache=True).strip():
+    if raw_body().strip():
         raise bad_request("No body should be provided when adding a trait")
 
     def add(current: list[str]) -> list[str]:
