@@ -18,13 +18,14 @@ import pytest
 from bench.reliability import hostile_input
 from bench.reliability._harness import Context
 from tests.example.production_support import Gunicorn
+from tests.servers import PostgresServer
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def result() -> Iterator[dict[str, Any]]:
-    with Context(quick=True) as ctx:
+def result(postgres_server: PostgresServer) -> Iterator[dict[str, Any]]:
+    with Context(quick=True, postgres=postgres_server) as ctx:
         yield hostile_input.run(ctx)
 
 
