@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         with Context(quick=args.quick) as ctx:
             try:
                 result = module.run(ctx)
-            except Exception:
+            except (Exception, BaseExceptionGroup):
                 result = {"ok": False, "summary": "the scenario crashed",
                           "problems": [traceback.format_exc()], "table": None, "data": {}}
         result["seconds"] = round(time.monotonic() - t0, 1)

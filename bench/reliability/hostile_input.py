@@ -494,7 +494,7 @@ def _fuzz_one(op: Any, mode: Any, url: str, session: Any, served: str, seeds: di
                      sent)
         try:
             case.validate_response(response, checks=checks)
-        except Exception as exc:  # a non-conformance: counted, reported
+        except (Exception, BaseExceptionGroup) as exc:  # a non-conformance (schemathesis raises a group)
             with tally._lock:
                 tally.nonconformant.append(
                     f"{served} {req.method} {req.path_url[:120]} -> {response.status_code}: "

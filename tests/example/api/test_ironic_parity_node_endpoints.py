@@ -51,6 +51,20 @@ def test_console_state(api: Api) -> None:
     }
 
 
+def test_console_put_honours_if_match_even_when_the_console_is_already_in_that_state(api: Api) -> None:
+    """Found by the reliability harness's schemathesis run: a PUT that changed nothing never
+    checked its If-Match, so the etag middleware refused the 2xx with a 500."""
+    node = api.node()
+    path = f"/v1/nodes/{node['uuid']}/states/console"
+    etag = api.get(f"/v1/nodes/{node['uuid']}").headers["ETag"]
+    for if_match in ("*", etag):
+        resp = api.put(path, {"enabled": False}, headers={"If-Match": if_match})
+        assert resp.status_code == 202, resp.text
+    stale = api.put(path, {"enabled": False}, headers={"If-Match": '"not-the-etag"'})
+    assert stale.status_code == 412, stale.text
+    assert api.get(f"/v1/nodes/{node['uuid']}").headers["ETag"] == etag  # nothing was written
+
+
 def test_shards(api: Api) -> None:
     api.node(shard="s1")
     api.node(shard="s1")

@@ -230,8 +230,10 @@ def set_console(ident: str) -> Response:
     node = service().db.get("node", ident, project_id=project_id())
     if _unsupported(node, "console"):
         raise _driver_problem(NotSupportedByDriver(node["driver"], "console"))
-    if bool(node.get("console_enabled")) != enabled:
-        _write_unlocked(node, {"console_enabled": enabled}, "baremetal.node.console_set.end")
+    # Already in that state: nothing is written, but the node lock and If-Match are still
+    # checked (an empty change set writes nothing), as Ironic takes the node's lock first.
+    changes = {"console_enabled": enabled} if bool(node.get("console_enabled")) != enabled else {}
+    _write_unlocked(node, changes, "baremetal.node.console_set.end")
     location = f"{base_url()}/v1/nodes/{ident}/states/console"
     return empty_response(202, [("Location", location)])
 
