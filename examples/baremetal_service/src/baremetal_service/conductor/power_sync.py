@@ -27,7 +27,6 @@ Use :func:`sync_power_states` for one pass (tests, cron) or :class:`PowerSync`
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +36,7 @@ from typing import Any, Final
 from .. import exceptions as exc
 from ..db.api import Database
 from ..drivers import DriverRegistry, Task
+from ..periodic import PeriodicTask
 from . import states
 
 __all__ = ["EVENT_TYPE", "PowerSync", "SyncResult", "sync_power_states"]
@@ -141,45 +141,23 @@ def sync_power_states(
             last_id = int(page[-1]["id"])
 
 
-class PowerSync:
+class PowerSync(PeriodicTask):
     """Run :func:`sync_power_states` every *interval* seconds in a daemon thread."""
+
+    name = "power-sync"
 
     def __init__(
         self, db: Database, drivers: DriverRegistry, *, interval: float = 60.0, workers: int = 4
     ) -> None:
-        if not interval > 0:
-            raise ValueError("interval must be a positive number of seconds")
+        super().__init__(interval=interval)
         self.db = db
         self.drivers = drivers
-        self.interval = interval
         self.workers = workers
         self.passes = 0
         self.last_results: Sequence[SyncResult] = ()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="power-sync", daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout)
 
     def run_once(self) -> list[SyncResult]:
         results = sync_power_states(self.db, self.drivers, workers=self.workers)
         self.last_results = results
         self.passes += 1
         return results
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.run_once()
-            except Exception:  # a database hiccup must not kill the task
-                LOG.exception("power sync pass failed")
