@@ -64,7 +64,6 @@ import socket
 import threading
 import time
 import uuid
-import zlib
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -469,19 +468,7 @@ def _fuzz_one(op: Any, mode: Any, url: str, session: Any, served: str, seeds: di
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
     def one(case: Any) -> None:
-        drawn = json.dumps([case.path_parameters, case.body], default=str, sort_keys=True)
-        if zlib.crc32(drawn.encode()) % 3:  # two in three name the seeded resources
-            for name in list(case.path_parameters or {}):
-                if name in seeds:
-                    case.path_parameters[name] = seeds[name]
-            if isinstance(case.body, dict):
-                for name, seed in fz.BODY_SEEDS.items():
-                    if name in case.body and seed in seeds:
-                        case.body[name] = seeds[seed]
-        headers = dict(case.headers or {})
-        headers.pop("OpenStack-API-Version", None)
-        headers[LEGACY] = served
-        case.headers = headers
+        fz.prepare_case(case, seeds, served)
         try:
             response = case.call(base_url=url, session=session, timeout=30)
         except requests.RequestException as exc:

@@ -124,6 +124,27 @@ def _order(op: Any) -> tuple[int, str]:
     return (1 if op.method.lower() == "delete" else 0, op.path)
 
 
+def prepare_case(case: Any, seeds: dict[str, str], served: str) -> None:
+    """Point a generated case at the seeded resources and send it at *served* (in place).
+
+    Two cases in three name the seeded resources (chosen from the case itself: repeatable),
+    in the path and in the body's references, so that fuzzing reaches past 404s and 400s.
+    """
+    drawn = json.dumps([case.path_parameters, case.body], default=str, sort_keys=True)
+    if zlib.crc32(drawn.encode()) % 3:
+        for name in list(case.path_parameters or {}):
+            if name in seeds:
+                case.path_parameters[name] = seeds[name]
+        if isinstance(case.body, dict):
+            for name, seed in BODY_SEEDS.items():
+                if name in case.body and seed in seeds:
+                    case.body[name] = seeds[seed]
+    headers = dict(case.headers or {})
+    headers.pop("OpenStack-API-Version", None)
+    headers[LEGACY] = served
+    case.headers = headers
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_fuzz_the_live_service_against_its_document(live_service: str, version: str) -> None:
     session = requests.Session()
@@ -178,21 +199,7 @@ def _fuzz(
         report_multiple_bugs=False,
     )
     def run(case: Any) -> None:
-        # Two cases in three name the seeded resources (chosen from the case itself: repeatable),
-        # in the path and in the body's references, so that fuzzing reaches past 404s and 400s.
-        drawn = json.dumps([case.path_parameters, case.body], default=str, sort_keys=True)
-        if zlib.crc32(drawn.encode()) % 3:
-            for name in list(case.path_parameters or {}):
-                if name in seeds:
-                    case.path_parameters[name] = seeds[name]
-            if isinstance(case.body, dict):
-                for name, seed in BODY_SEEDS.items():
-                    if name in case.body and seed in seeds:
-                        case.body[name] = seeds[seed]
-        headers = dict(case.headers or {})
-        headers.pop("OpenStack-API-Version", None)
-        headers[LEGACY] = served
-        case.headers = headers
+        prepare_case(case, seeds, served)
         response = case.call(base_url=url, session=session, timeout=15)
         counts["requests"] += 1
         counts[f"{response.status_code // 100}xx"] = counts.get(f"{response.status_code // 100}xx", 0) + 1
