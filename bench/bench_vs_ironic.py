@@ -348,6 +348,16 @@ def run_case(side: Side, key: str, seconds: float, warmup: int) -> dict[str, Any
     return result
 
 
+def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """req/s, p50 and p99 as the medians over *rounds* (kept too, under ``rounds``)."""
+    return {
+        "rps": statistics.median(r["rps"] for r in rounds),
+        "p50_ms": statistics.median(r["p50_ms"] for r in rounds),
+        "p99_ms": statistics.median(r["p99_ms"] for r in rounds),
+        "rounds": rounds,
+    }
+
+
 def sequential(sides: list[Side], rounds: int, seconds: float, warmup: int) -> dict[str, Any]:
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {k: {s.name: [] for s in sides} for k in SEQ_CASES}
     for round_no in range(rounds):
@@ -360,12 +370,7 @@ def sequential(sides: list[Side], rounds: int, seconds: float, warmup: int) -> d
         row: dict[str, Any] = {"case": label}
         for side in sides:
             rs = runs[key][side.name]
-            row[side.name] = {
-                "rps": statistics.median(r["rps"] for r in rs),
-                "p50_ms": statistics.median(r["p50_ms"] for r in rs),
-                "p99_ms": statistics.median(r["p99_ms"] for r in rs),
-                "rounds": rs,
-            }
+            row[side.name] = _medians(rs)
         if "ironic" in row and "ours" in row:
             ratio = row["ours"]["rps"] / row["ironic"]["rps"]
             row["ratio"] = ratio
@@ -510,13 +515,7 @@ def concurrency(sides: list[Side], rounds: int, seconds: float, procs: int) -> d
         row: dict[str, Any] = {"case": label}
         for side in sides:
             rs = runs[key][side.name]
-            row[side.name] = {
-                "rps": statistics.median(r["rps"] for r in rs),
-                "p50_ms": statistics.median(r["p50_ms"] for r in rs),
-                "p99_ms": statistics.median(r["p99_ms"] for r in rs),
-                "errors": sum(r["errors"] for r in rs),
-                "rounds": rs,
-            }
+            row[side.name] = {**_medians(rs), "errors": sum(r["errors"] for r in rs)}
         out[key] = row
     return out
 
