@@ -3,10 +3,28 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from bench.reliability._harness import Client
 
 PID_HEADER = "x-baremetal-worker-pid"
+
+
+class ReplyCounts:
+    """Which worker processes answered, and how many answers were 5xx or no answer at all."""
+
+    def __init__(self) -> None:
+        self.server_errors = 0
+        self.connection_errors = 0
+        self.pids: set[int] = set()
+
+    def count(self, reply: Any) -> None:
+        if PID_HEADER in reply.headers:
+            self.pids.add(int(reply.headers[PID_HEADER]))
+        if reply.status == 0:
+            self.connection_errors += 1
+        elif reply.status >= 500:
+            self.server_errors += 1
 
 
 def connect_spread(clients: list[Client], workers: int) -> Counter[int]:

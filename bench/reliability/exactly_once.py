@@ -35,7 +35,7 @@ from typing import Any
 import psycopg
 
 from bench.reliability._harness import Client, Context, Reply, ms, percentiles
-from bench.reliability._once_support import PID_HEADER, connect_spread
+from bench.reliability._once_support import PID_HEADER, ReplyCounts, connect_spread
 from tests.example.production_support import Gunicorn
 
 TITLE = "Exactly once under load"
@@ -73,19 +73,17 @@ def _uuid(reply: Reply) -> str:
         return ""
 
 
-class _Tally:
+class _Tally(ReplyCounts):
     """What one store's rounds showed."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.answers: Counter[str] = Counter()  # winner / replayed / in_flight / other
         self.other: Counter[str] = Counter()  # "status code" of the other answers
-        self.server_errors = 0
-        self.connection_errors = 0
         self.executions = 0  # 201s that were not replays (the app ran)
         self.replay_uuid_mismatch = 0
         self.in_flight_without_retry_after = 0
         self.latency: dict[str, list[float]] = {"winner": [], **{k: [] for k in KINDS}}
-        self.pids: set[int] = set()
         self.winner_uuids: dict[str, str] = {}
         self.crossed_rounds = 0  # rounds answered by more than one worker process
 
@@ -93,12 +91,7 @@ class _Tally:
         pids = {r.headers[PID_HEADER] for r in replies if PID_HEADER in r.headers}
         self.crossed_rounds += len(pids) > 1
         for reply in replies:
-            if PID_HEADER in reply.headers:
-                self.pids.add(int(reply.headers[PID_HEADER]))
-            if reply.status == 0:
-                self.connection_errors += 1
-            elif reply.status >= 500:
-                self.server_errors += 1
+            self.count(reply)
         originals = [r for r in replies if r.status == 201 and r.headers.get("idempotent-replayed") != "true"]
         self.executions += len(originals)
         winner = originals[0] if originals else None

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.reliability._harness import Client, Context
-from bench.reliability._once_support import PID_HEADER, connect_spread
+from bench.reliability._once_support import ReplyCounts, connect_spread
 from tests.example.production_support import Gunicorn
 
 TITLE = "No lost update"
@@ -49,25 +49,16 @@ CONFLICT = "baremetal.conflict"
 COLORS = {"if-match": "#2a7ab9", "no if-match": "#d9534f"}
 
 
-class _Tally:
+class _Tally(ReplyCounts):
     def __init__(self) -> None:
+        super().__init__()
         self.lock = threading.Lock()
         self.successes = 0
         self.retries = 0  # 412s
         self.conflicts = 0  # 409 baremetal.conflict: the service's own write lost every race; "please retry"
-        self.server_errors = 0
-        self.connection_errors = 0
         self.other: Counter[str] = Counter()
         self.gave_up = 0
-        self.pids: set[int] = set()
 
-    def count(self, reply: Any) -> None:
-        if PID_HEADER in reply.headers:
-            self.pids.add(int(reply.headers[PID_HEADER]))
-        if reply.status == 0:
-            self.connection_errors += 1
-        elif reply.status >= 500:
-            self.server_errors += 1
 
 
 def _patch(value: int) -> list[dict[str, Any]]:
