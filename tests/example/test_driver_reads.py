@@ -118,3 +118,27 @@ def test_the_core_path_stays_selectable(tmp_path: Path) -> None:
 
     assert settings({})["fast_reads"] is True
     assert settings({"BAREMETAL_FAST_READS": "false"})["fast_reads"] is False
+
+
+def test_a_failed_read_returns_its_connection_to_the_pool_as_it_took_it(database_url: str) -> None:
+    """The PostgreSQL read switches its connection to autocommit; an error in the query must not
+    leave it so, or the next transaction on that pooled connection would commit every statement."""
+    from baremetal_service.db.driver_select import DriverSelect
+
+    db = Database(database_url, pool_size=1)
+    try:
+        missing = sa.Table("no_such_table", sa.MetaData(), sa.Column("uuid", sa.String))
+        query = DriverSelect(db.engine, sa.select(missing).where(missing.c.uuid == sa.bindparam("ident")))
+        with pytest.raises(sa.exc.ProgrammingError if db.engine.dialect.name == "postgresql"
+                           else sa.exc.OperationalError):
+            query.rows({"ident": "x"})
+        fairy = db.engine.raw_connection()
+        try:
+            if db.engine.dialect.name == "postgresql":
+                assert fairy.driver_connection.autocommit is False
+        finally:
+            fairy.close()
+        with db.engine.connect() as conn:  # and the pool still serves transactions
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+    finally:
+        db.dispose()

@@ -62,6 +62,7 @@ class DriverSelect:
         except self._dbapi_error as err:  # connecting failed: as SQLAlchemy reports it
             raise sa.exc.DBAPIError.instance(self.sql, bound, err, self._dbapi_error) from err
         driver = fairy.driver_connection
+        invalidated = False
         try:
             if self._postgres:
                 driver.autocommit = True  # type: ignore[union-attr]
@@ -71,17 +72,21 @@ class DriverSelect:
                 fetched = cursor.fetchall() if limit is None else cursor.fetchmany(limit)
             finally:
                 cursor.close()
-            if self._postgres:
-                driver.autocommit = False  # type: ignore[union-attr]
         except self._dbapi_error as err:
             invalidated = self.engine.dialect.is_disconnect(err, fairy.dbapi_connection, None)
             if invalidated:
                 fairy.invalidate(err)
-            fairy.close()
             raise sa.exc.DBAPIError.instance(
                 self.sql, bound, err, self._dbapi_error, connection_invalidated=invalidated
             ) from err
-        fairy.close()
+        finally:
+            # back to the pool as it was taken (a failed read too): never in autocommit
+            if self._postgres and not invalidated:
+                try:
+                    driver.autocommit = False  # type: ignore[union-attr]
+                except self._dbapi_error as err:
+                    fairy.invalidate(err)
+            fairy.close()
         keys, processors = self.keys, self._processors
         out = []
         for raw in fetched:
