@@ -297,16 +297,19 @@ def test_a_dead_workers_lease_expires_and_the_stale_worker_cannot_write(database
 
 
 def test_a_slow_step_keeps_its_lease_alive(database_url: str) -> None:
-    """A step that takes longer than the lease timeout is not taken over: the heartbeat renews it."""
-    hw = Recorder(delay=1.2)
-    with make_service(database_url, hw, lease_timeout=0.45) as svc:
+    """A step that takes longer than the lease timeout is not taken over: the heartbeat renews it.
+
+    The step lasts 2.7 leases.  The lease (0.9 s, a heartbeat every 0.3 s) leaves room for the
+    scheduling delays of a loaded 2-core CI machine; 0.45 s once missed a heartbeat there."""
+    hw = Recorder(delay=2.4)
+    with make_service(database_url, hw, lease_timeout=0.9) as svc:
         enrolled(svc)
         svc.set_provision_state("n", "manage")
-        other = Conductor(svc.db, svc.drivers, name="other", lease_timeout=0.45)
+        other = Conductor(svc.db, svc.drivers, name="other", lease_timeout=0.9)
         slow = threading.Thread(target=svc.conductor.run_once)
         slow.start()
         time.sleep(0.1)
-        deadline = time.monotonic() + 1.5
+        deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline:
             other.run_once()
             time.sleep(0.05)
