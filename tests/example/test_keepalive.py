@@ -24,15 +24,17 @@ from tests.servers import HOST, free_port
 VERSION = {"X-OpenStack-Ironic-API-Version": "latest"}
 
 
-@pytest.fixture
-def service_port(tmp_path: Path) -> Iterator[int]:
-    """``baremetal-service`` (its default server) on a free loopback port, SQLite in *tmp_path*."""
+@pytest.fixture(params=["default", "waitress"])
+def service_port(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[int]:
+    """``baremetal-service`` (its default server, and waitress) on a free loopback port, SQLite in
+    *tmp_path*."""
+    chosen = [] if request.param == "default" else ["--server", request.param]
     port = free_port()
     log = tmp_path / "service.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(  # noqa: S603 - our own module
             [sys.executable, "-m", "baremetal_service.cli", "--host", HOST, "--port", str(port),
-             "--no-conductor"],
+             "--no-conductor", *chosen],
             stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
     try:

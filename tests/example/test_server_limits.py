@@ -1,7 +1,9 @@
 """The ``baremetal-service`` command under connection exhaustion, and its start-up errors.
 
 Each test starts the real console script in a subprocess on 127.0.0.1 and a free
-port (SQLite in a temporary directory) and talks to it over TCP.  The service runs
+port (SQLite in a temporary directory) and talks to it over TCP, with its default
+server (granian) and, where the two differ or the guarantee is the server's own, with
+``--server waitress`` too.  The service runs
 with the descriptor soft limit most Linux machines give a process (1024), as a
 user's shell would start it; the test process raises its own soft limit to hold
 its share of the idle connections.
@@ -160,14 +162,21 @@ def _concurrent_lists(url: str, clients: int, expected: int) -> None:
 # -- 1. connection exhaustion -----------------------------------------------------------------------
 
 
+SERVERS = ["granian", "waitress"]
+
+
 @pytest.mark.parametrize(
-    ("database_url", "soft_nofile"),
-    [("sqlite", None), ("postgresql", SERVICE_SOFT_NOFILE)],
-    ids=["sqlite-ulimit-high", "postgresql-ulimit-1024"],
+    ("database_url", "soft_nofile", "server"),
+    [
+        ("sqlite", None, "granian"),
+        ("postgresql", SERVICE_SOFT_NOFILE, "granian"),
+        ("postgresql", SERVICE_SOFT_NOFILE, "waitress"),
+    ],
+    ids=["sqlite-ulimit-high-granian", "postgresql-ulimit-1024-granian", "postgresql-ulimit-1024-waitress"],
     indirect=["database_url"],
 )
 def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_out(
-    tmp_path: Path, database_url: str, soft_nofile: int | None
+    tmp_path: Path, database_url: str, soft_nofile: int | None, server: str
 ) -> None:
     """After concurrent traffic (the database pool holds its connections), 1,000 idle connections.
 
@@ -178,7 +187,7 @@ def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_o
     descriptors, and with a high one (as in a container), where select() is what fails.
     """
     _raise_own_nofile(2 * IDLE_CONNECTIONS + 512)
-    args = ("--database", database_url, "--threads", str(BUSY))
+    args = ("--server", server, "--database", database_url, "--threads", str(BUSY))
     with _service(tmp_path, *args, soft_nofile=soft_nofile) as service:
         _create_nodes(service.url, 300)
         _concurrent_lists(service.url, BUSY, 300)  # the database pool now holds its connections
@@ -199,9 +208,10 @@ def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_o
 
 
 def test_with_a_hard_limit_of_1024_the_connection_limit_fits_and_the_service_survives(tmp_path: Path) -> None:
-    """The soft limit cannot be raised: fewer connections, said once at start; the rest wait (bounded)."""
+    """waitress: the soft limit cannot be raised: fewer connections, said once at start; the rest
+    wait (bounded)."""
     _raise_own_nofile(IDLE_CONNECTIONS + 512)
-    args = ("--no-conductor", "--idle-timeout", "3")
+    args = ("--server", "waitress", "--no-conductor", "--idle-timeout", "3")
     with _service(tmp_path, *args, soft_nofile=SERVICE_SOFT_NOFILE, hard_too=True) as service:
         assert "the descriptor limit (ulimit -n) is 1024: at most 768 connections instead of 2000" in (
             service.output()
@@ -216,6 +226,26 @@ def test_with_a_hard_limit_of_1024_the_connection_limit_fits_and_the_service_sur
         assert _get(service.url + "/v1/nodes", timeout=10).status_code == 200
     assert "Traceback" not in service.output()
     assert "accept() threw" not in service.output()  # never out of descriptors
+
+
+def test_granian_out_of_descriptors_serves_again_once_idle_connections_time_out(tmp_path: Path) -> None:
+    """granian has no connection limit: with a hard limit of 1024 descriptors, 1,000 silent
+    connections exhaust them; new clients wait in the listen backlog and are served once the
+    idle ones time out (``--idle-timeout``), and the worker is still the same process."""
+    _raise_own_nofile(IDLE_CONNECTIONS + 512)
+    args = ("--server", "granian", "--no-conductor", "--idle-timeout", "3")
+    with _service(tmp_path, *args, soft_nofile=SERVICE_SOFT_NOFILE, hard_too=True) as service:
+        with ExitStack() as stack:
+            _open_idle(service.port, IDLE_CONNECTIONS, stack)
+            time.sleep(2)
+            started = time.monotonic()
+            assert _get(service.url + "/", timeout=20).status_code == 200  # once idle ones time out
+            assert time.monotonic() - started < 15
+            assert service.alive(), service.output()
+        assert _get(service.url + "/v1/nodes", timeout=10).status_code == 200
+    assert service.proc.returncode == 0, service.output()
+    assert "Traceback" not in service.output()
+    assert "exited unexpectedly" not in service.output()
 
 
 def _silent_until_closed(sock: socket.socket, deadline: float) -> bool:
@@ -233,9 +263,11 @@ def _silent_until_closed(sock: socket.socket, deadline: float) -> bool:
 
 
 def test_idle_connections_time_out_and_clients_beyond_the_limit_wait_a_bounded_time(tmp_path: Path) -> None:
-    """Every slot held by a silent connection: a new client is served once the idle ones time out."""
+    """waitress: every slot held by a silent connection: a new client is served once the idle
+    ones time out."""
     limit, idle_timeout = 40, 2
-    args = ("--no-conductor", "--connection-limit", str(limit), "--idle-timeout", str(idle_timeout))
+    args = ("--server", "waitress", "--no-conductor", "--connection-limit", str(limit),
+            "--idle-timeout", str(idle_timeout))  # fmt: skip
     with _service(tmp_path, *args) as service, ExitStack() as stack:
         idle = _open_idle(service.port, limit + 10, stack)  # the last ones wait in the listen backlog
         time.sleep(0.5)
@@ -250,6 +282,20 @@ def test_idle_connections_time_out_and_clients_beyond_the_limit_wait_a_bounded_t
         assert service.alive(), service.output()
 
 
+@pytest.mark.parametrize("server", SERVERS)
+def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(tmp_path: Path, server: str) -> None:
+    """A client that answered one request and then stays silent loses its connection after
+    ``--idle-timeout`` seconds (and not long before)."""
+    with _service(tmp_path, "--server", server, "--no-conductor", "--idle-timeout", "2") as service:
+        with socket.create_connection((HOST, service.port), timeout=10) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+            started = time.monotonic()
+            assert _silent_until_closed(sock, started + 10)
+            assert 1.0 <= time.monotonic() - started < 8
+        assert service.alive(), service.output()
+
+
 # -- 2. start-up errors: one line, exit 2 ------------------------------------------------------------
 
 
@@ -257,6 +303,11 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(  # noqa: S603 - our own console script
         [*_command(), "--no-conductor", *args], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
+
+
+@pytest.fixture(params=SERVERS)
+def server(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 def _assert_one_line_error(done: subprocess.CompletedProcess[str], *expected: str) -> None:
@@ -269,23 +320,24 @@ def _assert_one_line_error(done: subprocess.CompletedProcess[str], *expected: st
         assert text in lines[0], lines[0]
 
 
-def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path, server: str) -> None:
     with socket.socket() as listener:
         listener.bind((HOST, 0))
         listener.listen()
         port = listener.getsockname()[1]
-        done = _run(tmp_path, "--host", HOST, "--port", str(port))
+        done = _run(tmp_path, "--server", server, "--host", HOST, "--port", str(port))
     _assert_one_line_error(done, f"{HOST}:{port}", "in use")
 
 
-def test_an_address_not_on_this_machine_is_one_line_and_exit_2(tmp_path: Path) -> None:
+def test_an_address_not_on_this_machine_is_one_line_and_exit_2(tmp_path: Path, server: str) -> None:
     port = _free_port()
-    done = _run(tmp_path, "--host", "192.0.2.1", "--port", str(port))  # TEST-NET-1: never local
+    # 192.0.2.1 is TEST-NET-1: never local
+    done = _run(tmp_path, "--server", server, "--host", "192.0.2.1", "--port", str(port))
     _assert_one_line_error(done, f"192.0.2.1:{port}", "assign requested address")
 
 
-def test_an_unknown_host_name_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    done = _run(tmp_path, "--host", "no-such-host.invalid", "--port", str(_free_port()))
+def test_an_unknown_host_name_is_one_line_and_exit_2(tmp_path: Path, server: str) -> None:
+    done = _run(tmp_path, "--server", server, "--host", "no-such-host.invalid", "--port", str(_free_port()))
     _assert_one_line_error(done, "no-such-host.invalid")
 
 
@@ -296,7 +348,7 @@ def test_limits_below_one_are_refused(tmp_path: Path, option: str) -> None:
     assert f"{option} must be at least 1" in done.stderr
 
 
-def test_sigterm_while_busy_stops_cleanly(tmp_path: Path) -> None:
+def test_sigterm_while_busy_stops_cleanly(tmp_path: Path, server: str) -> None:
     """Before: the SIGTERM handler closed the server under the worker threads still answering,
     and each printed "OSError: [Errno 9] Bad file descriptor" (most busy shutdowns)."""
     stop = threading.Event()
@@ -311,7 +363,7 @@ def test_sigterm_while_busy_stops_cleanly(tmp_path: Path) -> None:
 
     threads: list[threading.Thread] = []
     try:
-        with _service(tmp_path, "--no-conductor") as service:
+        with _service(tmp_path, "--server", server, "--no-conductor") as service:
             threads = [threading.Thread(target=hammer, args=(service.url + "/v1/nodes",)) for _ in range(8)]
             for thread in threads:
                 thread.start()
@@ -333,24 +385,30 @@ def _raw_exchange(port: int, request: bytes) -> bytes:
     with socket.create_connection((HOST, port), timeout=10) as sock:
         sock.sendall(request)
         chunks = []
-        while chunk := sock.recv(65536):  # waitress closes the connection after its 400
+        while chunk := sock.recv(65536):  # the server closes the connection after its 400
             chunks.append(chunk)
         return b"".join(chunks)
 
 
-def test_a_control_character_in_a_header_gets_the_servers_plain_400_and_the_service_goes_on(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    "bad", [b"X-Note: a\x01b\r\n", b"Content-Length: abc\r\n"], ids=["control-character", "bad-length"]
+)
+def test_a_request_the_server_cannot_parse_gets_its_own_400_and_the_service_goes_on(
+    tmp_path: Path, server: str, bad: bytes
 ) -> None:
-    """waitress answers this itself, before the application: in plain text (docs/baremetal-service.md,
-    "Server")."""
-    with _service(tmp_path, "--no-conductor") as service:
-        answer = _raw_exchange(
-            service.port, b"GET /v1/nodes HTTP/1.1\r\nHost: x\r\nX-Note: a\x01b\r\nConnection: close\r\n\r\n"
-        )
+    """The server answers this itself, before the application (docs/baremetal-service.md,
+    "Server"): waitress in plain text, granian with an empty body; both close the connection."""
+    with _service(tmp_path, "--server", server, "--no-conductor") as service:
+        answer = _raw_exchange(service.port, b"GET /v1/nodes HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n")
         head, _, body = answer.partition(b"\r\n\r\n")
         assert head.startswith((b"HTTP/1.0 400 ", b"HTTP/1.1 400 ")), answer
-        assert b"content-type: text/plain" in head.lower(), head
-        assert body.startswith(b"Bad Request"), body
+        if server == "waitress":
+            assert b"content-type: text/plain" in head.lower(), head
+            assert body.startswith(b"Bad Request"), body
+        else:
+            assert b"\r\ncontent-length: 0" in head.lower(), head
+            assert body == b"", body
+        assert b"\r\nconnection: close" in head.lower(), head
         # the next request, on a new connection, is answered normally (JSON)
         resp = _get(service.url + "/v1/nodes", timeout=10)
         assert resp.status_code == 200
@@ -358,10 +416,10 @@ def test_a_control_character_in_a_header_gets_the_servers_plain_400_and_the_serv
         assert service.alive(), service.output()
 
 
-def test_a_huge_declared_body_is_refused_before_it_is_read(tmp_path: Path) -> None:
+def test_a_huge_declared_body_is_refused_before_it_is_read(tmp_path: Path, server: str) -> None:
     """A 50 MB Content-Length is answered 413 at once: the server does not wait for (or spool)
     the body before the application's 1 MiB limit can speak."""
-    with _service(tmp_path, "--no-conductor") as service:
+    with _service(tmp_path, "--server", server, "--no-conductor") as service:
         with socket.create_connection((HOST, service.port), timeout=5) as sock:
             sock.sendall(b"POST /v1/nodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 52428800\r\n\r\n")  # fmt: skip

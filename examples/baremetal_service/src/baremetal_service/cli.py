@@ -10,10 +10,11 @@ in the current directory; ``postgresql+psycopg://...`` for PostgreSQL).
 ``redis://host:port/db`` or ``memcached://host:port``.  ``--paste FILE`` builds
 the pipeline from an ``api-paste.ini`` instead of in code.
 
-The server is waitress, polling with ``poll()`` (``select()`` cannot watch a
-descriptor above 1023), with at most ``--connection-limit`` client connections
-(lowered to fit the descriptor limit, whose soft value is raised towards the hard
-one at start) and idle connections closed after ``--idle-timeout`` seconds.
+The server is granian (``--server granian``, the default: see granian_server.py)
+or waitress (``--server waitress``).  waitress polls with ``poll()`` (``select()``
+cannot watch a descriptor above 1023), with at most ``--connection-limit`` client
+connections (lowered to fit the descriptor limit, whose soft value is raised towards
+the hard one at start).  Both close idle connections after ``--idle-timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ DEFAULT_DATABASE = defaults.DATABASE
 DEFAULT_STORE = defaults.STORE
 DEFAULT_CONNECTION_LIMIT = defaults.CONNECTION_LIMIT
 DEFAULT_IDLE_TIMEOUT = defaults.IDLE_TIMEOUT
+SERVERS = ("granian", "waitress")
 #: Descriptors kept for everything but client connections: the database pool and its
 #: overflow, store connections, BMC sessions, log files, the server's own sockets.
 RESERVED_DESCRIPTORS = 256
@@ -71,13 +73,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="the http_basic user file (default /etc/baremetal/htpasswd)",
     )
     parser.add_argument(
+        "--server",
+        choices=SERVERS,
+        default=os.environ.get("BAREMETAL_SERVER", defaults.SERVER),
+        help=f"HTTP server: granian (Rust, the faster one) or waitress (default {defaults.SERVER}; "
+        "docs/performance.md has the measurements)",
+    )
+    parser.add_argument(
         "--threads", type=int, default=defaults.THREADS, help=f"worker threads (default {defaults.THREADS})"
     )
     parser.add_argument(
         "--connection-limit",
         type=int,
         default=DEFAULT_CONNECTION_LIMIT,
-        help="most client connections open at once; more wait to be accepted (default "
+        help="waitress: most client connections open at once; more wait to be accepted (default "
         f"{DEFAULT_CONNECTION_LIMIT}, lowered to fit the descriptor limit, ulimit -n)",
     )
     parser.add_argument(
@@ -293,7 +302,7 @@ def serve(server: Any, host: str) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, _stop)
-    print(f"baremetal-service: serving on http://{host}:{server.effective_port}", flush=True)  # noqa: T201
+    _announce(f"http://{host}:{server.effective_port}")
     try:
         server.run()  # returns on SystemExit/KeyboardInterrupt once the worker threads are done
     finally:
@@ -325,6 +334,19 @@ def openapi_command(argv: Sequence[str]) -> int:
     return 0
 
 
+def _cannot_listen(args: argparse.Namespace, exc: Exception) -> int:
+    reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+    print(  # noqa: T201
+        f"baremetal-service: cannot start: cannot listen on {args.host}:{args.port}: {reason}",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def _announce(url: str) -> None:
+    print(f"baremetal-service: serving on {url}", flush=True)  # noqa: T201
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["openapi"]:
@@ -339,16 +361,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # configuration problems: one clear line, exit 2
         print(f"baremetal-service: cannot start: {exc}", file=sys.stderr)  # noqa: T201
         return 2
+    if args.server == "granian":
+        from baremetal_service import granian_server
+
+        # built here to report a configuration error as one line; the worker builds its own
+        close = getattr(app, "close", None)
+        if close is not None:
+            close()
+        try:
+            granian_server.check_listen(args.host, args.port)
+        except (OSError, ValueError) as exc:
+            return _cannot_listen(args, exc)
+        fit_connection_limit(args.connection_limit)  # raise the soft limit (idle connections)
+        return granian_server.serve(args, arguments, _announce)
     try:
         try:
             server = create_server(app, args)
         except (OSError, ValueError) as exc:  # port in use, address not on this machine, unknown name
-            reason = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-            print(  # noqa: T201
-                f"baremetal-service: cannot start: cannot listen on {args.host}:{args.port}: {reason}",
-                file=sys.stderr,
-            )
-            return 2
+            return _cannot_listen(args, exc)
         serve(server, args.host)
     except (KeyboardInterrupt, SystemExit):
         pass

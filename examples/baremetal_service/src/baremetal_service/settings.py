@@ -24,6 +24,7 @@ __all__ = [
     "POWER_SYNC_INTERVAL",
     "REQUEST_ID",
     "RUN_CONDUCTOR",
+    "SERVER",
     "STORE",
     "THREADS",
 ]
@@ -52,7 +53,9 @@ POWER_SYNC_INTERVAL: Final = 60.0
 REQUEST_ID: Final = "builtin"
 #: Whether this process runs the conductor workers.
 RUN_CONDUCTOR: Final = True
-#: The CLI server's worker threads, connection limit and idle timeout (seconds).
+#: The CLI's HTTP server: ``granian`` or ``waitress`` (docs/performance.md, "Server choice").
+SERVER: Final = "granian"
+#: The CLI server's worker threads, connection limit (waitress) and idle timeout (seconds).
 THREADS: Final = 8
 CONNECTION_LIMIT: Final = 2000
 IDLE_TIMEOUT: Final = 30

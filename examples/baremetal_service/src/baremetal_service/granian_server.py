@@ -1,0 +1,122 @@
+"""``baremetal-service --server granian`` (the default): the service behind granian.
+
+granian (https://github.com/emmett-framework/granian) is an HTTP server written in
+Rust with a WSGI interface: it parses HTTP, keeps connections and idle timeouts on
+its own threads, and calls the application on a pool of Python threads.  A
+sequential keep-alive client gets about 2.5x the requests per second of waitress
+from the same bare application, which is why it is the default (the measurements
+are in docs/performance.md; ``--server waitress`` keeps waitress).
+
+How the command runs it:
+
+* The application is built once in the command's own process first, exactly as with
+  waitress, so a configuration error is still one line and exit 2; then it is closed.
+* The address is checked the same way (port in use, an address not on this machine,
+  a name that does not resolve: one line, exit 2) before granian binds it.
+* granian's main process binds the port and starts one worker process, which builds
+  the application again (forked, the imports are shared: about 0.2 s) and serves it
+  with ``--threads`` Python threads.  SIGTERM or SIGINT stop it cleanly (exit 0):
+  requests in progress finish and the worker closes the application (conductor,
+  database pool).  The worker stops with its parent, should the parent be killed.
+* ``--idle-timeout`` is granian's header-read timeout: a keep-alive connection that
+  sends no request for that long is closed (granian caps it at 60 s).
+* granian has no connection limit (``--connection-limit`` is waitress's).  An idle
+  connection costs a descriptor and no thread; the command raises the descriptor
+  soft limit as for waitress, and beyond it new connections wait in the listen
+  backlog until idle ones time out.
+* A request granian cannot parse gets its own ``400 Bad Request`` with an empty body
+  and ``connection: close``; everything else reaches the application.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing.util
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+#: The command-line arguments handed to the worker process (it parses them again).
+ARGV_ENV = "BAREMETAL_SERVICE_ARGV"
+#: Secrets read at start that granian would otherwise copy into every request's environ
+#: (its WSGI environ starts from ``os.environ``): the worker drops them once built.
+SECRET_ENV = ("BAREMETAL_ETAG_KEY",)
+#: granian's limit for its header-read timeout, in seconds.
+MAX_IDLE_TIMEOUT = 60
+
+
+def check_listen(host: str, port: int) -> None:
+    """Raise ``OSError`` when *host*:*port* cannot be listened on (as granian would fail)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1)
+
+
+def _die_with_parent() -> None:
+    """Linux: the worker gets SIGTERM when granian's main process dies (even by SIGKILL)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the worker outlives a SIGKILL
+        pass
+
+
+def load_application(_target: str) -> Any:
+    """granian's target loader, run in the worker process: the application from the argv."""
+    from baremetal_service import cli
+
+    _die_with_parent()
+    args = cli.parse_args(json.loads(os.environ[ARGV_ENV]))
+    app = cli.build(args)
+    close = getattr(app, "close", None)
+    if close is not None:  # run when the worker process ends (multiprocessing's exit hook)
+        multiprocessing.util.Finalize(app, close, exitpriority=10)
+    for name in SECRET_ENV:
+        os.environ.pop(name, None)
+    return app
+
+
+def serve(args: argparse.Namespace, argv: Sequence[str], announce: Callable[[str], None]) -> int:
+    """Serve with granian until SIGTERM/SIGINT; the exit status."""
+    from granian import Granian
+    from granian.constants import HTTPModes, Interfaces
+    from granian.http import HTTP1Settings
+    from granian.log import LogLevels
+
+    os.environ[ARGV_ENV] = json.dumps(list(argv))
+    server = Granian(
+        "baremetal_service.wsgi:application",  # a label only: load_application builds it
+        address=args.host,
+        port=args.port,
+        interface=Interfaces.WSGI,
+        workers=1,
+        blocking_threads=args.threads,
+        backlog=1024,
+        http=HTTPModes.http1,
+        http1_settings=HTTP1Settings(
+            header_read_timeout=min(args.idle_timeout, MAX_IDLE_TIMEOUT) * 1000, keep_alive=True
+        ),
+        log_level=LogLevels.debug if args.debug else LogLevels.error,
+        respawn_failed_workers=False,
+    )
+    announce(f"http://{args.host}:{args.port}")
+    try:
+        server.serve(target_loader=load_application)
+    except SystemExit as stop:  # granian exits 1 when its worker died
+        code = stop.code if isinstance(stop.code, int) else 1
+        if code:
+            print("baremetal-service: the granian worker process exited unexpectedly", file=sys.stderr)  # noqa: T201
+        return code
+    return 0
