@@ -378,6 +378,37 @@ def test_sigterm_while_busy_stops_cleanly(tmp_path: Path, server: str) -> None:
     assert "Traceback" not in service.output()
 
 
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    try:
+        return [int(child) for child in path.read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_granian_worker_stops_when_the_command_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of the command (no clean stop possible) must not leave its worker serving the port."""
+    with _service(tmp_path, "--server", "granian", "--no-conductor") as service:
+        workers = _children(service.proc.pid)
+        assert workers, "granian started no worker process"
+        service.proc.kill()
+        service.proc.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while any(Path(f"/proc/{pid}").exists() and "Z" not in _state(pid) for pid in workers):
+            assert time.monotonic() < deadline, "the worker outlived the killed command"
+            time.sleep(0.1)
+        with pytest.raises(requests.ConnectionError):
+            requests.get(service.url + "/", timeout=2)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"
+
+
 # -- 3. the HTTP parser's own 400 -----------------------------------------------------------------------
 
 
