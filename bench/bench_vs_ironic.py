@@ -88,6 +88,7 @@ from bench._http import (  # noqa: E402
     free_port,
     port_of,
     rss_kib,
+    serving_pid,
     summarize,
     wait_ready,
 )
@@ -654,7 +655,9 @@ class Pending:
 
     def side(self) -> Side:
         self.proc.ready(self.port)
-        return Side(self.name, self.port, pid=self.proc.proc.pid, label=self.label, version=self.version)
+        # the application's process: granian's worker under the default command
+        pid = serving_pid(self.proc.proc.pid)
+        return Side(self.name, self.port, pid=pid, label=self.label, version=self.version)
 
 
 def start_ours(args: argparse.Namespace, workdir: Path, processes: list[Process]) -> tuple[Pending, str]:
