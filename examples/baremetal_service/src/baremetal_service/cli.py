@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import gc_tuning
 from . import settings as defaults
 
 DEFAULT_HOST = defaults.HOST
@@ -117,6 +118,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--request-id", choices=("builtin", "oslo"), default=defaults.REQUEST_ID,
         help="the x-openstack-request-id middleware: ours without webob (default) or oslo.middleware's",
+    )
+    parser.add_argument(
+        "--gc", choices=gc_tuning.MODES, default=os.environ.get("BAREMETAL_GC", gc_tuning.DEFAULT_MODE),
+        help="garbage collector once the application is built: tuned (freeze the start-up objects, "
+        "fewer young-generation passes; default) or default (the interpreter's settings)",
     )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     args = parser.parse_args(argv)
@@ -374,6 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cannot_listen(args, exc)
         fit_connection_limit(args.connection_limit)  # raise the soft limit (idle connections)
         return granian_server.serve(args, arguments, _announce)
+    gc_tuning.apply(args.gc)
     try:
         try:
             server = create_server(app, args)

@@ -75,7 +75,7 @@ def _die_with_parent() -> None:
 
 def load_application(_target: str) -> Any:
     """granian's target loader, run in the worker process: the application from the argv."""
-    from baremetal_service import cli
+    from baremetal_service import cli, gc_tuning
 
     _die_with_parent()
     args = cli.parse_args(json.loads(os.environ[ARGV_ENV]))
@@ -85,6 +85,7 @@ def load_application(_target: str) -> Any:
         multiprocessing.util.Finalize(app, close, exitpriority=10)
     for name in SECRET_ENV:
         os.environ.pop(name, None)
+    gc_tuning.apply(args.gc)
     return app
 
 

@@ -37,6 +37,9 @@ environment variable               default                         meaning
                                                                    sets it); ``memory://`` refuses more than 1
 ``BAREMETAL_DEBUG_WORKER_HEADER``  ``false``                       add ``X-Baremetal-Worker-Pid`` to responses
                                                                    (tests and load checks, never production)
+``BAREMETAL_GC``                   ``tuned``                       garbage collector once the application is
+                                                                   built: ``tuned`` (freeze, fewer young
+                                                                   passes; gc_tuning.py) or ``default``
 =================================  ==============================  ===========================================
 
 A bad value is a :class:`apimw.errors.ConfigError` with one clear sentence,
@@ -53,6 +56,7 @@ from urllib.parse import urlsplit
 
 from apimw.errors import ConfigError
 
+from . import gc_tuning
 from . import settings as defaults
 
 if TYPE_CHECKING:
@@ -148,7 +152,10 @@ def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         ),
         "debug_worker_header": _flag(env, "BAREMETAL_DEBUG_WORKER_HEADER", False),
         "request_id": env.get("BAREMETAL_REQUEST_ID", "").strip().lower() or defaults.REQUEST_ID,
+        "gc": env.get("BAREMETAL_GC", "").strip().lower() or gc_tuning.DEFAULT_MODE,
     }
+    if conf["gc"] not in gc_tuning.MODES:
+        raise ConfigError(f"BAREMETAL_GC must be one of {', '.join(gc_tuning.MODES)}, got {conf['gc']!r}")
     if conf["request_id"] not in REQUEST_ID_FILTERS:
         raise ConfigError(
             f"BAREMETAL_REQUEST_ID must be one of {', '.join(REQUEST_ID_FILTERS)}, got {conf['request_id']!r}"
@@ -280,6 +287,7 @@ def __getattr__(name: str) -> Any:
     with _APP_LOCK:
         if "app" not in _APP:
             _APP["app"] = make_application()
+            gc_tuning.apply(settings()["gc"])
         return _APP["app"]
 
 
