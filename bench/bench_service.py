@@ -255,7 +255,10 @@ def server_command(server: str, target: str, port: int, threads: int) -> list[st
                 str(threads), "--no-ws", "--host", "127.0.0.1", "--port", str(port), target]  # fmt: skip
     if server == "cli":  # the baremetal-service command with its default server (the service only)
         return [python, "-m", "baremetal_service.cli", "--port", str(port), "--threads", str(threads)]
-    raise SystemExit(f"unknown server {server!r} (waitress, gunicorn, granian, cli)")
+    if server.startswith("cli-"):  # the command with --server waitress|granian (the service only)
+        return [python, "-m", "baremetal_service.cli", "--port", str(port), "--threads", str(threads),
+                "--server", server.removeprefix("cli-")]  # fmt: skip
+    raise SystemExit(f"unknown server {server!r} (waitress, gunicorn, granian, cli, cli-<server>)")
 
 
 class Running:
@@ -441,7 +444,7 @@ def compare_servers(args: argparse.Namespace) -> int:
         for round_ in range(args.rounds):
             order = servers[round_ % len(servers) :] + servers[: round_ % len(servers)]
             for server in order:
-                if server != "cli":
+                if not server.startswith("cli"):
                     port = free_port()
                     with Running(
                         server_command(server, HELLO_TARGET, port, args.threads), env, workdir
@@ -451,7 +454,7 @@ def compare_servers(args: argparse.Namespace) -> int:
                 port = free_port()
                 database = f"sqlite:///{workdir / f'{server}-{round_}.sqlite'}"
                 command = server_command(server, SERVICE_TARGET, port, args.threads)
-                if server == "cli":
+                if server.startswith("cli"):
                     command += ["--database", database]
                 with Running(command, {**env, "BAREMETAL_DATABASE": database}, workdir) as srv:
                     wait_ready(port, srv.proc)
@@ -501,8 +504,9 @@ def main() -> int:
     parser.add_argument(
         "--server",
         default=None,
-        help="compare these servers (comma-separated: waitress, gunicorn, granian, cli; the first is the "
-        "baseline of the ratios) instead of benching the baremetal-service command",
+        help="compare these servers (comma-separated: waitress, gunicorn, granian, cli, cli-waitress, "
+        "cli-granian; the first is the baseline of the ratios) instead of benching the baremetal-service "
+        "command",
     )
     parser.add_argument("--rounds", type=int, default=3, help="--server: rounds (candidates alternate)")
     parser.add_argument(
