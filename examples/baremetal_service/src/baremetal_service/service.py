@@ -223,12 +223,14 @@ class BaremetalService:
         token_purge_interval: float = DEFAULT_PURGE_INTERVAL,
         token_retention: float = DEFAULT_RETENTION,
         fast_reads: bool = settings.FAST_READS,
+        fast_writes: bool = settings.FAST_WRITES,
     ) -> None:
         self.db = Database(
             database_url,
             etag_generator=etag_generator or make_generator(etag_key),
             pool_size=pool_size,
             fast_reads=fast_reads,
+            fast_writes=fast_writes,
         )
         try:
             if migrate:
