@@ -257,7 +257,8 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
         closers.append(service)
         try:
             inner: list[Any] = []
-            wsgi = wrap(create_flask_app(service).wsgi_app, store_url=conf["store"], closers=inner, auth=auth,
+            flask_app = create_flask_app(service, fast_validation=conf["fast_validation"])
+            wsgi = wrap(flask_app.wsgi_app, store_url=conf["store"], closers=inner, auth=auth,
                         request_id=conf["request_id"], lease=conf["idempotency_lease"])
             closers.extend(inner)
         except BaseException:
