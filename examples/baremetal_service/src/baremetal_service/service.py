@@ -55,7 +55,9 @@ Nodes
     ``instance_uuid``, ``instance_name``, ``conductor_group``, ``owner``, ``lessee``,
     ``shard``, ``fault``, ``description_contains``
     ``update_node(ident, changes, *, project_id=None, if_match=None) -> node``
-    (``changes``: ``{field: new value}``, or a function ``current node -> changes``)
+    (``changes``: ``{field: new value}``, or a function ``current node -> changes`` of its
+    argument alone, given a private copy; for a scoped caller its answer for the node the
+    tenancy check read is reused when the write reads the same node)
     ``delete_node(ident, *, project_id=None, if_match=None) -> None``
     ``set_provision_state(ident, target, *, project_id=None, clean_steps=None,
     if_match=None) -> node``  (targets: manage, provide, inspect, active, rebuild,
@@ -118,7 +120,6 @@ node's conductor lease ``reservation``; see :mod:`baremetal_service.db.etags`.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
@@ -142,6 +143,7 @@ from .token_purge import DEFAULT_INTERVAL as DEFAULT_PURGE_INTERVAL
 from .token_purge import DEFAULT_RETENTION, TokenPurge
 from .values import check_name as _check_name
 from .values import check_uuid as _check_uuid
+from .values import json_copy
 
 __all__ = ["BaremetalService", "NODE_UPDATABLE"]
 
@@ -223,12 +225,14 @@ class BaremetalService:
         token_purge_interval: float = DEFAULT_PURGE_INTERVAL,
         token_retention: float = DEFAULT_RETENTION,
         fast_reads: bool = settings.FAST_READS,
+        fast_writes: bool = settings.FAST_WRITES,
     ) -> None:
         self.db = Database(
             database_url,
             etag_generator=etag_generator or make_generator(etag_key),
             pool_size=pool_size,
             fast_reads=fast_reads,
+            fast_writes=fast_writes,
         )
         try:
             if migrate:
@@ -408,19 +412,33 @@ class BaremetalService:
         project_id: str | None = None,
         if_match: IfMatchArg = None,
     ) -> dict[str, Any]:
+        #: what *changes* gave for the document the tenancy check saw: ``(document, wanted)``
+        computed: list[tuple[dict[str, Any], Mapping[str, Any]]] = []
+
         def mutate(current: dict[str, Any]) -> dict[str, Any]:
-            wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
+            if not callable(changes):
+                wanted = changes
+            else:
+                node = public(current)
+                # the same document as the tenancy check read: the same answer
+                same = bool(computed) and computed[0][0] == node
+                wanted = computed[0][1] if same else changes(json_copy(node))
             _check_node_tenancy(current, wanted, project_id)
             return self._node_changes(current, wanted)
 
         def authorize(current: dict[str, Any]) -> None:
             # Only the tenancy verdict: any other error comes from the write, in its usual order.
+            if not callable(changes):
+                _check_node_tenancy(current, changes, project_id)
+                return
+            node = public(current)
             try:
-                wanted = changes(copy.deepcopy(public(current))) if callable(changes) else changes
+                wanted = changes(json_copy(node))
             except exc.PolicyForbidden:
                 raise
             except HTTPProblem:
                 return
+            computed.append((node, wanted))
             _check_node_tenancy(current, wanted, project_id)
 
         self._authorize("node", ident, project_id, authorize)

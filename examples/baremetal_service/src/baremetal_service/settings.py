@@ -15,6 +15,8 @@ __all__ = [
     "CONNECTION_LIMIT",
     "DATABASE",
     "FAST_READS",
+    "FAST_VALIDATION",
+    "FAST_WRITES",
     "HARDWARE_TYPES",
     "HOST",
     "HTPASSWD",
@@ -36,6 +38,12 @@ PORT: Final = 6385
 DATABASE: Final = "sqlite:///baremetal.sqlite"
 #: One-row reads on the driver's cursor with statements compiled once (False: SQLAlchemy Core).
 FAST_READS: Final = True
+#: The fixed-shape statements of creates, updates and deletes compiled once and run on the
+#: driver's cursor in the same transaction (False: SQLAlchemy Core builds and runs each).
+FAST_WRITES: Final = True
+#: Request bodies checked by schema validators compiled once (api/fast_schema.py); jsonschema
+#: words the 400 of a refused body either way (False: jsonschema decides every body).
+FAST_VALIDATION: Final = True
 #: The idempotency replay store (in-process: one process only).
 STORE: Final = "memory://"
 #: Seconds a client-token claim lives while the request runs (apimw's ``lease``): after a

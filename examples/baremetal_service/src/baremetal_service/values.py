@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any, Final
 
 from . import exceptions as exc
 from .db.api import is_uuid_like
 
-__all__ = ["check_name", "check_uuid", "mac"]
+__all__ = ["check_name", "check_uuid", "json_copy", "mac"]
 
 _MAC_RE: Final = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$")
 _NAME_RE: Final = re.compile(r"^[a-zA-Z0-9\-._~]{1,255}$")
@@ -34,3 +35,16 @@ def check_name(kind: str, value: Any) -> None:
         return
     if not isinstance(value, str) or not _NAME_RE.match(value) or is_uuid_like(value):
         raise exc.InvalidParameterValue(f"Cannot use {value!r} as the name of a {kind}.")
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON-like value (dicts, lists, scalars): ``copy.deepcopy`` without its
+    memo, several times faster on a node document; anything else goes to ``copy.deepcopy``."""
+    kind = value.__class__
+    if kind is dict:
+        return {key: json_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [json_copy(item) for item in value]
+    if kind is str or kind is int or kind is bool or kind is float or value is None:
+        return value
+    return copy.deepcopy(value)

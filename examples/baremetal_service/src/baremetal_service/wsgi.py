@@ -31,6 +31,12 @@ environment variable               default                         meaning
 ``BAREMETAL_HEALTHCHECK``          ``true``                        serve ``/healthcheck`` (unauthenticated)
 ``BAREMETAL_FAST_READS``           ``true``                        one-row reads on the driver's cursor
                                                                    (false: SQLAlchemy Core; driver_select.py)
+``BAREMETAL_FAST_WRITES``          ``true``                        write statements compiled once, run on the
+                                                                   driver's cursor in the same transaction
+                                                                   (false: SQLAlchemy Core; driver_write.py)
+``BAREMETAL_FAST_VALIDATION``      ``true``                        request bodies checked by compiled schema
+                                                                   validators (false: jsonschema decides;
+                                                                   api/fast_schema.py)
 ``BAREMETAL_REQUEST_ID``           ``builtin``                     request-id middleware: ``builtin`` (ours,
                                                                    no webob) or ``oslo`` (oslo.middleware's)
 ``BAREMETAL_WORKER_PROCESSES``     ``1``                           how many processes serve (gunicorn_conf.py
@@ -147,6 +153,8 @@ def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "conductor_workers": _count(env, "BAREMETAL_CONDUCTOR_WORKERS", 1, 0),
         "healthcheck": _flag(env, "BAREMETAL_HEALTHCHECK", True),
         "fast_reads": _flag(env, "BAREMETAL_FAST_READS", defaults.FAST_READS),
+        "fast_writes": _flag(env, "BAREMETAL_FAST_WRITES", defaults.FAST_WRITES),
+        "fast_validation": _flag(env, "BAREMETAL_FAST_VALIDATION", defaults.FAST_VALIDATION),
         "processes": max(
             _count(env, "BAREMETAL_WORKER_PROCESSES", 1, 1), _count(env, "WEB_CONCURRENCY", 1, 1)
         ),
@@ -251,11 +259,13 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
             etag_key=conf["etag_key"],
             conductor_workers=conf["conductor_workers"],
             fast_reads=conf["fast_reads"],
+            fast_writes=conf["fast_writes"],
         )
         closers.append(service)
         try:
             inner: list[Any] = []
-            wsgi = wrap(create_flask_app(service).wsgi_app, store_url=conf["store"], closers=inner, auth=auth,
+            flask_app = create_flask_app(service, fast_validation=conf["fast_validation"])
+            wsgi = wrap(flask_app.wsgi_app, store_url=conf["store"], closers=inner, auth=auth,
                         request_id=conf["request_id"], lease=conf["idempotency_lease"])
             closers.extend(inner)
         except BaseException:

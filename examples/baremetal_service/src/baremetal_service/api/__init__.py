@@ -17,9 +17,10 @@ from werkzeug.exceptions import HTTPException
 
 from apimw.errors import HTTPProblem
 
+from .. import settings
 from ..db.engine import is_unavailable
 from ..exceptions import DatabaseUnavailable
-from .common import BODY_LIMIT_KEY, MAX_BODY_BYTES, body_too_large, problem_response
+from .common import BODY_LIMIT_KEY, FAST_VALIDATION_KEY, MAX_BODY_BYTES, body_too_large, problem_response
 from .context import SERVICE_KEY
 
 LOG = logging.getLogger(__name__)
@@ -27,11 +28,15 @@ LOG = logging.getLogger(__name__)
 __all__ = ["create_flask_app"]
 
 
-def create_flask_app(service: Any, *, max_body_bytes: int = MAX_BODY_BYTES) -> Flask:
+def create_flask_app(
+    service: Any, *, max_body_bytes: int = MAX_BODY_BYTES, fast_validation: bool = settings.FAST_VALIDATION
+) -> Flask:
     """The Flask app serving the v1 API from *service* (the domain facade).
 
     *max_body_bytes*: the largest request body read (413 above it, checked against
-    Content-Length before reading and while reading a chunked body).
+    Content-Length before reading and while reading a chunked body).  *fast_validation*:
+    request bodies are accepted by schema checks compiled once (:mod:`.fast_schema`);
+    ``False`` lets jsonschema decide every body (the 400s are jsonschema's either way).
     """
     from . import drivers, node_features, nodes, portgroups, ports, resource_classes, root
     from .resources import blueprints
@@ -41,6 +46,7 @@ def create_flask_app(service: Any, *, max_body_bytes: int = MAX_BODY_BYTES) -> F
     app = Flask("baremetal_service.api")
     app.config[SERVICE_KEY] = service
     app.config[BODY_LIMIT_KEY] = max_body_bytes
+    app.config[FAST_VALIDATION_KEY] = fast_validation
     # one byte more, so that a chunked body over the limit is told from one of exactly the limit
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes + 1
     app.url_map.strict_slashes = False

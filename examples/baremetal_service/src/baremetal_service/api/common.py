@@ -19,6 +19,7 @@ from apimw.errors import ENVIRON_PROFILE, HTTPProblem, render_problem
 from apimw.microversion import require_version
 
 from . import schemas, versions
+from .fast_schema import Check, compile_schema
 
 try:
     import orjson as _orjson
@@ -283,8 +284,10 @@ def validate(doc: Any, schema: Mapping[str, Any], what: str) -> None:
     :data:`MAX_JSON_DEPTH` deep (counted from the resource) and serialize to at most
     :data:`MAX_JSON_FIELD_BYTES` each: this runs on created and on patched documents.
     """
-    validator = _validator(id(schema), schema)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(doc))
+    check = _fast_check(id(schema), schema) if _fast_validation() else None
+    error = None
+    if check is None or not check(doc):  # jsonschema decides (and words) what the check refuses
+        error = jsonschema.exceptions.best_match(_validator(id(schema), schema).iter_errors(doc))
     if error is not None:
         message = error.message
         instance = repr(error.instance)
@@ -313,6 +316,28 @@ def check_json_field(value: Any, name: str, what: str) -> None:
             "bytes are accepted.",
             extra={"field": name, "max_bytes": MAX_JSON_FIELD_BYTES},
         )
+
+
+#: Flask config key: ``False`` lets jsonschema decide every body (``create_flask_app(fast_validation=)``).
+FAST_VALIDATION_KEY: Final = "BAREMETAL_FAST_VALIDATION"
+
+
+def _fast_validation() -> bool:
+    try:
+        return bool(current_app.config.get(FAST_VALIDATION_KEY, True))
+    except RuntimeError:  # outside a request: the default
+        return True
+
+
+#: id(schema) -> (schema, its compiled check or None): the schema is kept so its id stays its own.
+_FAST_CHECKS: dict[int, tuple[Mapping[str, Any], Check | None]] = {}
+
+
+def _fast_check(key: int, schema: Mapping[str, Any]) -> Check | None:
+    entry = _FAST_CHECKS.get(key)
+    if entry is None or entry[0] is not schema:
+        entry = _FAST_CHECKS[key] = (schema, compile_schema(schema))
+    return entry[1]
 
 
 _VALIDATORS: dict[int, Any] = {}

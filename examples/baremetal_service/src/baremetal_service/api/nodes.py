@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Mapping
 from typing import Any
 
 import jsonpatch
@@ -11,6 +11,7 @@ from flask import Blueprint, Response, request
 from apimw import Version
 
 from ..exceptions import PolicyForbidden
+from ..values import json_copy
 from . import schemas, serialize, versions
 from .common import (
     api_version,
@@ -292,7 +293,7 @@ def patch_node(ident: str) -> Response:
         # so concurrent PATCHes never lose each other's changes.
         if tenancy:
             _check_tenancy_paths(node, tenancy, caller)
-        return _patched_changes(node, patch)
+        return _patched_changes(node, patch, touched)
 
     node = service().update_node(ident, changes, project_id=project_id(), if_match=if_match())
     return json_response(_doc(node), headers=_etag_headers(node))
@@ -314,10 +315,22 @@ def _check_tenancy_paths(node: dict[str, Any], fields: set[str], caller: str | N
         raise PolicyForbidden("baremetal:node:update:lessee")
 
 
-def _patched_changes(node: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
-    current = {f: copy.deepcopy(serialize.get(node, f)) for f in PATCHABLE}
+def _patched_changes(
+    node: Mapping[str, Any], patch: list[dict[str, Any]], touched: set[str] | None = None
+) -> dict[str, Any]:
+    """The changes *patch* makes to *node*'s patchable fields (400 when it cannot apply or the
+    result breaks the node schema).  *node* is left as it is.
+
+    *touched*: the top-level fields the patch's paths name.  Only their values are copied
+    before the patch applies (its operations cannot reach any other: no ``from`` paths, no
+    root path); without it every field is.
+    """
+    current = {f: serialize.get(node, f) for f in PATCHABLE}
+    patched = dict(current)
+    for field in PATCHABLE if touched is None else touched & _PATCHABLE_SET:
+        patched[field] = json_copy(current[field])
     try:
-        patched = jsonpatch.apply_patch(current, patch)
+        patched = jsonpatch.apply_patch(patched, patch, in_place=True)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
         raise bad_request(f"Unable to apply the patch: {exc}", "request.invalid-patch") from None
     for field in _PATCHABLE_SET - set(patched):

@@ -37,6 +37,7 @@ from typing import Any, Final, cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from apimw.errors import ApimwError
 from apimw.etag import CanonicalizationError, ETagGenerator, IfMatch, parse_if_match
 from apimw.etag_db import cas_update, is_retryable, write_attempts
 from apimw.idempotency import ClientToken
@@ -52,6 +53,7 @@ from apimw.idempotency_db import (
 from .. import exceptions as exc
 from . import history, migrate
 from .driver_select import DriverSelect
+from .driver_write import DriverWrite
 from .engine import create_engine
 from .etags import make_generator
 from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass
@@ -94,6 +96,7 @@ INTERNAL_KEYS: Final = frozenset(
 )  # fmt: skip
 _INTERNAL_TUPLE: Final = tuple(INTERNAL_KEYS)
 _EVENT_INSERT: Final = EVENTS.insert()
+_EVENT_COLUMNS: Final = ["event_type", "resource_type", "resource_uuid", "payload", "created_at", "etag"]
 #: Keys never copied into event payloads (secrets may live there).
 #: (an inspection rule's conditions and actions may hold secrets: its ``sensitive`` flag)
 _PAYLOAD_EXCLUDED: Final = INTERNAL_KEYS | {
@@ -185,6 +188,22 @@ class _Kind:
             if isinstance(c.type, sa.String) and not isinstance(c.type, sa.Text) and c.type.length
         }
         self._narrowed: dict[frozenset[str], sa.Select[Any]] = {}
+        #: every column a create sets (all but ``id``), with its default: ``(name, value,
+        #: callable or None)`` (a callable default, such as ``dict``, gives each row its own value)
+        defaults: builtins.list[tuple[str, Any, Callable[[Any], Any] | None]] = []
+        for column in table.c:
+            if column.name in ("id", "etag"):
+                continue
+            default = column.default
+            if default is not None and default.is_callable:
+                defaults.append((column.name, None, default.arg))  # type: ignore[attr-defined]
+            elif default is not None:
+                defaults.append((column.name, default.arg, None))  # type: ignore[attr-defined]
+            else:
+                defaults.append((column.name, None, None))
+        self.insert_defaults = tuple(defaults)
+        #: the columns an INSERT of this kind names (all but the generated ``id``)
+        self.insert_columns = [c.name for c in table.c if c.name != "id"]
         # Prebuilt lookups: bound parameters, so SQLAlchemy's compiled cache hits every time.
         scope: sa.ColumnElement[bool] | None = None
         if owner_cols is not None:
@@ -485,13 +504,20 @@ class Database:
         pool_size: int = 10,
         echo: bool = False,
         fast_reads: bool = True,
+        fast_writes: bool = True,
     ) -> None:
-        """*fast_reads*: one-row lookups (:meth:`get`) on the driver's cursor with statements
-        compiled once (:mod:`.driver_select`); ``False`` reads through SQLAlchemy Core."""
+        """*fast_reads*: one-row lookups (:meth:`get`, and the read before each write) on the
+        driver's cursor with statements compiled once (:mod:`.driver_select`); ``False`` reads
+        through SQLAlchemy Core.  *fast_writes*: the fixed-shape statements of :meth:`insert`,
+        :meth:`update` and :meth:`delete` (the row, a node's ports and portgroups, the event
+        record) compiled once and run on the driver's cursor in the same transaction
+        (:mod:`.driver_write`); ``False`` builds and runs them through SQLAlchemy Core."""
         self.url = url
         self.engine: Engine = create_engine(url, pool_size=pool_size, echo=echo)
         self.fast_reads = fast_reads
+        self.fast_writes = fast_writes
         self._driver_lookups: dict[tuple[str, str, bool], DriverSelect] = {}
+        self._driver_writes: dict[Any, DriverWrite] = {}
         #: Reads run in autocommit on PostgreSQL: no BEGIN/ROLLBACK round trips around a
         #: SELECT (the SQLite driver already reads outside transactions).  Same pool.
         self.reader: Engine = (
@@ -572,6 +598,13 @@ class Database:
             for key in _INTERNAL_TUPLE:
                 doc.pop(key, None)
         return doc
+
+    def _current(self, kind_name: str, ident: str, project_id: str | None) -> dict[str, Any]:
+        """The document a write starts from (:meth:`get` with its internal keys)."""
+        if self.fast_reads:
+            return self._fetch_fast(kind_name, ident, project_id)
+        with self.reader.connect() as conn:
+            return self._fetch(conn, kind_name, ident, project_id)
 
     def get_by_id(self, kind_name: str, row_id: int) -> dict[str, Any] | None:
         kind = KINDS[kind_name]
@@ -801,17 +834,37 @@ class Database:
         etag: str | None,
         now: dt.datetime,
     ) -> None:
-        conn.execute(
-            _EVENT_INSERT,
-            {
-                "event_type": event_type,
-                "resource_type": kind,
-                "resource_uuid": doc["uuid"],
-                "payload": _event_payload(doc),
-                "created_at": now,
-                "etag": etag,
-            },
-        )
+        values = {
+            "event_type": event_type,
+            "resource_type": kind,
+            "resource_uuid": doc["uuid"],
+            "payload": _event_payload(doc),
+            "created_at": now,
+            "etag": etag,
+        }
+        if self.fast_writes:
+            self._driver_write(("event",), lambda: (EVENTS.insert(), _EVENT_COLUMNS)).run(conn, values)
+        else:
+            conn.execute(_EVENT_INSERT, values)
+
+    def _driver_write(
+        self,
+        key: Any,
+        build: Callable[[], tuple[sa.Insert | sa.Update | sa.Delete, builtins.list[str] | None]],
+        *,
+        returning_id: bool = False,
+    ) -> DriverWrite:
+        """The :class:`.driver_write.DriverWrite` of one statement shape, compiled on first use
+        (*build* gives the statement and the columns it sets)."""
+        write = self._driver_writes.get(key)
+        if write is None:
+            stmt, column_keys = build()
+            write = DriverWrite(
+                self.engine.dialect, stmt, column_keys=column_keys, returning_id=returning_id
+            )
+            if len(self._driver_writes) < 1024:  # update shapes: bounded by the callers' change sets
+                self._driver_writes[key] = write
+        return write
 
     def insert(
         self,
@@ -831,18 +884,11 @@ class Database:
         """
         kind = KINDS[kind_name]
         now = utcnow()
-        row: dict[str, Any] = {}
-        for column in kind.table.c:
-            if column.name in ("id", "etag"):
-                continue
-            default = column.default
-            if default is not None and default.is_callable:
-                row[column.name] = default.arg(None)  # type: ignore[attr-defined]
-            elif default is not None:
-                row[column.name] = default.arg  # type: ignore[attr-defined]
-            else:
-                row[column.name] = None
-        row.update({k: v for k, v in values.items() if k not in _REFS[kind_name]})
+        row: dict[str, Any] = {
+            name: value if make is None else make(None) for name, value, make in kind.insert_defaults
+        }
+        refs_of = _REFS[kind_name]
+        row.update({k: v for k, v in values.items() if k not in refs_of})
         kind.normalise_json(row)
         row["uuid"] = str(row.get("uuid") or uuidlib.uuid4()).lower()
         row["created_at"] = now
@@ -858,8 +904,13 @@ class Database:
                 doc.setdefault(key, None)
             etag = self._new_etag(kind_name, doc)
             db_row = {**self._db_values(kind, row), **columns, "etag": etag}
-            inserted = conn.execute(kind.table.insert(), db_row).inserted_primary_key
-            new_id = inserted[0] if inserted is not None else None
+            if self.fast_writes:
+                new_id: Any = self._driver_write(
+                    ("insert", kind_name), lambda: self._insert_statement(kind), returning_id=True
+                ).run(conn, db_row)
+            else:
+                inserted = conn.execute(kind.table.insert(), db_row).inserted_primary_key
+                new_id = inserted[0] if inserted is not None else None
             doc.update(columns, id=new_id, etag=etag)
             self._event(conn, kind_name, doc, f"baremetal.{kind_name}.create.end", etag, now)
             return doc
@@ -875,6 +926,13 @@ class Database:
         except AlreadyCreated as done:
             raise CreatedBefore(self._created_before(kind_name, done, token)) from None
         return doc
+
+    def _insert_statement(self, kind: _Kind) -> tuple[sa.Insert, builtins.list[str]]:
+        """``INSERT`` of every column but ``id`` (PostgreSQL: ``RETURNING id``; SQLite: lastrowid)."""
+        stmt = kind.table.insert()
+        if self.engine.dialect.name == "postgresql":
+            stmt = stmt.returning(kind.table.c.id)
+        return stmt, kind.insert_columns
 
     def created_before(self, kind_name: str, token: ClientToken | None) -> dict[str, Any] | None:
         """The resource an earlier execution of this create made (as it is now), ``None`` when
@@ -940,8 +998,7 @@ class Database:
         kind = KINDS[kind_name]
         where = [*where, *(CONDITIONS[name](kind.table) for name in conditions)]
         for _attempt in write_attempts(MAX_WRITE_ATTEMPTS - 1, WRITE_BACKOFF):
-            with self.reader.connect() as conn:
-                current = self._fetch(conn, kind_name, ident, project_id)
+            current = self._current(kind_name, ident, project_id)
             if not _matches(if_match, current["etag"]):
                 raise exc.PreconditionFailed(kind_name, ident)
             changes = mutate(dict(current))
@@ -960,7 +1017,10 @@ class Database:
                     values = {**self._db_values(kind, changes), **columns}
                     values.update(updated_at=now, etag=etag)
                     table = kind.table
-                    if where or current["etag"] is None:
+                    if self.fast_writes and not where and current["etag"] is not None:
+                        if self._cas_write(conn, kind_name, "update", current, match, values) != 1:
+                            raise _LostRace
+                    elif where or current["etag"] is None:
                         stmt = table.update().where(
                             table.c.id == current["id"],
                             _etag_is(table, current["etag"]),
@@ -996,8 +1056,7 @@ class Database:
                 if not is_retryable(error):
                     raise
             if on_conflict is not None:
-                with self.reader.connect() as conn:
-                    on_conflict(self._fetch(conn, kind_name, ident, project_id))
+                on_conflict(self._current(kind_name, ident, project_id))
         raise exc.Conflict(f"The {kind_name} {ident} is being modified concurrently; please retry.")
 
     def delete(
@@ -1018,8 +1077,7 @@ class Database:
         table = kind.table
         where = [*where, *(CONDITIONS[name](table) for name in conditions)]
         for _attempt in write_attempts(MAX_WRITE_ATTEMPTS - 1, WRITE_BACKOFF):
-            with self.reader.connect() as conn:
-                current = self._fetch(conn, kind_name, ident, project_id)
+            current = self._current(kind_name, ident, project_id)
             if not _matches(if_match, current["etag"]):
                 raise exc.PreconditionFailed(kind_name, ident)
             if check is not None:
@@ -1027,17 +1085,29 @@ class Database:
             now = utcnow()
             try:
                 with self.engine.begin() as conn:
-                    if kind_name == "node":
-                        conn.execute(PORTS.delete().where(PORTS.c.node_id == current["id"]))
-                        conn.execute(PORTGROUPS.delete().where(PORTGROUPS.c.node_id == current["id"]))
-                    stmt = table.delete().where(
-                        table.c.id == current["id"],
-                        _etag_is(table, current["etag"]),
-                        *(table.c[k] == v for k, v in (match or {}).items()),
-                        *where,
-                    )
-                    if conn.execute(stmt).rowcount != 1:
-                        raise _LostRace
+                    if self.fast_writes and not where and current["etag"] is not None:
+                        if kind_name == "node":
+                            node_id = {"node_id": current["id"]}
+                            self._driver_write(("delete-of-node", "port"), _delete_of_node(PORTS)).run(
+                                conn, node_id
+                            )
+                            self._driver_write(
+                                ("delete-of-node", "portgroup"), _delete_of_node(PORTGROUPS)
+                            ).run(conn, node_id)
+                        if self._cas_write(conn, kind_name, "delete", current, match, None) != 1:
+                            raise _LostRace
+                    else:
+                        if kind_name == "node":
+                            conn.execute(PORTS.delete().where(PORTS.c.node_id == current["id"]))
+                            conn.execute(PORTGROUPS.delete().where(PORTGROUPS.c.node_id == current["id"]))
+                        stmt = table.delete().where(
+                            table.c.id == current["id"],
+                            _etag_is(table, current["etag"]),
+                            *(table.c[k] == v for k, v in (match or {}).items()),
+                            *where,
+                        )
+                        if conn.execute(stmt).rowcount != 1:
+                            raise _LostRace
                     self._event(
                         conn,
                         kind_name,
@@ -1055,9 +1125,46 @@ class Database:
                 if not is_retryable(error):
                     raise
             if on_conflict is not None:
-                with self.reader.connect() as conn:
-                    on_conflict(self._fetch(conn, kind_name, ident, project_id))
+                on_conflict(self._current(kind_name, ident, project_id))
         raise exc.Conflict(f"The {kind_name} {ident} is being modified concurrently; please retry.")
+
+    def _cas_write(
+        self,
+        conn: Connection,
+        kind_name: str,
+        verb: str,
+        current: Mapping[str, Any],
+        match: Mapping[str, Any] | None,
+        values: Mapping[str, Any] | None,
+    ) -> int:
+        """``UPDATE`` (*values*) or ``DELETE`` (``values=None``) of *current*'s row ``WHERE id
+        AND etag = :read AND`` *match* (``None`` meaning IS NULL), on the driver's cursor in
+        *conn*'s transaction; the matched row count (1 when the compare-and-swap held)."""
+        match = match or {}
+        nulls = tuple(sorted(k for k, v in match.items() if v is None))
+        equals = tuple(sorted(k for k, v in match.items() if v is not None))
+        columns = None if values is None else tuple(sorted(values))
+        table = KINDS[kind_name].table
+
+        def build() -> tuple[sa.Update | sa.Delete, builtins.list[str] | None]:
+            conditions = [
+                table.c.id == sa.bindparam("w_id"),
+                table.c.etag == sa.bindparam("w_etag"),
+                *(table.c[k].is_(None) for k in nulls),
+                *(table.c[k] == sa.bindparam(f"w_{k}") for k in equals),
+            ]
+            if columns is None:
+                return table.delete().where(*conditions), None
+            return table.update().where(*conditions), builtins.list(columns)
+
+        write = self._driver_write((verb, kind_name, columns, nulls, equals), build)
+        params = {"w_id": current["id"], "w_etag": current["etag"], **(values or {})}
+        for key in equals:
+            params[f"w_{key}"] = match[key]
+        count = write.run(conn, params)
+        if count > 1:  # as apimw.etag_db.cas_update: never with the primary key in the condition
+            raise ApimwError(f"conditional {verb} matched {count} rows: the key is not unique")
+        return count
 
     # -- resource classes (no etag, no references) -------------------------------------
 
@@ -1336,6 +1443,11 @@ def _integral_floats_as_ints(value: Any, field: str, kind_name: str) -> Any:
 
 class _LostRace(Exception):
     """A concurrent write changed the row between our read and our UPDATE: roll back, retry."""
+
+
+def _delete_of_node(table: sa.Table) -> Callable[[], tuple[sa.Delete, None]]:
+    """``DELETE FROM table WHERE node_id = :node_id`` (a node's ports, its portgroups)."""
+    return lambda: (table.delete().where(table.c.node_id == sa.bindparam("node_id")), None)
 
 
 def _etag_is(table: sa.Table, etag: str | None) -> sa.ColumnElement[bool]:

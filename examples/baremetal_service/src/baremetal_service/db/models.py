@@ -71,6 +71,20 @@ class FastJSON(TypeDecorator[Any]):
             return dialect.type_descriptor(JSONB())
         return dialect.type_descriptor(JSON())
 
+    def bind_processor(self, dialect: Dialect) -> Callable[[Any], Any] | None:
+        process = super().bind_processor(dialect)
+        if dialect.name != "sqlite" or process is None:
+            return process
+        serialize = process
+
+        def bind(value: Any) -> Any:
+            # ``{}`` (most of a node's JSON columns) is the text json.dumps gives it
+            if value.__class__ is dict and not value:
+                return "{}"
+            return serialize(value)
+
+        return bind
+
     def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
         if dialect.name != "sqlite":
             return super().result_processor(dialect, coltype)
