@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -400,6 +401,54 @@ def test_granian_worker_stops_when_the_command_is_killed(tmp_path: Path) -> None
             time.sleep(0.1)
         with pytest.raises(requests.ConnectionError):
             requests.get(service.url + "/", timeout=2)
+
+
+def test_granian_workers_share_the_etag_key_and_the_replay_store(tmp_path: Path, redis_server: Any) -> None:
+    """``--workers 2``: two processes answer; an etag from either is accepted by both, and a
+    retried create with its X-Client-Token is answered once, whichever process gets it."""
+    args = ("--server", "granian", "--workers", "2", "--no-conductor", "--store", redis_server.url)
+    with _service(tmp_path, *args) as service:
+        workers = _children(service.proc.pid)
+        assert len(workers) == 2, service.output()
+        busy_before = [_cpu_ticks(pid) for pid in workers]
+        token = {**HEADERS, "X-Client-Token": f"tok-{time.monotonic_ns()}"}
+        created = []
+        for _ in range(6):  # a new connection each time: the kernel spreads them over the workers
+            resp = requests.post(service.url + "/v1/nodes", json={"driver": "fake-hardware", "name": "w-1"},
+                                 headers=token, timeout=10)  # fmt: skip
+            assert resp.status_code == 201, resp.text
+            created.append(resp.json()["uuid"])
+        assert len(set(created)) == 1
+        url = f"{service.url}/v1/nodes/{created[0]}"
+        etags = {requests.get(url, headers=HEADERS, timeout=10).headers["ETag"] for _ in range(20)}
+        assert len(etags) == 1, etags
+        for i in range(6):  # each PATCH's If-Match is the etag another connection was given
+            etag = requests.get(url, headers=HEADERS, timeout=10).headers["ETag"]
+            patch = [{"op": "add", "path": "/extra/i", "value": i}]
+            resp = requests.patch(url, json=patch, headers={**HEADERS, "If-Match": etag}, timeout=10)
+            assert resp.status_code == 200, resp.text
+        nodes = requests.get(service.url + "/v1/nodes", headers=HEADERS, timeout=10).json()["nodes"]
+        assert [n["uuid"] for n in nodes] == created[:1]
+        for _ in range(200):  # both processes answered some of these requests
+            requests.get(url, headers=HEADERS, timeout=10)
+        busy = [after - before for after, before in zip(map(_cpu_ticks, workers), busy_before, strict=True)]
+        assert min(busy) > 0, busy
+    assert service.proc.returncode == 0, service.output()
+
+
+def _cpu_ticks(pid: int) -> int:
+    """CPU time (user + system, clock ticks) *pid* has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_more_than_one_worker_refuses_the_in_process_store(tmp_path: Path) -> None:
+    done = _run(tmp_path, "--workers", "2", "--port", str(_free_port()))
+    assert done.returncode == 2
+    assert done.stderr.startswith("baremetal-service: cannot start: the memory:// idempotency"), done.stderr
+    done = _run(tmp_path, "--server", "waitress", "--workers", "2")
+    assert done.returncode == 2
+    assert "--workers is granian's" in done.stderr
 
 
 def _state(pid: int) -> str:

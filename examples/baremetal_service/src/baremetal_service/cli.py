@@ -84,6 +84,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--threads", type=int, default=defaults.THREADS, help=f"worker threads (default {defaults.THREADS})"
     )
     parser.add_argument(
+        "--workers", type=int, default=1,
+        help="granian: worker processes (default 1); more than one needs a shared --store (redis://, "
+        "memcached://) and shares one etag key (--etag-key-file, BAREMETAL_ETAG_KEY, else one made at start)",
+    )
+    parser.add_argument(
         "--connection-limit",
         type=int,
         default=DEFAULT_CONNECTION_LIMIT,
@@ -130,6 +135,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--port must be between 1 and 65535, got {args.port}")
     if args.threads < 1:
         parser.error("--threads must be at least 1")
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+    if args.workers > 1 and args.server != "granian":
+        parser.error("--workers is granian's: waitress serves from one process")
     if args.connection_limit < 1:
         parser.error("--connection-limit must be at least 1")
     if args.idle_timeout < 1:
@@ -137,6 +146,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.power_sync_interval < 0:
         parser.error("--power-sync-interval must be 0 (off) or a positive number of seconds")
     return args
+
+
+def check_store_processes(store_url: str, processes: int) -> None:
+    """``memory://`` keeps its records in one process: refused with more than one worker."""
+    from baremetal_service.wsgi import check_store_processes as check
+
+    check(store_url, processes)
 
 
 def read_etag_key(path: str | None, environ: Mapping[str, str]) -> bytes | None:
@@ -363,6 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     try:
+        check_store_processes(args.store, args.workers)
         app = build(args)
     except Exception as exc:  # configuration problems: one clear line, exit 2
         print(f"baremetal-service: cannot start: {exc}", file=sys.stderr)  # noqa: T201

@@ -13,9 +13,12 @@ How the command runs it:
   waitress, so a configuration error is still one line and exit 2; then it is closed.
 * The address is checked the same way (port in use, an address not on this machine,
   a name that does not resolve: one line, exit 2) before granian binds it.
-* granian's main process binds the port and starts one worker process, which builds
-  the application again (forked, the imports are shared: about 0.2 s) and serves it
-  with ``--threads`` Python threads.  SIGTERM or SIGINT stop it cleanly (exit 0):
+* granian's main process binds the port and starts ``--workers`` worker processes (1 by
+  default), each of which builds the application again (forked, the imports are shared:
+  about 0.2 s) and serves it with ``--threads`` Python threads.  More than one worker
+  needs a shared replay store (``memory://`` is refused) and one etag key: the
+  ``--etag-key-file`` or ``BAREMETAL_ETAG_KEY`` one, else a random key made at start
+  and handed to every worker.  SIGTERM or SIGINT stop it cleanly (exit 0):
   requests in progress finish and the worker closes the application (conductor,
   database pool).  The worker stops with its parent, should the parent be killed.
 * ``--idle-timeout`` is granian's header-read timeout: a keep-alive connection that
@@ -34,6 +37,7 @@ import argparse
 import json
 import multiprocessing.util
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -97,12 +101,15 @@ def serve(args: argparse.Namespace, argv: Sequence[str], announce: Callable[[str
     from granian.log import LogLevels
 
     os.environ[ARGV_ENV] = json.dumps(list(argv))
+    if args.workers > 1 and not args.etag_key_file and not os.environ.get("BAREMETAL_ETAG_KEY"):
+        # every worker must compute the same etags: one key for all of them, made here
+        os.environ["BAREMETAL_ETAG_KEY"] = secrets.token_hex(32)
     server = Granian(
         "baremetal_service.wsgi:application",  # a label only: load_application builds it
         address=args.host,
         port=args.port,
         interface=Interfaces.WSGI,
-        workers=1,
+        workers=args.workers,
         blocking_threads=args.threads,
         backlog=1024,
         http=HTTPModes.http1,
