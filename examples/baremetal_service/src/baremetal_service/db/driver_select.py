@@ -15,6 +15,12 @@ from those), and a disconnect invalidates the connection so the pool does not ha
 dead one out again.  On PostgreSQL the read runs in autocommit (no BEGIN/ROLLBACK round
 trips), as the service's Core reader engine does.
 
+A statement may carry values of its own (SQLAlchemy's ``LIMIT ? OFFSET ?`` on SQLite
+binds the offset 0): they are sent as compiled; every other parameter goes through its
+type's bind processor (a datetime marker on SQLite becomes the stored text), as
+SQLAlchemy would send it.  *post* adds a step after a column's result processor (the
+data API turns datetimes into its ISO 8601 strings there, in the same pass).
+
 ``Database(fast_reads=False)`` (``BAREMETAL_FAST_READS=false``) reads through
 SQLAlchemy Core instead; tests compare the two on both backends, and
 docs/performance.md has the measured factor.
@@ -29,20 +35,43 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 
+def _then(first: Callable[[Any], Any] | None, then: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """*first* (a dialect's result processor, if any) then *then*, None staying None."""
+    if first is None:
+        return lambda value: None if value is None else then(value)
+    return lambda value: None if value is None else then(first(value))
+
+
 class DriverSelect:
     """*stmt* compiled for *engine*'s dialect; :meth:`rows` runs it on a pooled driver cursor."""
 
-    def __init__(self, engine: Engine, stmt: sa.Select[Any]) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        stmt: sa.Select[Any],
+        post: Mapping[str, Callable[[Any], Any]] | None = None,
+    ) -> None:
         dialect = engine.dialect
         compiled = stmt.compile(dialect=dialect)
         self.engine = engine
         self.sql: str = compiled.string
         positional = compiled.positiontup
         self._order: tuple[str, ...] | None = tuple(positional) if positional is not None else None
+        # every parameter the SQL names: (name, required, compiled value, bind processor)
+        binds = []
+        for name, value in compiled.params.items():
+            param = compiled.binds[name]
+            bind_proc = param.type.dialect_impl(dialect).bind_processor(dialect)
+            binds.append((name, param.required, value, bind_proc))
+        self._binds = tuple(binds)
         self.keys: tuple[str, ...] = tuple(c.key for c in stmt.selected_columns)
         processors: list[tuple[int, Callable[[Any], Any]]] = []
         for index, column in enumerate(stmt.selected_columns):
+            proc: Callable[[Any], Any] | None
             proc = column.type.dialect_impl(dialect).result_processor(dialect, None)
+            after = None if post is None or column.key is None else post.get(column.key)
+            if after is not None:
+                proc = _then(proc, after)
             if proc is not None:
                 processors.append((index, proc))
         self._processors = tuple(processors)
@@ -50,12 +79,16 @@ class DriverSelect:
         self._dbapi_error: type[Exception] = dialect.loaded_dbapi.Error
 
     def _params(self, params: Mapping[str, Any]) -> Sequence[Any] | Mapping[str, Any]:
+        bound: dict[str, Any] = {}
+        for name, required, value, proc in self._binds:
+            if required or name in params:
+                value = params[name]
+            bound[name] = value if proc is None else proc(value)
         if self._order is None:
-            return params
-        return tuple(params[name] for name in self._order)
+            return bound
+        return tuple(bound[name] for name in self._order)
 
-    def rows(self, params: Mapping[str, Any], *, limit: int | None = None) -> list[dict[str, Any]]:
-        """The result rows as dicts keyed by column key (at most *limit* fetched)."""
+    def _run(self, params: Mapping[str, Any], limit: int | None) -> list[Any]:
         bound = self._params(params)
         try:
             fairy = self.engine.raw_connection()
@@ -69,7 +102,7 @@ class DriverSelect:
             cursor = fairy.cursor()
             try:
                 cursor.execute(self.sql, bound)
-                fetched = cursor.fetchall() if limit is None else cursor.fetchmany(limit)
+                fetched = list(cursor.fetchall() if limit is None else cursor.fetchmany(limit))
             finally:
                 cursor.close()
         except self._dbapi_error as err:
@@ -87,14 +120,28 @@ class DriverSelect:
                 except self._dbapi_error as err:
                     fairy.invalidate(err)
             fairy.close()
+        return fetched
+
+    def rows(self, params: Mapping[str, Any], *, limit: int | None = None) -> list[dict[str, Any]]:
+        """The result rows as dicts keyed by column key (at most *limit* fetched)."""
+        fetched = self._run(params, limit)
         keys, processors = self.keys, self._processors
+        if not processors:
+            return [dict(zip(keys, raw, strict=True)) for raw in fetched]
         out = []
         for raw in fetched:
-            if processors:
-                values = list(raw)
-                for index, proc in processors:
-                    values[index] = proc(values[index])
-                out.append(dict(zip(keys, values, strict=True)))
-            else:
-                out.append(dict(zip(keys, raw, strict=True)))
+            values = list(raw)
+            for index, proc in processors:
+                values[index] = proc(values[index])
+            out.append(dict(zip(keys, values, strict=True)))
+        return out
+
+    def tuples(self, params: Mapping[str, Any], *, limit: int | None = None) -> list[tuple[Any, ...]]:
+        """The result rows as tuples in the SELECT's column order (at most *limit* fetched)."""
+        out = []
+        for raw in self._run(params, limit):
+            values = list(raw)
+            for index, proc in self._processors:
+                values[index] = proc(values[index])
+            out.append(tuple(values))
         return out
