@@ -157,10 +157,6 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-def _iso_utc(value: dt.datetime) -> str:
-    return value.isoformat() + "+00:00"
-
-
 def iso(value: dt.datetime | None) -> str | None:
     return None if value is None else value.isoformat() + "+00:00"
 
@@ -287,7 +283,7 @@ class _Kind:
     def iso_posts(self) -> dict[str, Callable[[Any], Any]]:
         """Per datetime column, the step that makes a read value the document's ISO string
         (what :meth:`to_doc` does), for :class:`.driver_select.DriverSelect`'s *post*."""
-        return dict.fromkeys(self.datetimes, _iso_utc)
+        return dict.fromkeys(self.datetimes, iso)
 
     def to_doc(self, row: Any) -> dict[str, Any]:
         doc: dict[str, Any] = dict(row)
