@@ -182,6 +182,7 @@ def test_driver_lists_equal_core_lists(database_url: str) -> None:
             ports = _both_lists(db, lambda p=project: db.list("port", equals={"node_id": node_id},
                                                               project_id=p))[1]
             assert len(ports) == (0 if project == "p1" else 1)
+        assert _both_lists(db, lambda: db.list("port", equals={"portgroup_id": None}))[1]  # IS NULL
         ports = _both_lists(db, lambda: db.list("port", equals={"address": "52:54:00:00:00:03"}))[1]
         assert [p["address"] for p in ports] == ["52:54:00:00:00:03"]
         # and the whole API answer is the same both ways

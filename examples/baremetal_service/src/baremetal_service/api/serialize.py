@@ -336,7 +336,7 @@ def node_renderer(
     self_prefix, bookmark_prefix = f"{base}/v1/nodes/", f"{base}/nodes/"
 
     def render(node: Any, secrets: frozenset[str] = frozenset()) -> dict[str, Any]:
-        source = _source(plan, node)
+        source = node if node.__class__ is dict else _source(plan, node)
         return _render_source(plan, source, self_prefix, bookmark_prefix, secrets, iso_strings)
 
     return render

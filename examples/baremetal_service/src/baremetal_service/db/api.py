@@ -657,9 +657,10 @@ class Database:
             raise exc.InvalidParameterValue(f"Limit must be positive, got {limit}")
         bound: dict[str, Any] = dict(params or {})
         bound["limit"] = MAX_LIMIT if not limit else min(limit, MAX_LIMIT)
-        if equals:
-            filters = (*filters, *(("eq", key) for key in equals))
-            bound.update({f"eq_{key}": value for key, value in equals.items()})
+        if equals:  # (``== None`` is SQL's IS NULL, as SQLAlchemy renders it)
+            filters = (*filters, *(("eq", k) if v is not None else ("is", k, None)
+                                   for k, v in equals.items()))  # fmt: skip
+            bound.update({f"eq_{key}": value for key, value in equals.items() if value is not None})
         scoped = project_id is not None and kind.owner_cols is not None
         if scoped:
             bound["project"] = project_id
