@@ -161,8 +161,8 @@ def links(base: str, resource: str, ident: str, sub: str | None = None) -> list[
 # Plans are cached, and so is what rendering needs from them (the field names in order,
 # the defaults to fill in, which links to build), so a document is a few C-level steps:
 # a copy of the plan's template (every field, in order, None), updated with the source
-# (in one call when the source holds no other key), then only the fields that need more
-# than their value.
+# in one call (unless that added keys: the source holds other fields, so field by field),
+# then only the fields that need more than their value.
 _PLAIN, _LINKS, _SUBLINKS, _MASKED, _OLD_STATE, _PLAIN_COPY = range(6)
 
 
@@ -176,7 +176,6 @@ class Plan:
     names: tuple[str, ...]
     #: ``dict.fromkeys(names)``: a document starts as a copy (its keys in order)
     template: dict[str, Any]
-    name_set: frozenset[str]
     #: the fields read from the source (all but the links)
     read: tuple[str, ...]
     #: plain fields (their value as it is, datetimes as ISO 8601)
@@ -227,7 +226,6 @@ def _plan(
         actions=tuple(plan),
         names=tuple(n for n, _a, _d in plan),
         template=dict.fromkeys(n for n, _a, _d in plan),
-        name_set=frozenset(n for n, _a, _d in plan),
         read=read,
         plain=tuple(n for n, _a, _d in plain),
         defaults=defaults,
@@ -257,10 +255,14 @@ def _render_source(
     datetimes are ISO 8601 strings), so its values need no type check.
     """
     value_of = source.get
-    doc = plan.template.copy()  # a field the source does not hold stays None
-    if source.__class__ is dict and source.keys() <= plan.name_set:
+    doc: dict[str, Any] | None = None
+    if source.__class__ is dict and len(source) <= len(plan.template):  # (absent fields: None)
+        doc = plan.template.copy()
         doc.update(source)  # (the values of link fields are replaced below)
-    else:
+        if len(doc) != len(plan.template):  # the source held other keys too
+            doc = None
+    if doc is None:  # field by field
+        doc = plan.template.copy()
         read = plan.read
         doc.update(zip(read, map(value_of, read), strict=True))
     if not iso_strings and not _PASS.issuperset(map(type, doc.values())):  # a datetime among them?
