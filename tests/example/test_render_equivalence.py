@@ -163,6 +163,8 @@ def test_the_api_answers_lists_detail_and_nodes_with_those_documents(database_ur
             if version >= versions.FIELDS_SELECTOR:
                 cases.append(("/v1/nodes?fields=uuid,driver_info,extra,created_at", ["uuid", "driver_info",
                                                                                     "extra", "created_at"]))
+            if version >= versions.CONDUCTORS:
+                cases.append(("/v1/nodes?fields=name,conductor", ["name", "conductor"]))
             for path, fields in cases:
                 resp = client.get(path, headers=headers)
                 assert resp.status_code == 200, resp.get_data()
