@@ -247,13 +247,27 @@ def test_listing_100_nodes_is_one_query(db: Database) -> None:
     def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         statements.append(statement)
 
+    db.fast_reads = False  # through Core: its events see each statement
     sa.event.listen(db.engine, "before_cursor_execute", record)
     try:
         page = db.list("node", limit=100)
     finally:
         sa.event.remove(db.engine, "before_cursor_execute", record)
+        db.fast_reads = True
     assert len(page) == 100
     assert len(statements) == 1, statements
+    # on the driver's cursor (no Core events): one pooled connection, which runs one statement
+    checkouts: list[Any] = []
+
+    def checkout(*args: Any) -> None:
+        checkouts.append(args)
+
+    sa.event.listen(db.engine, "checkout", checkout)
+    try:
+        assert db.list("node", limit=100) == page
+    finally:
+        sa.event.remove(db.engine, "checkout", checkout)
+    assert len(checkouts) == 1
     narrow = db.list("node", limit=100, fields=["name", "provision_state"], internal=False)
     assert [d["name"] for d in narrow] == [f"n{i}" for i in range(100)]
     assert set(narrow[0]) == {"uuid", "name", "provision_state"}

@@ -162,6 +162,16 @@ def test_the_service_quotes_its_request_id_in_header_and_error_body(tmp_path: An
         app.close()
 
 
+def _sqlite_json_processor() -> Any:
+    from baremetal_service.db.models import FastJSON
+    from sqlalchemy.dialects import sqlite
+
+    return FastJSON().result_processor(sqlite.dialect(), None)
+
+
+_SQLITE_JSON = _sqlite_json_processor()
+
+
 @given(_json_values)
 def test_stored_json_reads_back_as_the_standard_library_reads_it(doc: Any) -> None:
     from baremetal_service.db.models import fast_json_loads
@@ -169,6 +179,17 @@ def test_stored_json_reads_back_as_the_standard_library_reads_it(doc: Any) -> No
     text = json.dumps(doc)
     assert fast_json_loads(text) == json.loads(text)
     assert fast_json_loads(text.encode()) == json.loads(text)
+    assert _SQLITE_JSON(text) == json.loads(text)  # the SQLite column's result processor
+
+
+def test_empty_json_reads_back_as_new_objects() -> None:
+    from baremetal_service.db.models import fast_json_loads
+
+    for read in (fast_json_loads, _SQLITE_JSON):
+        for text in ("{}", "[]"):
+            first, second = read(text), read(text)
+            assert first == json.loads(text) and type(first) is type(json.loads(text))
+            assert first is not second  # each row gets its own (documents are changed in place)
 
 
 def test_stored_json_beyond_orjson_reads_back() -> None:

@@ -356,15 +356,17 @@ class BaremetalService:
     ) -> list[dict[str, Any]]:
         wanted = dict(filters or {})
         conductor = wanted.pop("conductor", None)
+        shown = None if fields is None else set(fields)
         docs = self.db.list_nodes(
             filters=wanted, project_id=project_id, limit=limit, marker=marker,
-            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=False,
+            sort_key=sort_key, sort_dir=sort_dir, fields=shown, internal=False,
         )  # fmt: skip
         host = self.drivers.host
         if conductor is not None and conductor != host:
             return []  # every node is managed by this service's one conductor
-        for doc in docs:
-            doc["conductor"] = host
+        if shown is None or "conductor" in shown:  # (a narrowed list has only what it shows)
+            for doc in docs:
+                doc["conductor"] = host
         return docs
 
     def _node_changes(self, current: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:

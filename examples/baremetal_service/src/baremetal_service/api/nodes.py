@@ -125,7 +125,7 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
     served = api_version()
     check_args(_LIST_ARGS)
     fields = parse_fields(versions.NODE_FIELD_VERSIONS, serialize.NODE_FIELDS, "node")
-    detail_arg = parse_bool("detail", request.args.get("detail"))
+    detail_arg = parse_bool("detail", request.args["detail"]) if "detail" in request.args else None
     if detail_arg is not None:
         if detail:
             raise bad_request("Can not specify ?detail=True parameter to this endpoint.")
@@ -140,14 +140,15 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
     if paging["sort_key"] != "id":
         check_fields_allowed([paging["sort_key"]], versions.NODE_FIELD_VERSIONS, "node")
     filters: dict[str, Any] = {}
+    args = request.args  # (a missing key's .get() costs werkzeug an exception: ask `in` first)
     for name, since in _FILTERS:
-        value = request.args.get(name)
-        if value is not None:
+        if name in args:
+            value = args[name]
             require(f"Filtering nodes by {name}", since)
             _check_filter_value(name, value)
             filters[name] = value.split(",") if name == "shard" else value
     for name, since in _FLAGS:
-        flag = parse_bool(name, request.args.get(name))
+        flag = parse_bool(name, args[name]) if name in args else None
         if flag is not None:
             require(f"Filtering nodes by {name}", since)
             filters[name] = flag
@@ -184,9 +185,9 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
         sort_dir=paging["sort_dir"],
         fields=wanted,
     )
-    base = base_url()
+    render = serialize.node_renderer(served, base_url(), shown, iso_strings=True)  # data API documents
     if shown is not None and "driver_info" not in shown:
-        docs = [serialize.node_doc(n, served, base, shown) for n in nodes]
+        docs = [render(n) for n in nodes]
     else:
         svc = service()
         secrets: dict[str, frozenset[str]] = {}
@@ -195,7 +196,7 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
             driver = n.get("driver") or ""
             if driver not in secrets:
                 secrets[driver] = svc.secret_fields(driver)
-            docs.append(serialize.node_doc(n, served, base, shown, secrets[driver]))
+            docs.append(render(n, secrets[driver]))
     out: dict[str, Any] = {"nodes": docs}
     nxt = next_link("nodes", nodes, paging, shown or [], extra, path=path)
     if nxt:

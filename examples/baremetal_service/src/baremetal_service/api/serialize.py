@@ -6,9 +6,11 @@ computed once per version and cached.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any, Final
 
 from apimw import Version
@@ -156,8 +158,38 @@ def links(base: str, resource: str, ident: str, sub: str | None = None) -> list[
 # A plan is, per (kind, version, fields), the list of (name, action) to produce a document:
 # action 0 = plain value, 1 = "links", 2 = sub-resource links, 3 = driver_info (masked),
 # 4 = provision_state before 1.2, 5 = plain value whose default (a dict or list) is copied.
-# Plans are cached; a document is then one loop.
+# Plans are cached, and so is what rendering needs from them (the field names in order,
+# the defaults to fill in, which links to build), so a document is a few C-level steps:
+# a copy of the plan's template (every field, in order, None), updated with the source
+# in one call (unless that added keys: the source holds other fields, so field by field),
+# then only the fields that need more than their value.
 _PLAIN, _LINKS, _SUBLINKS, _MASKED, _OLD_STATE, _PLAIN_COPY = range(6)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How to render one kind at one version with one field selection."""
+
+    #: ``(name, action, default)`` per field, in document order
+    actions: tuple[tuple[str, int, Any], ...]
+    #: every field name, in document order
+    names: tuple[str, ...]
+    #: ``dict.fromkeys(names)``: a document starts as a copy (its keys in order)
+    template: dict[str, Any]
+    #: the fields read from the source (all but the links)
+    read: tuple[str, ...]
+    #: plain fields (their value as it is, datetimes as ISO 8601)
+    plain: tuple[str, ...]
+    #: ``(name, default, copy)`` of the plain fields whose default (when None) is not None
+    defaults: tuple[tuple[str, Any, bool], ...]
+    #: their values in a document, as a tuple (one C call tells whether any is None);
+    #: None when there are fewer than two
+    default_values: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None
+    links: bool
+    #: sub-resource link fields (``ports``, ``states``...)
+    sublinks: tuple[str, ...]
+    masked: bool
+    old_state: bool
 
 
 @lru_cache(maxsize=1024)
@@ -166,13 +198,13 @@ def _plan(
     version: Version,
     fields: tuple[str, ...] | None,
     sublinks: frozenset[str],
-) -> tuple[tuple[str, int, Any], ...]:
+) -> Plan:
     names = visible(kind, version)
     if fields is not None:
         wanted = set(fields)
         wanted.add("links")
         names = tuple(n for n in names if n in wanted)
-    plan = []
+    plan: list[tuple[str, int, Any]] = []
     for name in names:
         if name == "links":
             plan.append((name, _LINKS, None))
@@ -186,54 +218,96 @@ def _plan(
         else:
             default = default_for(name)
             plan.append((name, _PLAIN_COPY if isinstance(default, dict | list) else _PLAIN, default))
-    return tuple(plan)
+    plain = tuple((n, a, d) for n, a, d in plan if a in (_PLAIN, _PLAIN_COPY))
+    defaults = tuple((n, d, a == _PLAIN_COPY) for n, a, d in plain if d is not None)
+    getter = itemgetter(*(n for n, _d, _c in defaults)) if len(defaults) > 1 else None
+    read = tuple(n for n, a, _d in plan if a not in (_LINKS, _SUBLINKS))
+    return Plan(
+        actions=tuple(plan),
+        names=tuple(n for n, _a, _d in plan),
+        template=dict.fromkeys(n for n, _a, _d in plan),
+        read=read,
+        plain=tuple(n for n, _a, _d in plain),
+        defaults=defaults,
+        default_values=getter,
+        links=any(a == _LINKS for _n, a, _d in plan),
+        sublinks=tuple(n for n, a, _d in plan if a == _SUBLINKS),
+        masked=any(a == _MASKED for _n, a, _d in plan),
+        old_state=any(a == _OLD_STATE for _n, a, _d in plan),
+    )
+
+
+#: Value types rendered as they are (no datetime check).
+_PASS: Final = frozenset({str, int, bool, float, dict, list, type(None)})
+
+
+def _render_source(
+    plan: Plan,
+    source: Mapping[str, Any],
+    self_prefix: str,
+    bookmark_prefix: str,
+    secrets: frozenset[str],
+    iso_strings: bool = False,
+) -> dict[str, Any]:
+    """The document of *source* (a dict); links are ``<prefix><uuid>[/<sub>]``.
+
+    *iso_strings*: *source* holds no datetime objects (a data API document, whose
+    datetimes are ISO 8601 strings), so its values need no type check.
+    """
+    value_of = source.get
+    doc: dict[str, Any] | None = None
+    if source.__class__ is dict and len(source) <= len(plan.template):  # (absent fields: None)
+        doc = plan.template.copy()
+        doc.update(source)  # (the values of link fields are replaced below)
+        if len(doc) != len(plan.template):  # the source held other keys too
+            doc = None
+    if doc is None:  # field by field
+        doc = plan.template.copy()
+        read = plan.read
+        doc.update(zip(read, map(value_of, read), strict=True))
+    if not iso_strings and not _PASS.issuperset(map(type, doc.values())):  # a datetime among them?
+        for name in plan.plain:
+            value = doc[name]
+            if isinstance(value, datetime):
+                doc[name] = value.isoformat()
+    if plan.default_values is None or None in plan.default_values(doc):
+        for name, default, copy in plan.defaults:
+            if doc[name] is None:  # an immutable default is shared, a dict or list copied
+                doc[name] = default.copy() if copy else default
+    uuid = str(value_of("uuid"))
+    if plan.links:
+        doc["links"] = [
+            {"href": self_prefix + uuid, "rel": "self"},
+            {"href": bookmark_prefix + uuid, "rel": "bookmark"},
+        ]
+    for sub in plan.sublinks:
+        doc[sub] = [
+            {"href": f"{self_prefix}{uuid}/{sub}", "rel": "self"},
+            {"href": f"{bookmark_prefix}{uuid}/{sub}", "rel": "bookmark"},
+        ]
+    if plan.masked:
+        value = value_of("driver_info")
+        doc["driver_info"] = mask_secrets(value, secrets) if value else {}
+    if plan.old_state and doc["provision_state"] == "available":
+        doc["provision_state"] = None  # before 1.2 AVAILABLE was called NOSTATE (null)
+    return doc
+
+
+def _source(plan: Plan, obj: Any) -> Mapping[str, Any]:
+    """*obj* as a dict to read fields from (a dict as it is, an object's attributes)."""
+    if isinstance(obj, dict):
+        return obj
+    return {n: getattr(obj, n, None) for n in plan.names}
 
 
 def _render(
-    plan: tuple[tuple[str, int, Any], ...],
+    plan: Plan,
     obj: Any,
     base: str,
     resource: str,
     secrets: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    source = obj if obj.__class__ is dict else (
-        obj if isinstance(obj, dict) else {n: getattr(obj, n, None) for n, _a, _d in plan}
-    )
-    value_of = source.get
-    uuid = str(value_of("uuid"))
-    doc: dict[str, Any] = {}
-    for name, action, default in plan:
-        if action == _PLAIN:  # an immutable default: shared
-            value = value_of(name)
-            if value is None:
-                doc[name] = default
-            elif value.__class__ in _PASS or not isinstance(value, datetime):
-                doc[name] = value
-            else:
-                doc[name] = value.isoformat()
-        elif action == _PLAIN_COPY:  # a dict or list default: each document gets its own
-            value = value_of(name)
-            if value is None:
-                doc[name] = default.copy()
-            elif value.__class__ in _PASS or not isinstance(value, datetime):
-                doc[name] = value
-            else:
-                doc[name] = value.isoformat()
-        elif action == _LINKS:
-            doc[name] = links(base, resource, uuid)
-        elif action == _SUBLINKS:
-            doc[name] = links(base, resource, uuid, name)
-        elif action == _MASKED:
-            value = value_of(name)
-            doc[name] = mask_secrets(value, secrets) if value else {}
-        else:  # before 1.2 AVAILABLE was called NOSTATE (null)
-            value = value_of(name)
-            doc[name] = None if value == "available" else value
-    return doc
-
-
-#: Value types rendered as they are (no datetime check).
-_PASS: Final = frozenset({str, int, bool, float, dict, list})
+    return _render_source(plan, _source(plan, obj), f"{base}/v1/{resource}/", f"{base}/{resource}/", secrets)
 
 
 def node_doc(
@@ -249,6 +323,25 @@ def node_doc(
     """
     plan = _plan("node", version, None if fields is None else tuple(fields), NODE_SUBLINKS)
     return _render(plan, node, base, "nodes", secrets)
+
+
+def node_renderer(
+    version: Version, base: str, fields: Sequence[str] | None = None, *, iso_strings: bool = False
+) -> Callable[..., dict[str, Any]]:
+    """:func:`node_doc` for many nodes: ``render(node, secrets)`` with the plan and the
+    link prefixes worked out once (a list renders a hundred nodes with it).
+
+    *iso_strings*: the nodes are data API documents (:mod:`..db.api`: datetimes are
+    ISO 8601 strings already), so their values need no datetime check.
+    """
+    plan = _plan("node", version, None if fields is None else tuple(fields), NODE_SUBLINKS)
+    self_prefix, bookmark_prefix = f"{base}/v1/nodes/", f"{base}/nodes/"
+
+    def render(node: Any, secrets: frozenset[str] = frozenset()) -> dict[str, Any]:
+        source = node if node.__class__ is dict else _source(plan, node)
+        return _render_source(plan, source, self_prefix, bookmark_prefix, secrets, iso_strings)
+
+    return render
 
 
 def simple_doc(

@@ -106,6 +106,40 @@ MAX_WRITE_ATTEMPTS: Final = 20
 #: First pause between write attempts (doubling, jittered: :func:`apimw.etag_db.write_attempts`).
 WRITE_BACKOFF: Final = 0.002
 MAX_LIMIT: Final = 1000
+#: List statement shapes kept compiled (:meth:`Database.list`); beyond, built per call.
+MAX_LIST_SHAPES: Final = 512
+
+#: A list filter's shape (:meth:`Database.list`), its value a bound parameter:
+#: ``("eq", column)`` (``eq_<column>``), ``("in", column, n)`` (``in_<column>_0``...),
+#: ``("either", column, other)`` (either column equals ``either_<column>``),
+#: ``("contains", column)`` (case-insensitive substring ``contains_<column>``, LIKE-escaped
+#: with ``/`` by :func:`like_escaped`), ``("is", column, None | True | False)`` and
+#: ``("is_not", column)`` (IS NOT NULL).
+Filter = tuple[Any, ...]
+
+
+def like_escaped(text: str) -> str:
+    """*text* with LIKE's wildcards escaped by ``/`` (what SQLAlchemy's ``autoescape`` does)."""
+    return text.replace("/", "//").replace("%", "/%").replace("_", "/_")
+
+
+def _filter_clause(table: sa.Table, spec: Filter) -> sa.ColumnElement[bool]:
+    op, name = spec[0], spec[1]
+    col = table.c[name]
+    if op == "eq":
+        return col == sa.bindparam(f"eq_{name}")
+    if op == "in":
+        return col.in_([sa.bindparam(f"in_{name}_{i}") for i in range(spec[2])])
+    if op == "either":
+        either: sa.BindParameter[Any] = sa.bindparam(f"either_{name}")
+        return sa.or_(col == either, table.c[spec[2]] == either)
+    if op == "contains":
+        return col.icontains(sa.bindparam(f"contains_{name}"), escape="/")
+    if op == "is":
+        return col.is_(spec[2])
+    if op == "is_not":
+        return col.is_not(None)
+    raise ValueError(f"unknown list filter {spec!r}")
 
 
 class CreatedBefore(Exception):  # noqa: N818 - an outcome, not an error
@@ -264,6 +298,11 @@ class _Kind:
             if len(self._narrowed) < 256:
                 self._narrowed[wanted] = stmt
         return stmt
+
+    def iso_posts(self) -> dict[str, Callable[[Any], Any]]:
+        """Per datetime column, the step that makes a read value the document's ISO string
+        (what :meth:`to_doc` does), for :class:`.driver_select.DriverSelect`'s *post*."""
+        return dict.fromkeys(self.datetimes, iso)
 
     def to_doc(self, row: Any) -> dict[str, Any]:
         doc: dict[str, Any] = dict(row)
@@ -506,10 +545,10 @@ class Database:
         fast_reads: bool = True,
         fast_writes: bool = True,
     ) -> None:
-        """*fast_reads*: one-row lookups (:meth:`get`, and the read before each write) on the
-        driver's cursor with statements compiled once (:mod:`.driver_select`); ``False`` reads
-        through SQLAlchemy Core.  *fast_writes*: the fixed-shape statements of :meth:`insert`,
-        :meth:`update` and :meth:`delete` (the row, a node's ports and portgroups, the event
+        """*fast_reads*: one-row lookups (:meth:`get`, and the read before each write) and lists
+        (:meth:`list`) on the driver's cursor with statements compiled once
+        (:mod:`.driver_select`); ``False`` reads through SQLAlchemy Core.  *fast_writes*: the
+        fixed-shape statements of :meth:`insert`, :meth:`update` and :meth:`delete` (and the event
         record) compiled once and run on the driver's cursor in the same transaction
         (:mod:`.driver_write`); ``False`` builds and runs them through SQLAlchemy Core."""
         self.url = url
@@ -518,6 +557,9 @@ class Database:
         self.fast_writes = fast_writes
         self._driver_lookups: dict[tuple[str, str, bool], DriverSelect] = {}
         self._driver_writes: dict[Any, DriverWrite] = {}
+        #: list statements by shape (:meth:`list`): the Core statement and its driver form
+        self._list_queries: dict[tuple[Any, ...], tuple[sa.Select[Any], DriverSelect]] = {}
+        self._marker_queries: dict[tuple[str, str, bool], tuple[sa.Select[Any], DriverSelect]] = {}
         #: Reads run in autocommit on PostgreSQL: no BEGIN/ROLLBACK round trips around a
         #: SELECT (the SQLite driver already reads outside transactions).  Same pool.
         self.reader: Engine = (
@@ -536,12 +578,6 @@ class Database:
         self.engine.dispose()
 
     # -- reads --------------------------------------------------------------------
-
-    @staticmethod
-    def _scope(kind: _Kind, project_id: str | None) -> sa.ColumnElement[bool] | None:
-        if project_id is None or kind.owner_cols is None:
-            return None
-        return kind.scope_of(project_id)
 
     def _fetch(
         self,
@@ -625,6 +661,8 @@ class Database:
         sort_dir: str = "asc",
         fields: Iterable[str] | None = None,
         internal: bool = True,
+        filters: Sequence[Filter] = (),
+        params: Mapping[str, Any] | None = None,
     ) -> builtins.list[dict[str, Any]]:
         """A page of resources in one query, ordered by (*sort_key*, id).
 
@@ -632,7 +670,13 @@ class Database:
         that shows six fields does not fetch and decode sixty.  ``internal=False``
         leaves out the internal keys (what :func:`public` would do, without a copy).
         *equals* filters by column values (``{"node_id": 3, "address": "52:..."}``);
-        *where* takes SQL conditions (the data API's own queries only).
+        *filters* are :data:`Filter` shapes whose values are in *params*; *where* takes
+        SQL conditions (the data API's own queries only).
+
+        The statement is built once per shape (kind, filters, scope, marker, sort, fields)
+        with every value a bound parameter, the LIMIT too; with *fast_reads* it runs on
+        the driver's cursor (:class:`.driver_select.DriverSelect`), else through Core.
+        A statement with *where* conditions is built for the call and runs through Core.
         """
         kind = KINDS[kind_name]
         if sort_dir not in ("asc", "desc"):
@@ -643,34 +687,84 @@ class Database:
             raise exc.InvalidParameterValue(f"The sort_key value {sort_key} is an invalid field for sorting")
         if limit is not None and limit < 0:
             raise exc.InvalidParameterValue(f"Limit must be positive, got {limit}")
-        limit = MAX_LIMIT if not limit else min(limit, MAX_LIMIT)
-        table = kind.table
-        col = table.c[sort_key]
-        stmt = kind.select if fields is None else kind.narrowed(fields)
-        stmt = stmt.where(*where, *(table.c[k] == v for k, v in (equals or {}).items()))
-        scope = self._scope(kind, project_id)
-        if scope is not None:
-            stmt = stmt.where(scope)
+        bound: dict[str, Any] = dict(params or {})
+        bound["limit"] = MAX_LIMIT if not limit else min(limit, MAX_LIMIT)
+        if equals:  # (``== None`` is SQL's IS NULL, as SQLAlchemy renders it)
+            filters = (*filters, *(("eq", k) if v is not None else ("is", k, None)
+                                   for k, v in equals.items()))  # fmt: skip
+            bound.update({f"eq_{key}": value for key, value in equals.items() if value is not None})
+        scoped = project_id is not None and kind.owner_cols is not None
+        if scoped:
+            bound["project"] = project_id
+        after: tuple[str, bool] | None = None
+        if marker is not None:
+            value, row_id = self._marker(kind, sort_key, str(marker), project_id if scoped else None)
+            after = ("after", value is None)
+            bound["m_value"], bound["m_id"] = value, row_id
+        key = (kind_name, tuple(filters), scoped, after, sort_key, sort_dir,
+               None if fields is None else frozenset(fields), internal)  # fmt: skip
+        if where:
+            stmt = self._list_stmt(kind, key).where(*where)
+            with self.reader.connect() as conn:
+                return kind.to_docs(conn.execute(stmt, bound), internal=internal)
+        shaped = self._list_queries.get(key)
+        if shaped is None:
+            stmt = self._list_stmt(kind, key)
+            shaped = (stmt, DriverSelect(self.engine, stmt, kind.iso_posts()))
+            if len(self._list_queries) < MAX_LIST_SHAPES:
+                self._list_queries[key] = shaped
+        if self.fast_reads:
+            return shaped[1].rows(bound)
         with self.reader.connect() as conn:
-            if marker is not None:
-                mrow = None
-                if is_uuid_like(str(marker)):
-                    mstmt = kind.select.with_only_columns(col, table.c.id).where(
-                        table.c.uuid == str(marker).lower()
-                    )
-                    if scope is not None:
-                        mstmt = mstmt.where(scope)
-                    mrow = conn.execute(mstmt).first()
-                if mrow is None:
-                    raise kind.not_found(marker)
-                stmt = stmt.where(_after(col, table.c.id, mrow[0], mrow[1], sort_dir))
-            if sort_dir == "asc":
-                order = [col.asc().nulls_first(), table.c.id.asc()]
-            else:
-                order = [col.desc().nulls_last(), table.c.id.desc()]
-            if sort_key == "id":
-                order = order[1:]
-            return kind.to_docs(conn.execute(stmt.order_by(*order).limit(limit)), internal=internal)
+            return kind.to_docs(conn.execute(shaped[0], bound), internal=internal)
+
+    def _marker(self, kind: _Kind, sort_key: str, marker: str, project_id: str | None) -> tuple[Any, int]:
+        """(sort value, id) of the *marker* row; NotFound if it is not one the caller sees."""
+        if not is_uuid_like(marker):
+            raise kind.not_found(marker)
+        key = (kind.name, sort_key, project_id is not None)
+        shaped = self._marker_queries.get(key)
+        if shaped is None:
+            stmt = kind.select.with_only_columns(kind.table.c[sort_key], kind.table.c.id).where(
+                kind.table.c.uuid == sa.bindparam("ident")
+            )
+            if project_id is not None:
+                stmt = stmt.where(kind.scope_of(sa.bindparam("project")))
+            shaped = self._marker_queries[key] = (stmt, DriverSelect(self.engine, stmt))
+        bound = {"ident": marker.lower(), "project": project_id}
+        row: Any
+        if self.fast_reads:
+            rows = shaped[1].tuples(bound, limit=1)
+            row = rows[0] if rows else None
+        else:
+            with self.reader.connect() as conn:
+                row = conn.execute(shaped[0], bound).first()
+        if row is None:
+            raise kind.not_found(marker)
+        return row[0], row[1]
+
+    @staticmethod
+    def _list_stmt(kind: _Kind, key: tuple[Any, ...]) -> sa.Select[Any]:
+        """The list statement of shape *key* (see :meth:`list`), values as bound parameters."""
+        _name, filters, scoped, after, sort_key, sort_dir, fields, internal = key
+        table = kind.table
+        stmt = kind.select if fields is None else kind.narrowed(fields)
+        if not internal:
+            stmt = stmt.with_only_columns(*(c for c in stmt.selected_columns if c.key not in INTERNAL_KEYS))
+        stmt = stmt.where(*(_filter_clause(table, f) for f in filters))
+        if scoped:
+            stmt = stmt.where(kind.scope_of(sa.bindparam("project")))
+        col = table.c[sort_key]
+        if after is not None:
+            value: Any = None if after[1] else sa.bindparam("m_value")
+            stmt = stmt.where(_after(col, table.c.id, value, sa.bindparam("m_id"), sort_dir))
+        if sort_dir == "asc":
+            order = [col.asc().nulls_first(), table.c.id.asc()]
+        else:
+            order = [col.desc().nulls_last(), table.c.id.desc()]
+        if sort_key == "id":
+            order = order[1:]
+        return stmt.order_by(*order).limit(sa.bindparam("limit", type_=sa.Integer))
 
     def count(self, kind_name: str, **equals: Any) -> int:
         """How many rows of *kind_name* have these column values (``count("port", portgroup_id=3)``)."""
@@ -694,38 +788,39 @@ class Database:
         internal: bool = True,
     ) -> builtins.list[dict[str, Any]]:
         """A page of nodes matching Ironic's node list *filters* (see :data:`NODE_FILTERS`)."""
-        where: builtins.list[sa.ColumnElement[bool]] = []
+        shape: builtins.list[Filter] = []
+        params: dict[str, Any] = {}
         for name, value in (filters or {}).items():
             if value is None:
                 continue
             if name == "shard" and isinstance(value, list):  # Ironic takes a comma-separated list
-                where.append(NODES.c.shard.in_(value))
-            elif name in _NODE_EQUALS:
-                where.append(_NODE_EQUALS[name] == value)
+                shape.append(("in", "shard", len(value)))
+                params.update({f"in_shard_{i}": v for i, v in enumerate(value)})
+            elif name in _NODE_EQUALS or name == "parent_node":
+                shape.append(("eq", name))
+                params[f"eq_{name}"] = value
             elif name == "project":  # Ironic: owner or lessee
-                where.append(sa.or_(NODES.c.owner == value, NODES.c.lessee == value))
-            elif name == "parent_node":
-                where.append(NODES.c.parent_node == value)
+                shape.append(("either", "owner", "lessee"))
+                params["either_owner"] = value
             elif name == "children":  # False: only nodes without a parent (Ironic's default)
                 if not value:
-                    where.append(NODES.c.parent_node.is_(None))
+                    shape.append(("is", "parent_node", None))
             elif name == "sharded":
-                where.append(NODES.c.shard.is_not(None) if value else NODES.c.shard.is_(None))
-            elif name == "maintenance":
-                where.append(NODES.c.maintenance.is_(bool(value)))
-            elif name == "retired":
-                where.append(NODES.c.retired.is_(bool(value)))
+                shape.append(("is_not", "shard") if value else ("is", "shard", None))
+            elif name in ("maintenance", "retired"):
+                shape.append(("is", name, bool(value)))
             elif name == "associated":
-                col = NODES.c.instance_uuid
-                where.append(col.is_not(None) if value else col.is_(None))
+                shape.append(("is_not", "instance_uuid") if value else ("is", "instance_uuid", None))
             elif name == "chassis_uuid":
-                where.append(NODES.c.chassis_id == self.get("chassis", str(value))["id"])
+                shape.append(("eq", "chassis_id"))
+                params["eq_chassis_id"] = self.get("chassis", str(value))["id"]
             elif name == "description_contains":
-                where.append(NODES.c.description.icontains(str(value), autoescape=True))
+                shape.append(("contains", "description"))
+                params["contains_description"] = like_escaped(str(value))
             else:
                 raise exc.InvalidParameterValue(f"Unknown node filter {name!r}")
         return self.list(
-            "node", where=where, project_id=project_id, limit=limit, marker=marker,
+            "node", filters=shape, params=params, project_id=project_id, limit=limit, marker=marker,
             sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=internal,
         )  # fmt: skip
 
@@ -1455,7 +1550,11 @@ def _etag_is(table: sa.Table, etag: str | None) -> sa.ColumnElement[bool]:
 
 
 def _after(
-    col: sa.ColumnElement[Any], id_col: sa.ColumnElement[Any], value: Any, row_id: int, sort_dir: str
+    col: sa.ColumnElement[Any],
+    id_col: sa.ColumnElement[Any],
+    value: Any,
+    row_id: sa.BindParameter[Any],
+    sort_dir: str,
 ) -> sa.ColumnElement[bool]:
     """Rows strictly after the marker in (col NULLS FIRST, id) asc, or its reverse for desc."""
     if col is id_col:

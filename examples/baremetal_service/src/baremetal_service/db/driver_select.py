@@ -15,6 +15,13 @@ from those), and a disconnect invalidates the connection so the pool does not ha
 dead one out again.  On PostgreSQL the read runs in autocommit (no BEGIN/ROLLBACK round
 trips), as the service's Core reader engine does.
 
+A statement may carry values of its own (SQLAlchemy's ``LIMIT ? OFFSET ?`` on SQLite
+binds the offset 0): they are sent as compiled; every other parameter goes through its
+type's bind processor (a datetime marker on SQLite becomes the stored text), as
+SQLAlchemy would send it.  *post* adds a step after a column's result processor, called
+with every value, None too (the data API turns datetimes into its ISO 8601 strings there).
+Rows are processed a column at a time (``map`` over the column: no Python loop per value).
+
 ``Database(fast_reads=False)`` (``BAREMETAL_FAST_READS=false``) reads through
 SQLAlchemy Core instead; tests compare the two on both backends, and
 docs/performance.md has the measured factor.
@@ -22,7 +29,7 @@ docs/performance.md has the measured factor.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -32,30 +39,48 @@ from sqlalchemy.engine import Engine
 class DriverSelect:
     """*stmt* compiled for *engine*'s dialect; :meth:`rows` runs it on a pooled driver cursor."""
 
-    def __init__(self, engine: Engine, stmt: sa.Select[Any]) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        stmt: sa.Select[Any],
+        post: Mapping[str, Callable[[Any], Any]] | None = None,
+    ) -> None:
         dialect = engine.dialect
         compiled = stmt.compile(dialect=dialect)
         self.engine = engine
         self.sql: str = compiled.string
         positional = compiled.positiontup
         self._order: tuple[str, ...] | None = tuple(positional) if positional is not None else None
+        # every parameter the SQL names: (name, required, compiled value, bind processor)
+        binds = []
+        for name, value in compiled.params.items():
+            param = compiled.binds[name]
+            bind_proc = param.type.dialect_impl(dialect).bind_processor(dialect)
+            binds.append((name, param.required, value, bind_proc))
+        self._binds = tuple(binds)
         self.keys: tuple[str, ...] = tuple(c.key for c in stmt.selected_columns)
-        processors: list[tuple[int, Callable[[Any], Any]]] = []
+        processors: list[tuple[int, tuple[Callable[[Any], Any], ...]]] = []
         for index, column in enumerate(stmt.selected_columns):
             proc = column.type.dialect_impl(dialect).result_processor(dialect, None)
-            if proc is not None:
-                processors.append((index, proc))
+            after = None if post is None or column.key is None else post.get(column.key)
+            steps = tuple(step for step in (proc, after) if step is not None)
+            if steps:
+                processors.append((index, steps))
         self._processors = tuple(processors)
         self._postgres = dialect.name == "postgresql"
         self._dbapi_error: type[Exception] = dialect.loaded_dbapi.Error
 
     def _params(self, params: Mapping[str, Any]) -> Sequence[Any] | Mapping[str, Any]:
+        bound: dict[str, Any] = {}
+        for name, required, value, proc in self._binds:
+            if required or name in params:
+                value = params[name]
+            bound[name] = value if proc is None else proc(value)
         if self._order is None:
-            return params
-        return tuple(params[name] for name in self._order)
+            return bound
+        return tuple(bound[name] for name in self._order)
 
-    def rows(self, params: Mapping[str, Any], *, limit: int | None = None) -> list[dict[str, Any]]:
-        """The result rows as dicts keyed by column key (at most *limit* fetched)."""
+    def _run(self, params: Mapping[str, Any], limit: int | None) -> list[Any]:
         bound = self._params(params)
         try:
             fairy = self.engine.raw_connection()
@@ -69,7 +94,7 @@ class DriverSelect:
             cursor = fairy.cursor()
             try:
                 cursor.execute(self.sql, bound)
-                fetched = cursor.fetchall() if limit is None else cursor.fetchmany(limit)
+                fetched = list(cursor.fetchall() if limit is None else cursor.fetchmany(limit))
             finally:
                 cursor.close()
         except self._dbapi_error as err:
@@ -87,14 +112,22 @@ class DriverSelect:
                 except self._dbapi_error as err:
                     fairy.invalidate(err)
             fairy.close()
-        keys, processors = self.keys, self._processors
-        out = []
-        for raw in fetched:
-            if processors:
-                values = list(raw)
-                for index, proc in processors:
-                    values[index] = proc(values[index])
-                out.append(dict(zip(keys, values, strict=True)))
-            else:
-                out.append(dict(zip(keys, raw, strict=True)))
-        return out
+        return fetched
+
+    def _processed(self, fetched: list[Any]) -> Iterable[Sequence[Any]]:
+        if not self._processors or not fetched:
+            return fetched
+        columns: list[Iterable[Any]] = list(zip(*fetched, strict=True))
+        for index, steps in self._processors:
+            for step in steps:
+                columns[index] = map(step, columns[index])
+        return zip(*columns, strict=True)
+
+    def rows(self, params: Mapping[str, Any], *, limit: int | None = None) -> list[dict[str, Any]]:
+        """The result rows as dicts keyed by column key (at most *limit* fetched)."""
+        keys = self.keys
+        return [dict(zip(keys, row, strict=True)) for row in self._processed(self._run(params, limit))]
+
+    def tuples(self, params: Mapping[str, Any], *, limit: int | None = None) -> list[tuple[Any, ...]]:
+        """The result rows as tuples in the SELECT's column order (at most *limit* fetched)."""
+        return [tuple(row) for row in self._processed(self._run(params, limit))]

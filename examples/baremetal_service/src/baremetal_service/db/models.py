@@ -45,17 +45,21 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 __all__ = ["Base", "Chassis", "Node", "NodeEvent", "Port", "Portgroup", "ResourceClass", "JSONType"]
 
 _EMPTY_JSON: Final = frozenset({"{}", b"{}"})
+_EMPTY_LIST: Final = frozenset({"[]", b"[]"})
 
 
 def fast_json_loads(value: str | bytes) -> Any:
-    """``json.loads`` with a shortcut for ``{}`` (most of a node's JSON columns)."""
+    """``json.loads`` with a shortcut for ``{}`` (most of a node's JSON columns) and ``[]``
+    (a node without traits)."""
     if value in _EMPTY_JSON:
         return {}
+    if value in _EMPTY_LIST:
+        return []
     return json.loads(value)
 
 
 class FastJSON(TypeDecorator[Any]):
-    """JSON on SQLite, JSONB on PostgreSQL; decoding ``{}`` costs nothing.
+    """JSON on SQLite, JSONB on PostgreSQL; decoding ``{}`` or ``[]`` costs nothing.
 
     The DDL is SQLAlchemy's JSON/JSONB; only the SQLite result processing is
     replaced (SQLAlchemy's runs a regex and ``json.loads`` on every value).  On
@@ -94,6 +98,8 @@ class FastJSON(TypeDecorator[Any]):
         def process(value: Any) -> Any:
             if value == "{}":
                 return {}
+            if value == "[]":
+                return []
             if value is None or value.__class__ is not str:
                 return value
             return loads(value)

@@ -1,0 +1,181 @@
+"""The document renderer (api/serialize.py) gives, byte for byte, what its per-field
+predecessor gave: every microversion, the default list fields, ``?fields=`` selections,
+detail documents, datetimes, defaults, masked driver_info, the pre-1.2 provision state,
+objects as well as dicts; and the API's list, detail and one-node answers are those
+documents.
+
+:func:`_reference` is the renderer this module had before (commit e31dda9): one Python
+step per field, following the plan's ``(name, action, default)`` list.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from baremetal_service.api import serialize, versions
+from baremetal_service.app import build_app
+from werkzeug.test import Client
+
+from apimw import Version
+
+BASE = "http://127.0.0.1:6385"
+LOCAL = "http://localhost"  # the test client's
+ALL_VERSIONS = [Version(1, minor) for minor in range(1, versions.MAX_VERSION.minor + 1)]
+
+
+def _reference(
+    plan: serialize.Plan, obj: Any, base: str, resource: str, secrets: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    actions = plan.actions
+    source = obj if isinstance(obj, dict) else {n: getattr(obj, n, None) for n, _a, _d in actions}
+    value_of = source.get
+    uuid = str(value_of("uuid"))
+    doc: dict[str, Any] = {}
+    for name, action, default in actions:
+        if action in (serialize._PLAIN, serialize._PLAIN_COPY):
+            value = value_of(name)
+            if value is None:
+                doc[name] = default.copy() if action == serialize._PLAIN_COPY else default
+            elif not isinstance(value, dt.datetime):
+                doc[name] = value
+            else:
+                doc[name] = value.isoformat()
+        elif action == serialize._LINKS:
+            doc[name] = serialize.links(base, resource, uuid)
+        elif action == serialize._SUBLINKS:
+            doc[name] = serialize.links(base, resource, uuid, name)
+        elif action == serialize._MASKED:
+            value = value_of(name)
+            doc[name] = serialize.mask_secrets(value, secrets) if value else {}
+        else:
+            value = value_of(name)
+            doc[name] = None if value == "available" else value
+    return doc
+
+
+def _same(new: dict[str, Any], old: dict[str, Any]) -> None:
+    """Equal and in the same key order at every level (the JSON bytes are the same)."""
+    assert json.dumps(new) == json.dumps(old)
+    assert new == old
+
+
+def _node_sources() -> list[Any]:
+    when = dt.datetime(2026, 11, 22, 10, 37, 50, 208515)
+    full = {name: None for name in serialize.NODE_FIELDS}
+    return [
+        {"uuid": "1be26c0b-03f2-4d2e-ae87-c02d7f33c123"},  # every other field absent: defaults
+        dict(full, uuid="2be26c0b-03f2-4d2e-ae87-c02d7f33c123"),  # every field None
+        {  # a node as the data API returns it
+            "uuid": "3be26c0b-03f2-4d2e-ae87-c02d7f33c123", "name": "n-3", "driver": "ipmi",
+            "driver_info": {"ipmi_password": "p", "ipmi_address": "10.0.0.1", "x_token": "",
+                            "deploy_key": None, "secret_thing": 3},
+            "extra": {"a": [1, {"b": None}]}, "properties": {"cpus": 4}, "traits": ["CUSTOM_A"],
+            "provision_state": "available", "power_state": "power on", "maintenance": True,
+            "created_at": "2026-11-22T10:37:50.208515+00:00", "updated_at": None,
+            "conductor_group": "g", "conductor": "host-1", "chassis_uuid": None, "etag": 'W/"ab"',
+            "retired": None, "description": "", "network_data": {"links": []},
+        },  # fmt: skip
+        {  # datetimes as datetime objects (and a subclass), other odd types
+            "uuid": "4be26c0b-03f2-4d2e-ae87-c02d7f33c123", "created_at": when,
+            "updated_at": type("Sub", (dt.datetime,), {})(2026, 1, 2, 3, 4, 5),
+            "inspection_started_at": dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+            "provision_updated_at": when.isoformat(), "extra": {"t": (1, 2)}, "name": ("tuple",),
+            "provision_state": "active", "driver_info": {}, "traits": [],
+        },  # fmt: skip
+    ]
+
+
+def test_node_documents_render_as_before_at_every_version_and_field_selection() -> None:
+    rng = random.Random(13)
+    sources = _node_sources()
+    sources.append(SimpleNamespace(**sources[2]))  # an object: its attributes
+    sources.append(type("D", (dict,), {})(sources[3]))  # a dict subclass
+    secrets = frozenset({"ipmi_address"})
+    checked = 0
+    for version in ALL_VERSIONS:
+        visible = serialize.visible("node", version)
+        selections: list[list[str] | None] = [None, [f for f in serialize.NODE_LIST_FIELDS if f in visible]]
+        selections += [rng.sample(visible, min(len(visible), k)) for k in (1, 3, 8, 20)]
+        selections += [["driver_info", "provision_state", "uuid"], ["links"], ["ports", "states", "name"]]
+        for fields in selections:
+            plan = serialize._plan("node", version, None if fields is None else tuple(fields),
+                                   serialize.NODE_SUBLINKS)  # fmt: skip
+            render = serialize.node_renderer(version, BASE, fields)
+            render_documents = serialize.node_renderer(version, BASE, fields, iso_strings=True)
+            for n, (source, secret) in enumerate(itertools.product(sources, (frozenset(), secrets))):
+                old = _reference(plan, source, BASE, "nodes", secret)
+                _same(serialize.node_doc(source, version, BASE, fields, secret), old)
+                _same(render(source, secret), old)
+                if n // 2 in (0, 1, 2):  # documents as the data API gives them: no datetime objects
+                    _same(render_documents(source, secret), old)
+                checked += 1
+    assert checked > 2000
+
+
+@pytest.mark.parametrize("kind,resource,sublinks", [
+    ("port", "ports", ()), ("portgroup", "portgroups", ("ports",)), ("chassis", "chassis", ("nodes",)),
+])  # fmt: skip
+def test_other_documents_render_as_before(kind: str, resource: str, sublinks: tuple[str, ...]) -> None:
+    fields_of = {"port": serialize.PORT_FIELDS, "portgroup": serialize.PORTGROUP_FIELDS,
+                 "chassis": serialize.CHASSIS_FIELDS}[kind]  # fmt: skip
+    sources: list[Any] = [
+        {"uuid": "5be26c0b-03f2-4d2e-ae87-c02d7f33c123"},
+        {name: None for name in fields_of} | {"uuid": "6be26c0b-03f2-4d2e-ae87-c02d7f33c123"},
+        {"uuid": "7be26c0b-03f2-4d2e-ae87-c02d7f33c123", "address": "52:54:00:00:00:01",
+         "extra": {"k": 1}, "created_at": dt.datetime(2026, 1, 1), "pxe_enabled": False,
+         "local_link_connection": {"switch_id": "x"}, "description": "d", "name": "p"},
+    ]  # fmt: skip
+    sources.append(SimpleNamespace(**sources[2]))
+    for version in ALL_VERSIONS:
+        for fields in (None, ["uuid"], ["extra", "created_at", "links"], list(fields_of[:5])):
+            selected = None if fields is None else tuple(fields)
+            plan = serialize._plan(kind, version, selected, frozenset(sublinks))
+            for source in sources:
+                old = _reference(plan, source, BASE, resource)
+                _same(serialize.simple_doc(kind, resource, source, version, BASE, fields, sublinks), old)
+
+
+def test_the_api_answers_lists_detail_and_nodes_with_those_documents(database_url: str) -> None:
+    app = build_app(database_url, "memory://", run_conductor=False)
+    try:
+        client = Client(app)
+        latest = {"X-OpenStack-Ironic-API-Version": "latest"}
+        for i in range(7):
+            body: dict[str, Any] = {"driver": "fake-hardware", "name": f"n{i}", "extra": {"i": i},
+                                    "driver_info": {"ipmi_password": "pw", "ipmi_address": "a"}}  # fmt: skip
+            assert client.post("/v1/nodes", json=body, headers=latest).status_code == 201
+        db, host = app.service.db, app.service.drivers.host
+        secrets = app.service.secret_fields("fake-hardware")
+        stored = [dict(n, conductor=host) for n in db.list_nodes(internal=False, filters={"children": False})]
+        for version in (Version(1, 1), Version(1, 8), Version(1, 52), Version(1, 65), versions.MAX_VERSION):
+            headers = {"X-OpenStack-Ironic-API-Version": str(version)}
+            cases: list[tuple[str, list[str] | None]] = [
+                ("/v1/nodes/detail", None),
+                ("/v1/nodes", [f for f in serialize.NODE_LIST_FIELDS
+                               if f in serialize.visible("node", version)]),  # fmt: skip
+            ]
+            if version >= versions.FIELDS_SELECTOR:
+                cases.append(("/v1/nodes?fields=uuid,driver_info,extra,created_at", ["uuid", "driver_info",
+                                                                                    "extra", "created_at"]))
+            if version >= versions.CONDUCTORS:
+                cases.append(("/v1/nodes?fields=name,conductor", ["name", "conductor"]))
+            for path, fields in cases:
+                resp = client.get(path, headers=headers)
+                assert resp.status_code == 200, resp.get_data()
+                plan = serialize._plan("node", version, None if fields is None else tuple(fields),
+                                       serialize.NODE_SUBLINKS)  # fmt: skip
+                expected = {"nodes": [_reference(plan, n, LOCAL, "nodes", secrets) for n in stored]}
+                assert json.loads(resp.get_data()) == expected
+                assert json.dumps(json.loads(resp.get_data())) == json.dumps(expected)  # and the key order
+            resp = client.get(f"/v1/nodes/{stored[3]['uuid']}", headers=headers)
+            plan = serialize._plan("node", version, None, serialize.NODE_SUBLINKS)
+            one = db.get("node", stored[3]["uuid"], internal=False) | {"conductor": host}
+            assert json.dumps(resp.json) == json.dumps(_reference(plan, one, LOCAL, "nodes", secrets))
+    finally:
+        app.close()
