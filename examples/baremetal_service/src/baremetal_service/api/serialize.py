@@ -374,7 +374,7 @@ def node_rows_renderer(
     """:func:`node_renderer` for the raw rows of a list (:meth:`..db.api.Database.list_rows`),
     compiled once per (version, fields, statement, extra keys).
 
-    Each row becomes its document in one dict display: the columns' own processing
+    Each row becomes its document in one pass: the columns' own processing
     (*code*: JSON text, datetimes as ISO 8601 strings, booleans) inlined, then the plan's
     defaults, links, masking.  The documents are what :func:`node_renderer` makes of the
     data API's documents of those rows (with *extra*'s values, the ``conductor``, added).
@@ -463,14 +463,18 @@ def _rows_renderer(
                 entry = var
             else:
                 entry = f"({fallback} if {var} is None else {var})"
-        entries.append(f"{name!r}: {entry}")
+        if entry != "None":  # (the template's value)
+            entries.append(f"        doc[{name!r}] = {entry}")
+    # A document is a copy of the plan's template (its keys in order, all None: a dict
+    # copy is one allocation), then one store per field: cheaper than a dict display
+    # of sixty-odd keys, which grows the dict as it goes.
+    namespace["_new"] = plan.template.copy
     names = ", ".join(f"c{i}" if i in used else "_" for i in range(len(code.keys)))
     lines = ["def render(rows, self_prefix, bookmark_prefix, extra, secrets_of):", *prologue,
              "    out = []", "    append = out.append", f"    for ({names},) in rows:"]  # fmt: skip
     for index in sorted(used):
         lines += [f"        {statement}" for statement in code.statements(index, f"c{index}")]
-    lines.append("        append({" + ", ".join(entries) + "})")
-    lines.append("    return out")
+    lines += ["        doc = _new()", *entries, "        append(doc)", "    return out"]
     source = "\n".join(lines) + "\n"
     exec(compile(source, f"<{kind} rows renderer>", "exec"), namespace)  # noqa: S102 - our own source
     render: RowsRenderer = namespace["render"]
