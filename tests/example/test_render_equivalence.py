@@ -246,3 +246,19 @@ def test_list_rows_render_as_the_data_api_documents_of_those_rows(database_url: 
         assert db.list_node_rows() is None and svc.list_node_rows() is None
     finally:
         app.close()
+
+
+def test_the_sqlite_datetime_text_reads_as_the_parsed_datetime_would() -> None:
+    """``db.api.sqlite_iso``'s inlined source (text slicing) gives what parsing the SQLite
+    text then ``isoformat`` gives: microseconds, a zero microsecond (left out), other texts."""
+    from baremetal_service.db.api import iso, sqlite_iso
+
+    render = eval(  # noqa: S307 - the renderer inlines this very source
+        "lambda v: " + sqlite_iso.row_source.replace("_v_", "v").replace("_p_", "fallback"),  # type: ignore[attr-defined]
+        {"fallback": sqlite_iso},
+    )
+    texts = ["2026-11-22 10:37:50.208515", "2026-11-22 10:37:50.000000", "2026-11-22 10:37:50.000001",
+             "2026-11-22 10:37:50.100000", "2026-11-22 10:37:50", "2026-11-22T10:37:50.100000"]  # fmt: skip
+    for text in texts:
+        assert render(text) == sqlite_iso(text) == iso(dt.datetime.fromisoformat(text)), text
+    assert render(None) is None

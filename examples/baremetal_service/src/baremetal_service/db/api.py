@@ -56,7 +56,7 @@ from .driver_select import DriverSelect, RowCode, with_source
 from .driver_write import DriverWrite
 from .engine import create_engine
 from .etags import make_generator
-from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass
+from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass, UTCDateTime
 from .models_client_tokens import ClientTokenRecord
 from .models_collections_a import Allocation, ConductorRecord, DeployTemplate, Runbook
 from .models_collections_b import InspectionRule, VolumeConnector, VolumeTarget
@@ -165,6 +165,19 @@ def iso(value: dt.datetime | None) -> str | None:
     return None if value is None else value.isoformat() + "+00:00"
 
 
+@with_source(
+    'None if _v_ is None else _v_[:10] + "T" + _v_[11:19]'
+    ' + ("" if _v_[20:] == "000000" else _v_[19:]) + "+00:00"'
+    ' if _v_.__class__ is str and len(_v_) == 26 and _v_[10] == " " and _v_[19] == "." else _p_(_v_)'
+)
+def sqlite_iso(value: Any) -> str | None:
+    """A SQLite ``UTCDateTime`` column's text as the document's ISO 8601 string in one step
+    (what its result processor, ``datetime.fromisoformat``, then :func:`iso` give).  Its
+    source reads SQLAlchemy's storage format (``2026-11-22 10:37:50.208515``) as text:
+    ``isoformat`` leaves out a zero microsecond; any other text is parsed."""
+    return iso(dt.datetime.fromisoformat(value) if isinstance(value, str) else value)
+
+
 #: A UUID in its canonical hyphenated form (any case): what ``str(UUID(v)) == v.lower()`` accepts.
 _CANONICAL_UUID: Final = re.compile(
     r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
@@ -212,6 +225,8 @@ class _Kind:
         #: a boolean column: rows with it true are visible to every project (public runbooks)
         self.public_col = public_col
         self.datetimes = tuple(c.name for c in table.c if isinstance(_base_type(c), sa.DateTime))
+        #: the datetime columns whose SQLite text :func:`sqlite_iso` reads
+        self.sqlite_datetimes = tuple(c.name for c in table.c if isinstance(c.type, UTCDateTime))
         self.json_cols = frozenset(c.name for c in table.c if isinstance(_base_type(c), sa.JSON))
         self.columns = frozenset(c.name for c in table.c)
         #: document keys a read joins in from other tables (``chassis_uuid``, ``allocation_uuid``...)
@@ -299,6 +314,13 @@ class _Kind:
             if len(self._narrowed) < 256:
                 self._narrowed[wanted] = stmt
         return stmt
+
+    def fused_posts(self, dialect: str) -> dict[str, Callable[[Any], Any]] | None:
+        """Per datetime column, :func:`sqlite_iso` on SQLite (:class:`.driver_select.DriverSelect`'s
+        *fused*: the column's processing and :meth:`iso_posts` in one step); None elsewhere."""
+        if dialect != "sqlite":
+            return None
+        return dict.fromkeys(self.sqlite_datetimes, sqlite_iso)
 
     def iso_posts(self) -> dict[str, Callable[[Any], Any]]:
         """Per datetime column, the step that makes a read value the document's ISO string
@@ -765,7 +787,8 @@ class Database:
         shaped = self._list_queries.get(key)
         if shaped is None:
             stmt = self._list_stmt(kind, key)
-            shaped = (stmt, DriverSelect(self.engine, stmt, kind.iso_posts()))
+            fused = kind.fused_posts(self.engine.dialect.name)
+            shaped = (stmt, DriverSelect(self.engine, stmt, kind.iso_posts(), fused))
             if len(self._list_queries) < MAX_LIST_SHAPES:
                 self._list_queries[key] = shaped
         return shaped

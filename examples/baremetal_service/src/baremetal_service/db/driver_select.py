@@ -88,7 +88,11 @@ class DriverSelect:
         engine: Engine,
         stmt: sa.Select[Any],
         post: Mapping[str, Callable[[Any], Any]] | None = None,
+        fused: Mapping[str, Callable[[Any], Any]] | None = None,
     ) -> None:
+        """*fused*: by column key, one step that does what the column's result processor
+        then its *post* do (with a source of its own, :func:`with_source`): :attr:`code`
+        uses it instead of the two."""
         dialect = engine.dialect
         compiled = stmt.compile(dialect=dialect)
         self.engine = engine
@@ -113,7 +117,8 @@ class DriverSelect:
             if steps:
                 processors.append((index, steps))
             column_sources = []
-            for number, step in enumerate(steps):
+            one = None if fused is None or column.key is None else fused.get(column.key)
+            for number, step in enumerate(steps if one is None else (one,)):
                 name = f"_p{index}_{number}"
                 namespace[name] = step
                 source = getattr(step, SOURCE_ATTR, None) or _KNOWN_SOURCES.get(step) or "_p_(_v_)"
