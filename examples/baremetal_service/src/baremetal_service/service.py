@@ -132,6 +132,7 @@ from . import settings
 from .conductor import PENDING_POWER, PENDING_PROVISION, Conductor, states
 from .crud import Crud
 from .db.api import CreatedBefore, Database, IfMatchArg, public, utcnow
+from .db.driver_select import RowCode
 from .db.etags import make_generator
 from .drivers import POWER_TARGETS, DriverError, DriverRegistry, HardwareType, Task
 from .node_features import NodeFeatures, check_provision, node_change_rules
@@ -368,6 +369,36 @@ class BaremetalService:
             for doc in docs:
                 doc["conductor"] = host
         return docs
+
+    def list_node_rows(
+        self,
+        *,
+        project_id: str | None = None,
+        filters: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+        fields: Iterable[str] | None = None,
+    ) -> tuple[RowCode, list[Any], dict[str, Any]] | None:
+        """:meth:`list_nodes` as the database driver fetched it: ``(code, rows, extra)``
+        (:meth:`.db.api.Database.list_rows`), *extra* the fields the rows lack (the
+        ``conductor``, when shown); None when the data API reads through SQLAlchemy Core."""
+        wanted = dict(filters or {})
+        conductor = wanted.pop("conductor", None)
+        shown = None if fields is None else set(fields)
+        fetched = self.db.list_node_rows(
+            filters=wanted, project_id=project_id, limit=limit, marker=marker,
+            sort_key=sort_key, sort_dir=sort_dir, fields=shown, internal=False,
+        )  # fmt: skip
+        if fetched is None:
+            return None
+        code, rows = fetched
+        host = self.drivers.host
+        if conductor is not None and conductor != host:
+            return code, [], {}  # every node is managed by this service's one conductor
+        extra = {"conductor": host} if shown is None or "conductor" in shown else {}
+        return code, rows, extra
 
     def _node_changes(self, current: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
         """Validate a node change set against the current node; returns what to write."""

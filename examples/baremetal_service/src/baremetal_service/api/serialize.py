@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from apimw import Version
 
+from ..db.driver_select import RowCode
 from . import versions
 
 MASK: Final = "******"
@@ -356,3 +357,126 @@ def simple_doc(
     """A port, portgroup or chassis at *version*."""
     plan = _plan(kind, version, None if fields is None else tuple(fields), frozenset(sublinks))
     return _render(plan, obj, base, resource)
+
+
+# -- lists rendered straight from the database driver's rows --------------------------------------
+
+#: ``render(rows, self_prefix, bookmark_prefix, extra, secrets_of)``: the documents of the rows.
+RowsRenderer = Callable[
+    [Sequence[Sequence[Any]], str, str, Mapping[str, Any], Callable[[str], frozenset[str]]],
+    list[dict[str, Any]],
+]
+
+
+def node_rows_renderer(
+    version: Version, fields: Sequence[str] | None, code: RowCode, extra_keys: Sequence[str] = ()
+) -> RowsRenderer:
+    """:func:`node_renderer` for the raw rows of a list (:meth:`..db.api.Database.list_rows`),
+    compiled once per (version, fields, statement, extra keys).
+
+    Each row becomes its document in one pass: the columns' own processing
+    (*code*: JSON text, datetimes as ISO 8601 strings, booleans) inlined, then the plan's
+    defaults, links, masking.  The documents are what :func:`node_renderer` makes of the
+    data API's documents of those rows (with *extra*'s values, the ``conductor``, added).
+    """
+    return _rows_renderer(
+        "node", version, None if fields is None else tuple(fields), NODE_SUBLINKS, code, tuple(extra_keys)
+    )
+
+
+def _literal(value: Any) -> str | None:
+    """*value* as Python source when it is a plain constant, else None."""
+    if value is None or value.__class__ in (str, bool, int):
+        return repr(value)
+    return None
+
+
+@lru_cache(maxsize=256)
+def _rows_renderer(
+    kind: str,
+    version: Version,
+    fields: tuple[str, ...] | None,
+    sublinks: frozenset[str],
+    code: RowCode,
+    extra_keys: tuple[str, ...],
+) -> RowsRenderer:
+    plan = _plan(kind, version, fields, sublinks)
+    namespace: dict[str, Any] = dict(code.namespace)
+    namespace["_mask"] = mask_secrets
+    column = {key: index for index, key in enumerate(code.keys)}
+    used: set[int] = set()
+    prologue: list[str] = []
+    sources: dict[str, str] = {}  # field -> the local holding its value
+
+    def value(name: str) -> str | None:
+        """The local name holding *name*'s value, None when no row or extra has it."""
+        if name in sources:
+            return sources[name]
+        var: str | None = None
+        if name in extra_keys:
+            var = f"x{extra_keys.index(name)}"
+            prologue.append(f"    {var} = extra[{name!r}]")
+        elif name in column:
+            var = f"c{column[name]}"
+            used.add(column[name])
+        if var is not None:
+            sources[name] = var
+        return var
+
+    uuid = value("uuid")
+    uuid_expr = uuid if uuid is not None else repr("None")
+    entries: list[str] = []
+    for name, action, default in plan.actions:
+        if action == _LINKS:
+            entry = (f'[{{"href": self_prefix + {uuid_expr}, "rel": "self"}}, '
+                     f'{{"href": bookmark_prefix + {uuid_expr}, "rel": "bookmark"}}]')  # fmt: skip
+        elif action == _SUBLINKS:
+            tail = repr(f"/{name}")
+            entry = (f'[{{"href": self_prefix + {uuid_expr} + {tail}, "rel": "self"}}, '
+                     f'{{"href": bookmark_prefix + {uuid_expr} + {tail}, "rel": "bookmark"}}]')  # fmt: skip
+        elif action == _MASKED:
+            var = value(name)
+            driver = value("driver")
+            secrets = f"secrets_of({driver} or '')" if driver is not None else "secrets_of('')"
+            entry = "{}" if var is None else f"(_mask({var}, {secrets}) if {var} else {{}})"
+        elif action == _OLD_STATE:
+            var = value(name)
+            entry = "None" if var is None else f'(None if {var} == "available" else {var})'
+        else:
+            var = value(name)
+            if default is None:
+                fallback = "None"
+            elif action == _PLAIN_COPY and not default:
+                fallback = "{}" if isinstance(default, dict) else "[]"
+            elif action == _PLAIN_COPY:
+                namespace[f"_d_{name}"] = default
+                fallback = f"_d_{name}.copy()"
+            else:
+                literal = _literal(default)
+                if literal is None:
+                    namespace[f"_d_{name}"] = default
+                    literal = f"_d_{name}"
+                fallback = literal
+            if var is None:
+                entry = fallback
+            elif fallback == "None":
+                entry = var
+            else:
+                entry = f"({fallback} if {var} is None else {var})"
+        if entry != "None":  # (the template's value)
+            entries.append(f"        doc[{name!r}] = {entry}")
+    # A document is a copy of the plan's template (its keys in order, all None: a dict
+    # copy is one allocation), then one store per field: cheaper than a dict display
+    # of sixty-odd keys, which grows the dict as it goes.
+    namespace["_new"] = plan.template.copy
+    names = ", ".join(f"c{i}" if i in used else "_" for i in range(len(code.keys)))
+    lines = ["def render(rows, self_prefix, bookmark_prefix, extra, secrets_of):", *prologue,
+             "    out = []", "    append = out.append", f"    for ({names},) in rows:"]  # fmt: skip
+    for index in sorted(used):
+        lines += [f"        {statement}" for statement in code.statements(index, f"c{index}")]
+    lines += ["        doc = _new()", *entries, "        append(doc)", "    return out"]
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<{kind} rows renderer>", "exec"), namespace)  # noqa: S102 - our own source
+    render: RowsRenderer = namespace["render"]
+    render.__source__ = source  # type: ignore[attr-defined]  # (for a reader of tracebacks)
+    return render

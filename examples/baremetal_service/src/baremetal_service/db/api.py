@@ -52,11 +52,11 @@ from apimw.idempotency_db import (
 
 from .. import exceptions as exc
 from . import history, migrate
-from .driver_select import DriverSelect
+from .driver_select import DriverSelect, RowCode, with_source
 from .driver_write import DriverWrite
 from .engine import create_engine
 from .etags import make_generator
-from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass
+from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass, UTCDateTime
 from .models_client_tokens import ClientTokenRecord
 from .models_collections_a import Allocation, ConductorRecord, DeployTemplate, Runbook
 from .models_collections_b import InspectionRule, VolumeConnector, VolumeTarget
@@ -160,8 +160,22 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
+@with_source('None if _v_ is None else _v_.isoformat() + "+00:00"')
 def iso(value: dt.datetime | None) -> str | None:
     return None if value is None else value.isoformat() + "+00:00"
+
+
+@with_source(
+    'None if _v_ is None else _v_[:10] + "T" + _v_[11:19]'
+    ' + ("" if _v_[20:] == "000000" else _v_[19:]) + "+00:00"'
+    ' if _v_.__class__ is str and len(_v_) == 26 and _v_[10] == " " and _v_[19] == "." else _p_(_v_)'
+)
+def sqlite_iso(value: Any) -> str | None:
+    """A SQLite ``UTCDateTime`` column's text as the document's ISO 8601 string in one step
+    (what its result processor, ``datetime.fromisoformat``, then :func:`iso` give).  Its
+    source reads SQLAlchemy's storage format (``2026-11-22 10:37:50.208515``) as text:
+    ``isoformat`` leaves out a zero microsecond; any other text is parsed."""
+    return iso(dt.datetime.fromisoformat(value) if isinstance(value, str) else value)
 
 
 #: A UUID in its canonical hyphenated form (any case): what ``str(UUID(v)) == v.lower()`` accepts.
@@ -211,6 +225,8 @@ class _Kind:
         #: a boolean column: rows with it true are visible to every project (public runbooks)
         self.public_col = public_col
         self.datetimes = tuple(c.name for c in table.c if isinstance(_base_type(c), sa.DateTime))
+        #: the datetime columns whose SQLite text :func:`sqlite_iso` reads
+        self.sqlite_datetimes = tuple(c.name for c in table.c if isinstance(c.type, UTCDateTime))
         self.json_cols = frozenset(c.name for c in table.c if isinstance(_base_type(c), sa.JSON))
         self.columns = frozenset(c.name for c in table.c)
         #: document keys a read joins in from other tables (``chassis_uuid``, ``allocation_uuid``...)
@@ -298,6 +314,13 @@ class _Kind:
             if len(self._narrowed) < 256:
                 self._narrowed[wanted] = stmt
         return stmt
+
+    def fused_posts(self, dialect: str) -> dict[str, Callable[[Any], Any]] | None:
+        """Per datetime column, :func:`sqlite_iso` on SQLite (:class:`.driver_select.DriverSelect`'s
+        *fused*: the column's processing and :meth:`iso_posts` in one step); None elsewhere."""
+        if dialect != "sqlite":
+            return None
+        return dict.fromkeys(self.sqlite_datetimes, sqlite_iso)
 
     def iso_posts(self) -> dict[str, Callable[[Any], Any]]:
         """Per datetime column, the step that makes a read value the document's ISO string
@@ -679,6 +702,60 @@ class Database:
         A statement with *where* conditions is built for the call and runs through Core.
         """
         kind = KINDS[kind_name]
+        key, bound = self._list_shape(kind, filters, equals, project_id, limit, marker, sort_key, sort_dir,
+                                      fields, internal, params)  # fmt: skip
+        if where:
+            stmt = self._list_stmt(kind, key).where(*where)
+            with self.reader.connect() as conn:
+                return kind.to_docs(conn.execute(stmt, bound), internal=internal)
+        shaped = self._list_query(kind, key)
+        if self.fast_reads:
+            return shaped[1].rows(bound)
+        with self.reader.connect() as conn:
+            return kind.to_docs(conn.execute(shaped[0], bound), internal=internal)
+
+    def list_rows(
+        self,
+        kind_name: str,
+        *,
+        equals: Mapping[str, Any] | None = None,
+        project_id: str | None = None,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+        fields: Iterable[str] | None = None,
+        internal: bool = True,
+        filters: Sequence[Filter] = (),
+        params: Mapping[str, Any] | None = None,
+    ) -> tuple[RowCode, builtins.list[Any]] | None:
+        """:meth:`list`'s page as the driver fetched it: ``(code, rows)``, where *code*
+        (:class:`.driver_select.RowCode`, one per statement shape) says, as Python source,
+        how each raw row's columns become the values :meth:`list` would give (the API
+        compiles its list renderer from it).  None without *fast_reads* (use :meth:`list`)."""
+        if not self.fast_reads:
+            return None
+        kind = KINDS[kind_name]
+        key, bound = self._list_shape(kind, filters, equals, project_id, limit, marker, sort_key, sort_dir,
+                                      fields, internal, params)  # fmt: skip
+        query = self._list_query(kind, key)[1]
+        return query.code, query.raw(bound)
+
+    def _list_shape(
+        self,
+        kind: _Kind,
+        filters: Sequence[Filter],
+        equals: Mapping[str, Any] | None,
+        project_id: str | None,
+        limit: int | None,
+        marker: str | None,
+        sort_key: str,
+        sort_dir: str,
+        fields: Iterable[str] | None,
+        internal: bool,
+        params: Mapping[str, Any] | None,
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A list's statement shape (the :meth:`_list_queries` key) and its bound values."""
         if sort_dir not in ("asc", "desc"):
             raise exc.InvalidParameterValue(
                 f"Invalid sort direction: {sort_dir}. Acceptable values are 'asc' or 'desc'"
@@ -701,22 +778,20 @@ class Database:
             value, row_id = self._marker(kind, sort_key, str(marker), project_id if scoped else None)
             after = ("after", value is None)
             bound["m_value"], bound["m_id"] = value, row_id
-        key = (kind_name, tuple(filters), scoped, after, sort_key, sort_dir,
+        key = (kind.name, tuple(filters), scoped, after, sort_key, sort_dir,
                None if fields is None else frozenset(fields), internal)  # fmt: skip
-        if where:
-            stmt = self._list_stmt(kind, key).where(*where)
-            with self.reader.connect() as conn:
-                return kind.to_docs(conn.execute(stmt, bound), internal=internal)
+        return key, bound
+
+    def _list_query(self, kind: _Kind, key: tuple[Any, ...]) -> tuple[sa.Select[Any], DriverSelect]:
+        """The list statement of shape *key* and its driver form, compiled once per shape."""
         shaped = self._list_queries.get(key)
         if shaped is None:
             stmt = self._list_stmt(kind, key)
-            shaped = (stmt, DriverSelect(self.engine, stmt, kind.iso_posts()))
+            fused = kind.fused_posts(self.engine.dialect.name)
+            shaped = (stmt, DriverSelect(self.engine, stmt, kind.iso_posts(), fused))
             if len(self._list_queries) < MAX_LIST_SHAPES:
                 self._list_queries[key] = shaped
-        if self.fast_reads:
-            return shaped[1].rows(bound)
-        with self.reader.connect() as conn:
-            return kind.to_docs(conn.execute(shaped[0], bound), internal=internal)
+        return shaped
 
     def _marker(self, kind: _Kind, sort_key: str, marker: str, project_id: str | None) -> tuple[Any, int]:
         """(sort value, id) of the *marker* row; NotFound if it is not one the caller sees."""
@@ -788,6 +863,37 @@ class Database:
         internal: bool = True,
     ) -> builtins.list[dict[str, Any]]:
         """A page of nodes matching Ironic's node list *filters* (see :data:`NODE_FILTERS`)."""
+        shape, params = self._node_filters(filters)
+        return self.list(
+            "node", filters=shape, params=params, project_id=project_id, limit=limit, marker=marker,
+            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=internal,
+        )  # fmt: skip
+
+    def list_node_rows(
+        self,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        project_id: str | None = None,
+        limit: int | None = None,
+        marker: str | None = None,
+        sort_key: str = "id",
+        sort_dir: str = "asc",
+        fields: Iterable[str] | None = None,
+        internal: bool = True,
+    ) -> tuple[RowCode, builtins.list[Any]] | None:
+        """:meth:`list_nodes` as :meth:`list_rows` gives it (None without *fast_reads*)."""
+        if not self.fast_reads:
+            return None
+        shape, params = self._node_filters(filters)
+        return self.list_rows(
+            "node", filters=shape, params=params, project_id=project_id, limit=limit, marker=marker,
+            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=internal,
+        )  # fmt: skip
+
+    def _node_filters(
+        self, filters: Mapping[str, Any] | None
+    ) -> tuple[builtins.list[Filter], dict[str, Any]]:
+        """Ironic's node list *filters* as :meth:`list`'s filter shapes and their values."""
         shape: builtins.list[Filter] = []
         params: dict[str, Any] = {}
         for name, value in (filters or {}).items():
@@ -819,10 +925,7 @@ class Database:
                 params["contains_description"] = like_escaped(str(value))
             else:
                 raise exc.InvalidParameterValue(f"Unknown node filter {name!r}")
-        return self.list(
-            "node", filters=shape, params=params, project_id=project_id, limit=limit, marker=marker,
-            sort_key=sort_key, sort_dir=sort_dir, fields=fields, internal=internal,
-        )  # fmt: skip
+        return shape, params
 
     def allocation_candidates(
         self, resource_class: Any, candidate_nodes: Iterable[str] | None, owner: str | None

@@ -22,6 +22,11 @@ SQLAlchemy would send it.  *post* adds a step after a column's result processor,
 with every value, None too (the data API turns datetimes into its ISO 8601 strings there).
 Rows are processed a column at a time (``map`` over the column: no Python loop per value).
 
+:meth:`DriverSelect.raw` gives the rows as the driver fetched them and :attr:`DriverSelect.code`
+says how each column becomes its value (:class:`RowCode`): a caller that compiles its own
+code per statement (the API's list renderer) turns a row into its final document in one
+step.  A step may carry its Python source (:func:`with_source`): it is then inlined there.
+
 ``Database(fast_reads=False)`` (``BAREMETAL_FAST_READS=false``) reads through
 SQLAlchemy Core instead; tests compare the two on both backends, and
 docs/performance.md has the measured factor.
@@ -30,10 +35,49 @@ docs/performance.md has the measured factor.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, processors
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+#: The attribute :func:`with_source` sets.
+SOURCE_ATTR = "row_source"
+
+
+def with_source(source: str) -> Callable[[_F], _F]:
+    """Mark a result step with the Python expression it computes: ``_v_`` stands for the
+    value (a local name: it may be read more than once), ``_p_`` for the step itself
+    (a fallback call).  The expression must give exactly what the step returns."""
+
+    def mark(step: _F) -> _F:
+        setattr(step, SOURCE_ATTR, source)
+        return step
+
+    return mark
+
+
+#: SQLAlchemy's SQLite ``Boolean`` result processor, as source.
+_KNOWN_SOURCES: dict[Any, str] = {processors.int_to_boolean: "(None if _v_ is None else bool(_v_))"}
+
+
+@dataclass(frozen=True, eq=False)
+class RowCode:
+    """How a raw row of a :class:`DriverSelect` becomes its values, as Python source.
+
+    ``keys[i]`` names column *i*; ``steps[i]`` are expressions applied in turn to it
+    (``_v_`` the value so far); ``namespace`` holds the names they use.  Compared (and
+    hashed) by identity: one per compiled statement, a fine cache key.
+    """
+
+    keys: tuple[str, ...]
+    steps: tuple[tuple[str, ...], ...]
+    namespace: Mapping[str, Any]
+
+    def statements(self, index: int, var: str) -> list[str]:
+        """Statements turning local *var* (column *index*'s raw value) into its value."""
+        return [f"{var} = {step.replace('_v_', var)}" for step in self.steps[index]]
 
 
 class DriverSelect:
@@ -44,7 +88,11 @@ class DriverSelect:
         engine: Engine,
         stmt: sa.Select[Any],
         post: Mapping[str, Callable[[Any], Any]] | None = None,
+        fused: Mapping[str, Callable[[Any], Any]] | None = None,
     ) -> None:
+        """*fused*: by column key, one step that does what the column's result processor
+        then its *post* do (with a source of its own, :func:`with_source`): :attr:`code`
+        uses it instead of the two."""
         dialect = engine.dialect
         compiled = stmt.compile(dialect=dialect)
         self.engine = engine
@@ -60,13 +108,25 @@ class DriverSelect:
         self._binds = tuple(binds)
         self.keys: tuple[str, ...] = tuple(c.key for c in stmt.selected_columns)
         processors: list[tuple[int, tuple[Callable[[Any], Any], ...]]] = []
+        sources: list[tuple[str, ...]] = []
+        namespace: dict[str, Any] = {}
         for index, column in enumerate(stmt.selected_columns):
             proc = column.type.dialect_impl(dialect).result_processor(dialect, None)
             after = None if post is None or column.key is None else post.get(column.key)
             steps = tuple(step for step in (proc, after) if step is not None)
             if steps:
                 processors.append((index, steps))
+            column_sources = []
+            one = None if fused is None or column.key is None else fused.get(column.key)
+            for number, step in enumerate(steps if one is None else (one,)):
+                name = f"_p{index}_{number}"
+                namespace[name] = step
+                source = getattr(step, SOURCE_ATTR, None) or _KNOWN_SOURCES.get(step) or "_p_(_v_)"
+                column_sources.append("(" + source.replace("_p_", name) + ")")
+            sources.append(tuple(column_sources))
         self._processors = tuple(processors)
+        #: the processing of each column as source (:meth:`raw` rows)
+        self.code = RowCode(self.keys, tuple(sources), namespace)
         self._postgres = dialect.name == "postgresql"
         self._dbapi_error: type[Exception] = dialect.loaded_dbapi.Error
 
@@ -113,6 +173,10 @@ class DriverSelect:
                     fairy.invalidate(err)
             fairy.close()
         return fetched
+
+    def raw(self, params: Mapping[str, Any]) -> list[Any]:
+        """The result rows as the driver gives them (:attr:`code` says how to read them)."""
+        return self._run(params, None)
 
     def _processed(self, fetched: list[Any]) -> Iterable[Sequence[Any]]:
         if not self._processors or not fetched:

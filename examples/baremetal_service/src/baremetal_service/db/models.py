@@ -42,6 +42,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from .driver_select import with_source
+
 __all__ = ["Base", "Chassis", "Node", "NodeEvent", "Port", "Portgroup", "ResourceClass", "JSONType"]
 
 _EMPTY_JSON: Final = frozenset({"{}", b"{}"})
@@ -95,6 +97,7 @@ class FastJSON(TypeDecorator[Any]):
 
         loads = json.loads
 
+        @with_source('{} if _v_ == "{}" else [] if _v_ == "[]" else _p_(_v_)')
         def process(value: Any) -> Any:
             if value == "{}":
                 return {}
@@ -119,6 +122,7 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
             return super().result_processor(dialect, coltype)
         parse = dt.datetime.fromisoformat
 
+        @with_source("None if _v_ is None else _p_(_v_)")
         def process(value: Any) -> Any:
             return parse(value) if isinstance(value, str) else value
 
