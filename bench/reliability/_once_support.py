@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
@@ -38,11 +39,14 @@ def connect_spread(clients: list[Client], workers: int) -> Counter[int]:
     share = -(-len(clients) // workers)
     pid = 0
     for client in clients:
-        for _attempt in range(50):  # bounded: a worker that never accepts leaves the spread uneven
+        for attempt in range(50):  # bounded: a worker that never accepts leaves the spread uneven
             reply = client.get("/healthcheck")
             pid = int(reply.headers.get(PID_HEADER, "0"))
             if reply.status == 200 and spread[pid] < share:
                 break
             client.close()
+            # give the other workers a moment to reach accept(): on a loaded machine the worker
+            # that just answered otherwise wins every race for the next connection
+            time.sleep(0.02 * min(attempt + 1, 5))
         spread[pid] += 1
     return spread
