@@ -54,7 +54,7 @@ from .. import exceptions as exc
 from . import history, migrate
 from .driver_select import DriverSelect, RowCode, with_source
 from .driver_write import DriverWrite
-from .engine import create_engine
+from .engine import WalCheckpointer, create_engine
 from .etags import make_generator
 from .models import Chassis, Node, NodeEvent, Port, Portgroup, ResourceClass, UTCDateTime
 from .models_client_tokens import ClientTokenRecord
@@ -567,15 +567,26 @@ class Database:
         echo: bool = False,
         fast_reads: bool = True,
         fast_writes: bool = True,
+        background_checkpoints: bool = True,
     ) -> None:
         """*fast_reads*: one-row lookups (:meth:`get`, and the read before each write) and lists
         (:meth:`list`) on the driver's cursor with statements compiled once
         (:mod:`.driver_select`); ``False`` reads through SQLAlchemy Core.  *fast_writes*: the
         fixed-shape statements of :meth:`insert`, :meth:`update` and :meth:`delete` (and the event
         record) compiled once and run on the driver's cursor in the same transaction
-        (:mod:`.driver_write`); ``False`` builds and runs them through SQLAlchemy Core."""
+        (:mod:`.driver_write`); ``False`` builds and runs them through SQLAlchemy Core.
+        *background_checkpoints* (SQLite): the WAL is checkpointed by a thread of its own
+        (:class:`.engine.WalCheckpointer`), never inside a request's commit."""
         self.url = url
-        self.engine: Engine = create_engine(url, pool_size=pool_size, echo=echo)
+        self.engine: Engine = create_engine(
+            url, pool_size=pool_size, echo=echo, background_checkpoints=background_checkpoints
+        )
+        #: SQLite: the WAL is checkpointed by a thread of its own, never by a request's commit
+        self.checkpointer = (
+            WalCheckpointer(self.engine)
+            if background_checkpoints and self.engine.dialect.name == "sqlite"
+            else None
+        )
         self.fast_reads = fast_reads
         self.fast_writes = fast_writes
         self._driver_lookups: dict[tuple[str, str, bool], DriverSelect] = {}
@@ -598,6 +609,8 @@ class Database:
         migrate.upgrade(self.engine)
 
     def dispose(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         self.engine.dispose()
 
     # -- reads --------------------------------------------------------------------
