@@ -3,16 +3,25 @@
     PYTHONPATH=src:examples/baremetal_service/src:. python bench/bench_request_path.py [--rounds 5]
 
 In-process (no HTTP server), on a fresh SQLite file with 100 nodes, the whole
-middleware stack plus the Flask app: GET /v1/nodes/{uuid}, GET /v1/nodes (100) and
-GET /v1/nodes/detail (100), each in four configurations built side by side in one
-process, so that each ratio is measured in the same run:
+middleware stack plus the Flask app: GET /v1/nodes/{uuid}, GET /v1/nodes (100),
+GET /v1/nodes/detail (100), POST /v1/nodes, PATCH /v1/nodes/{uuid} with If-Match and
+DELETE /v1/nodes/{uuid}, each in six configurations built side by side in one process,
+so that each ratio is measured in the same run:
 
-* ``lean``: the defaults (request ids without webob, one-row reads on the driver's
-  cursor, orjson bodies);
+* ``lean``: the defaults (request ids without webob, reads and writes on the driver's
+  cursor, lists rendered from the driver's rows, compiled body checks, orjson bodies);
 * ``oslo request_id``: oslo.middleware's webob-based ``RequestId`` instead of ours
   (``BAREMETAL_REQUEST_ID=oslo``);
-* ``Core reads``: one-row reads through SQLAlchemy Core (``BAREMETAL_FAST_READS=false``);
+* ``Core reads``: one-row reads and lists through SQLAlchemy Core, lists rendered from
+  its documents (``BAREMETAL_FAST_READS=false``);
+* ``Core writes``: creates, updates and deletes built and run through SQLAlchemy Core
+  (``BAREMETAL_FAST_WRITES=false``);
+* ``jsonschema``: jsonschema decides every request body (``BAREMETAL_FAST_VALIDATION=false``);
 * ``stdlib json``: ``json.dumps`` for response bodies instead of orjson.
+
+The garbage-collector setting (``BAREMETAL_GC``) is process-wide and is not compared
+here (tests/example/test_gc_tuning.py counts its passes).  Writes are timed in batches
+of ``--number // 10`` requests (a DELETE's node is created untimed before its batch).
 
 The configurations alternate within each round; the figure is the best per-request time
 over all rounds (the least disturbed by other work on the machine), and the factor is
@@ -26,6 +35,7 @@ import io
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -57,6 +67,32 @@ def _call(app: Any, method: str, path: str, body: Any = None) -> tuple[str, byte
     return seen["status"], out
 
 
+def _etag(app: Any, node: str) -> str:
+    seen: dict[str, Any] = {}
+
+    def start_response(status: str, headers: Any, exc_info: Any = None) -> None:
+        seen.update(headers)
+
+    b"".join(app(_environ("GET", f"/v1/nodes/{node}"), start_response))
+    return str(seen["ETag"])
+
+
+def _patch(app: Any, node: str, etag: str, value: int) -> tuple[str, str]:
+    """PATCH *node* with ``If-Match: etag``: (status, the new ETag)."""
+    data = json.dumps([{"op": "add", "path": "/extra/bench", "value": value}]).encode()
+    environ = _environ("PATCH", f"/v1/nodes/{node}", data)
+    environ["HTTP_IF_MATCH"] = etag
+    seen: dict[str, Any] = {}
+
+    def start_response(status: str, headers: Any, exc_info: Any = None) -> None:
+        seen["status"] = status
+        seen.update(headers)
+
+    b"".join(app(environ, start_response))
+    assert seen["status"].startswith("200"), seen["status"]
+    return seen["status"], str(seen["ETag"])
+
+
 def _caller(app: Any, path: str) -> Callable[[], Any]:
     def call() -> None:
         status, _ = _call(app, "GET", path)
@@ -82,22 +118,56 @@ def main() -> int:
         "lean": build_app(db_url, "memory://", run_conductor=False),
         "oslo request_id": build_app(db_url, "memory://", run_conductor=False, request_id="oslo"),
         "Core reads": build_app(db_url, "memory://", run_conductor=False),
+        "Core writes": build_app(db_url, "memory://", run_conductor=False),
+        "jsonschema": build_app(db_url, "memory://", run_conductor=False, fast_validation=False),
         "stdlib json": build_app(db_url, "memory://", run_conductor=False),
     }
     apps["Core reads"].service.db.fast_reads = False
+    apps["Core writes"].service.db.fast_writes = False
     uuids = []
     for i in range(100):
         status, out = _call(apps["lean"], "POST", "/v1/nodes", {"driver": "fake-hardware", "name": f"n{i}"})
         assert status.startswith("201"), out
         uuids.append(json.loads(out)["uuid"])
-    cases = {"GET node": f"/v1/nodes/{uuids[50]}", "GET /v1/nodes (100)": "/v1/nodes",
-             "GET /v1/nodes/detail (100)": "/v1/nodes/detail"}
+    cases: dict[str, str | None] = {
+        "GET node": f"/v1/nodes/{uuids[50]}", "GET /v1/nodes (100)": "/v1/nodes",
+        "GET /v1/nodes/detail (100)": "/v1/nodes/detail",
+        "POST node": None, "PATCH node If-Match": None, "DELETE node": None,
+    }  # fmt: skip
     real_encode = common.encode_json
 
     def stdlib(doc: Any) -> bytes:
         return json.dumps(doc).encode()
 
     samples: dict[tuple[str, str], list[float]] = {}
+    serial = iter(range(10**9))
+    batch = max(args.number // 10, 20)
+
+    def timed_writes(app: Any, case: str) -> float:
+        """Best mean µs of one write request over 3 batches of *batch* requests."""
+        best = float("inf")
+        for _ in range(3):
+            made: list[str] = []
+            if case == "DELETE node":
+                for _ in range(batch):
+                    _status, out = _call(app, "POST", "/v1/nodes", {"driver": "fake-hardware"})
+                    made.append(json.loads(out)["uuid"])
+            target = uuids[(next(serial)) % len(uuids)]
+            etag = _etag(app, target)
+            start = time.perf_counter()
+            for _ in range(batch):
+                if case == "POST node":
+                    body = {"driver": "fake-hardware", "name": f"w{next(serial)}"}
+                    status, _ = _call(app, "POST", "/v1/nodes", body)
+                    assert status.startswith("201"), status
+                elif case == "PATCH node If-Match":
+                    status, etag = _patch(app, target, etag, next(serial))
+                else:
+                    status, _ = _call(app, "DELETE", f"/v1/nodes/{made.pop()}")
+                    assert status.startswith("204"), status
+            best = min(best, (time.perf_counter() - start) / batch * 1e6)
+        return best
+
     try:
         for _round in range(args.rounds):
             for case, path in cases.items():
@@ -105,7 +175,10 @@ def main() -> int:
                 for name, app in apps.items():
                     common.encode_json = stdlib if name == "stdlib json" else real_encode
                     try:
-                        us = per_call_us(_caller(app, path), number=number, repeat=3)
+                        if path is None:
+                            us = timed_writes(app, case)
+                        else:
+                            us = per_call_us(_caller(app, path), number=number, repeat=3)
                     finally:
                         common.encode_json = real_encode
                     samples.setdefault((case, name), []).append(us)

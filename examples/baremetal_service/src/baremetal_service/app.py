@@ -203,11 +203,14 @@ def build_app(
     etag_key: str | bytes | None = None,
     healthcheck: bool = True,
     request_id: str = settings.REQUEST_ID,
+    fast_validation: bool = settings.FAST_VALIDATION,
 ) -> ServiceApp:
     """The whole service: domain facade, conductor worker, power sync, Flask app and middleware stack.
 
     *healthcheck*: serve ``/healthcheck`` in front of the stack (as wsgi.py does by default).
     *request_id*: the request-id middleware, ``builtin`` or ``oslo`` (see :func:`wrap`).
+    *fast_validation*: request bodies accepted by the compiled checks (``False``: jsonschema
+    decides every body; see api/fast_schema.py).
     """
     service = make_service(
         database_url,
@@ -217,8 +220,8 @@ def build_app(
     )
     try:
         closers: list[Any] = start_power_sync(service, power_sync_interval) if run_conductor else []
-        wsgi = wrap(create_flask_app(service).wsgi_app, store_url=store_url, closers=closers,
-                    request_id=request_id)
+        flask_app = create_flask_app(service, fast_validation=fast_validation)
+        wsgi = wrap(flask_app.wsgi_app, store_url=store_url, closers=closers, request_id=request_id)
         if healthcheck:
             wsgi = with_healthcheck(wsgi, service, closers)
     except BaseException:
