@@ -262,3 +262,82 @@ def test_the_sqlite_datetime_text_reads_as_the_parsed_datetime_would() -> None:
     for text in texts:
         assert render(text) == sqlite_iso(text) == iso(dt.datetime.fromisoformat(text)), text
     assert render(None) is None
+
+
+def test_one_node_renders_from_the_driver_row_as_from_the_data_api_document(database_url: str) -> None:
+    """GET /v1/nodes/{ident} without ?fields renders the driver's row with the compiled row
+    renderer (``db.get_row``); its answers are, byte for byte and header for header (the
+    ETag too), those of the data API's document path (``BAREMETAL_FAST_READS=false``): by
+    uuid (any case) and by name, unscoped and scoped to the owner, the lessee, another project
+    (404), masked secrets, the pre-1.2 provision state, every microversion."""
+    app = build_app(database_url, "memory://", run_conductor=False)
+    try:
+        client = Client(app)
+        latest = {"X-OpenStack-Ironic-API-Version": "latest"}
+        chassis = client.post("/v1/chassis", json={"description": "c"}, headers=latest).json["uuid"]
+        uuids = []
+        for i in range(3):
+            body: dict[str, Any] = {"driver": "fake-hardware", "name": f"one-{i}"}
+            if i:
+                body.update(
+                    driver_info={"ipmi_password": "pw", "ipmi_address": "a", "x_token": "", "n": None},
+                    extra={"i": i, "l": [None, "é\u2028"]}, properties={"cpus": i}, owner="p-own",
+                    lessee="p-lease", maintenance=True, chassis_uuid=chassis, description="d\x01é",
+                )  # fmt: skip
+            resp = client.post("/v1/nodes", json=body, headers=latest)
+            assert resp.status_code == 201, resp.get_data()
+            uuids.append(resp.json["uuid"])
+        assert client.put(f"/v1/nodes/{uuids[1]}/traits", json={"traits": ["CUSTOM_A"]},
+                          headers=latest).status_code == 204  # fmt: skip
+        db = app.service.db
+        nodes = sa.table("nodes", sa.column("name"), sa.column("provision_state"),
+                         sa.column("inspection_started_at", UTCDateTime()))  # fmt: skip
+        with db.engine.begin() as conn:  # AVAILABLE (null before 1.2), a datetime without microseconds
+            when = dt.datetime(2026, 1, 2, 3, 4, 5)
+            conn.execute(nodes.update().where(nodes.c.name == "one-2").values(
+                provision_state="available", inspection_started_at=when))  # fmt: skip
+
+        def answer(path: str, headers: dict[str, str], fast: bool) -> tuple[int, list[Any], bytes]:
+            db.fast_reads = fast
+            resp = client.get(path, headers=headers)
+            kept = [(k, v) for k, v in resp.headers.items() if k.lower() != "x-openstack-request-id"]
+            return resp.status_code, kept, resp.get_data()
+
+        missing = "5be26c0b-03f2-4d2e-ae87-c02d7f33c999"
+        idents = [uuids[0], uuids[1].upper(), "one-1", "one-2", "one-9", missing]
+        projects: list[str | None] = [None, "p-own", "p-lease", "p-other"]
+        statuses: dict[tuple[str, str | None], int] = {}
+        for version in ALL_VERSIONS:
+            for ident, project in itertools.product(idents, projects):
+                headers = {"X-OpenStack-Ironic-API-Version": str(version)}
+                if project is not None:
+                    headers["X-Project-Id"] = project
+                fast = answer(f"/v1/nodes/{ident}", headers, True)
+                old = answer(f"/v1/nodes/{ident}", headers, False)
+                if fast[0] == 404:  # the request id in the body differs
+                    assert old[0] == 404 and json.loads(fast[2])["errors"][0]["detail"] == json.loads(
+                        old[2])["errors"][0]["detail"] == f"Node {ident} could not be found."  # fmt: skip
+                    assert fast[1] == old[1]
+                else:
+                    assert fast == old, (version, ident, project)
+                statuses[(ident, project)] = fast[0]
+                if fast[0] == 200 and version >= versions.ETAG_VERSION:
+                    assert ("ETag", json.loads(fast[2])["etag"]) in fast[1]
+                if fast[0] == 200 and ident != uuids[0]:
+                    assert json.loads(fast[2])["driver_info"]["ipmi_password"] == "******"
+                if fast[0] == 200 and ident == "one-2":
+                    state = json.loads(fast[2])["provision_state"]
+                    assert state == (None if version < versions.AVAILABLE_STATE else "available")
+        assert statuses[(uuids[0], None)] == statuses[("one-1", "p-own")] == 200
+        assert statuses[("one-2", "p-lease")] == statuses[(uuids[1].upper(), "p-lease")] == 200
+        assert statuses[(uuids[0], "p-own")] == statuses[("one-1", "p-other")] == 404
+        assert statuses[("one-9", None)] == statuses[(missing, None)] == 404
+        # ?fields (and any query) takes the document path; Core reads have no raw row
+        db.fast_reads = True
+        resp = client.get(f"/v1/nodes/{uuids[1]}?fields=uuid,driver_info", headers=latest)
+        assert resp.json["driver_info"]["ipmi_password"] == "******" and set(resp.json) == {
+            "uuid", "driver_info", "links"}  # fmt: skip
+        db.fast_reads = False
+        assert db.get_row("node", uuids[0]) is None and app.service.get_node_row(uuids[0]) is None
+    finally:
+        app.close()

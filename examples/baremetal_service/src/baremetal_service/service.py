@@ -344,6 +344,17 @@ class BaremetalService:
         doc["conductor"] = self.drivers.host
         return doc
 
+    def get_node_row(
+        self, ident: str, *, project_id: str | None = None
+    ) -> tuple[RowCode, Any, dict[str, Any]] | None:
+        """:meth:`get_node` as the database driver fetched the row: ``(code, row, extra)``
+        (:meth:`.db.api.Database.get_row`), *extra* the fields the row lacks (the ``conductor``).
+        NotFound as :meth:`get_node`; None when the data API reads through SQLAlchemy Core."""
+        fetched = self.db.get_row("node", ident, project_id=project_id)
+        if fetched is None:
+            return None
+        return fetched[0], fetched[1], {"conductor": self.drivers.host}
+
     def list_nodes(
         self,
         *,

@@ -262,6 +262,17 @@ def create_node() -> Response:
 
 @bp.route("/v1/nodes/<ident>", methods=["GET"])
 def get_node(ident: str) -> Response:
+    if not request.environ.get("QUERY_STRING"):  # no ?fields: straight from the driver's row
+        svc = service()
+        fetched = svc.get_node_row(ident, project_id=project_id())
+        if fetched is not None:
+            code, row, extra = fetched
+            served = api_version()
+            render = serialize.node_rows_renderer(served, None, code, tuple(extra))
+            base = base_url()
+            doc = render((row,), f"{base}/v1/nodes/", f"{base}/nodes/", extra, svc.secret_fields)[0]
+            etag = doc.get("etag") if served >= versions.ETAG_VERSION else None
+            return json_response(doc, headers=[("ETag", etag)] if etag else ())
     check_args(_GET_ARGS)
     fields = parse_fields(versions.NODE_FIELD_VERSIONS, serialize.NODE_FIELDS, "node")
     node = service().get_node(ident, project_id=project_id())

@@ -590,6 +590,8 @@ class Database:
         self.fast_reads = fast_reads
         self.fast_writes = fast_writes
         self._driver_lookups: dict[tuple[str, str, bool], DriverSelect] = {}
+        #: :meth:`get_row`'s lookups (without the internal columns, datetimes as ISO strings)
+        self._row_lookups: dict[tuple[str, str, bool], DriverSelect] = {}
         self._driver_writes: dict[Any, DriverWrite] = {}
         #: list statements by shape (:meth:`list`): the Core statement and its driver form
         self._list_queries: dict[tuple[Any, ...], tuple[sa.Select[Any], DriverSelect]] = {}
@@ -670,6 +672,30 @@ class Database:
             for key in _INTERNAL_TUPLE:
                 doc.pop(key, None)
         return doc
+
+    def get_row(
+        self, kind_name: str, ident: str, *, project_id: str | None = None
+    ) -> tuple[RowCode, Any] | None:
+        """:meth:`get` (``internal=False``) as the driver fetched the row: ``(code, row)``, *code*
+        (:class:`.driver_select.RowCode`, one per lookup statement) saying how the raw row's
+        columns become the document's values, as :meth:`list_rows` does for a page.  NotFound as
+        :meth:`get`; None without *fast_reads* (use :meth:`get`)."""
+        if not self.fast_reads:
+            return None
+        kind = KINDS[kind_name]
+        column, value = self._lookup_column(kind, ident)
+        scoped = project_id is not None
+        key = (kind_name, column, scoped)
+        query = self._row_lookups.get(key)
+        if query is None:
+            stmt = kind.lookups[(column, scoped)]
+            stmt = stmt.with_only_columns(*(c for c in stmt.selected_columns if c.key not in INTERNAL_KEYS))
+            fused = kind.fused_posts(self.engine.dialect.name)
+            query = self._row_lookups[key] = DriverSelect(self.engine, stmt, kind.iso_posts(), fused)
+        rows = query.raw_first({"ident": value, "project": project_id})
+        if not rows:
+            raise kind.not_found(ident)
+        return query.code, rows[0]
 
     def _current(self, kind_name: str, ident: str, project_id: str | None) -> dict[str, Any]:
         """The document a write starts from (:meth:`get` with its internal keys)."""

@@ -178,6 +178,10 @@ class DriverSelect:
         """The result rows as the driver gives them (:attr:`code` says how to read them)."""
         return self._run(params, None)
 
+    def raw_first(self, params: Mapping[str, Any]) -> list[Any]:
+        """:meth:`raw`, at most one row fetched (a lookup by a unique key)."""
+        return self._run(params, 1)
+
     def _processed(self, fetched: list[Any]) -> Iterable[Sequence[Any]]:
         if not self._processors or not fetched:
             return fetched
