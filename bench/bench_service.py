@@ -221,7 +221,7 @@ def bench_baseline(seconds: float, threads: int) -> dict[str, Any]:
             client.call("GET", "/")
 
         result = measure("baseline: bare WSGI app, same server", seconds, hello)
-        client.conn.close()
+        client.close()
         return result
     finally:
         # Let the worker threads finish before the sockets go (else they write to a closed trigger).
@@ -305,7 +305,7 @@ def measure_concurrent(
             errors.append(exc)
             barrier.abort()
         finally:
-            client.conn.close()
+            client.close()
 
     threads = [threading.Thread(target=run, args=(k,)) for k in range(clients)]
     for thread in threads:
@@ -333,7 +333,7 @@ def bench_bare(port: int, seconds: float) -> list[dict[str, Any]]:
     try:
         seq = measure("bare app", seconds, lambda _: expect(client.call("GET", "/")[0], 200, b""))
     finally:
-        client.conn.close()
+        client.close()
     conc = measure_concurrent(
         "bare app x8", seconds, port, lambda c, _: expect(c.call("GET", "/")[0], 200, b"")
     )
@@ -402,7 +402,7 @@ def bench_four(port: int, seconds: float, created: list[str]) -> list[dict[str, 
         results.append(measure_concurrent("list 100 nodes x8", seconds, port, list_nodes))
         results.append(measure_concurrent("create node x8", seconds, port, create_node))
     finally:
-        client.conn.close()
+        client.close()
     return results
 
 
@@ -413,7 +413,7 @@ def cleanup(port: int, created: list[str]) -> None:
             client.call("DELETE", f"/v1/nodes/{node}")
             created.remove(node)
     finally:
-        client.conn.close()
+        client.close()
 
 
 def compare_servers(args: argparse.Namespace) -> int:
