@@ -78,6 +78,7 @@ def test_the_wal_stays_bounded_under_steady_writes(tmp_path: Path) -> None:
             engine.dispose()
         if label == "restart":
             assert checkpointer.restarts > 0
-    mib = 1024 * 1024
-    assert sizes["restart"] < 12 * mib, sizes
-    assert sizes["passive only"] > sizes["restart"] * 2, sizes
+    # measured: 11.8 MiB against 390 MiB on a quiet machine, 15.4 against 265 under a full test
+    # run; the bound scales with how fast this machine writes, as the unbounded one does
+    assert sizes["restart"] * 8 < sizes["passive only"], sizes
+    assert sizes["restart"] < 64 * 1024 * 1024, sizes
