@@ -148,13 +148,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def check_store_processes(store_url: str, processes: int) -> None:
-    """``memory://`` keeps its records in one process: refused with more than one worker."""
-    from baremetal_service.wsgi import check_store_processes as check
-
-    check(store_url, processes)
-
-
 def read_etag_key(path: str | None, environ: Mapping[str, str]) -> bytes | None:
     """The etag key from *path* (whitespace stripped), else ``BAREMETAL_ETAG_KEY``, else None.
 
@@ -379,6 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     try:
+        from baremetal_service.wsgi import check_store_processes  # memory:// is one process's
+
         check_store_processes(args.store, args.workers)
         app = build(args)
     except Exception as exc:  # configuration problems: one clear line, exit 2
