@@ -1,6 +1,6 @@
 """The example service's own request-path pieces against the library pieces they replace.
 
-    PYTHONPATH=src:examples/baremetal_service/src:. python bench/bench_request_path.py [--rounds 5]
+    PYTHONPATH=examples/baremetal_service/src:. python bench/bench_request_path.py [--rounds 5]
 
 In-process (no HTTP server), on a fresh SQLite file with 100 nodes, the whole
 middleware stack plus the Flask app: GET /v1/nodes/{uuid}, GET /v1/nodes (100),

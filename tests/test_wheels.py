@@ -17,10 +17,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DISTS = {
-    # distribution file prefix -> (project folder, source root of its packages)
-    "apimw": (REPO, REPO / "src"),
+    # distribution file prefix -> (project folder, its package's folder)
+    "apimw": (REPO, REPO / "apimw"),
     "baremetal_service": (REPO / "examples" / "baremetal_service",
-                          REPO / "examples" / "baremetal_service" / "src"),
+                          REPO / "examples" / "baremetal_service" / "src" / "baremetal_service"),
 }
 
 
@@ -45,11 +45,11 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("dist", sorted(DISTS))
 def test_wheel_holds_every_file_of_the_source_tree(wheels: dict[str, Path], dist: str) -> None:
-    _, root = DISTS[dist]
-    tracked = subprocess.run(["git", "ls-files", "-z", str(root)], cwd=REPO, capture_output=True,
+    _, package = DISTS[dist]
+    tracked = subprocess.run(["git", "ls-files", "-z", str(package)], cwd=REPO, capture_output=True,
                              check=True).stdout.decode().split("\0")
-    source = {str(Path(REPO, name).relative_to(root)) for name in tracked if name}
-    assert source, f"no tracked files under {root}"
+    source = {str(Path(REPO, name).relative_to(package.parent)) for name in tracked if name}
+    assert source, f"no tracked files under {package}"
     inside = set(zipfile.ZipFile(wheels[dist]).namelist())
     assert sorted(source - inside) == []
 
@@ -103,3 +103,15 @@ def test_the_suite_runs_against_the_installed_wheel(package: str) -> None:
     location = Path(module.__file__ or "").resolve()
     assert "site-packages" in location.parts, location
     assert REPO not in location.parents or ".venv-test" in location.parts, location
+
+
+@pytest.mark.skipif(not os.environ.get("APIMW_TEST_INSTALLED"), reason="only under scripts/test, which "
+                    "installs the wheels non-editable (a developer's editable install is allowed to differ)")
+def test_a_subprocess_started_in_the_repository_imports_the_installed_wheel() -> None:
+    """``python -m tests.x`` from the repository root puts the root, and so the source apimw/, first
+    on sys.path; importing ``tests`` first moves it behind site-packages."""
+    out = subprocess.run([sys.executable, "-c", "import tests, apimw; print(apimw.__file__)"], cwd=REPO,
+                         capture_output=True, text=True, check=True)
+    location = Path(out.stdout.strip()).resolve()
+    assert "site-packages" in location.parts, location
+    assert location.parent != REPO / "apimw"

@@ -397,7 +397,7 @@ def test_two_worker_processes_carry_out_each_deploy_exactly_once(database_url: s
             svc.create_node({"name": name, "driver": "logged", "_initial_state": "available"})
             svc.set_provision_state(name, "active")
         log = tmp_path / "deploys.log"
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = dict(os.environ)
         procs = [
             subprocess.Popen(  # noqa: S603 - our own interpreter and script
                 [
