@@ -330,7 +330,8 @@ class VersionedFields:
 
 # -- the middleware ---------------------------------------------------------------------
 
-_Cached = tuple[Version, list[tuple[str, str]]] | HTTPProblem
+#: served version, response headers, the version headers forwarded to the app
+_Cached = tuple[Version, list[tuple[str, str]], dict[str, str]] | HTTPProblem
 
 
 class MicroversionMiddleware:
@@ -442,6 +443,17 @@ class MicroversionMiddleware:
         headers.append((STANDARD_HEADER, f"{self.service_type} {text}"))
         return headers
 
+    def _forward(self, version: Version) -> dict[str, str]:
+        """The request's version headers as the app should read them: exactly the served version.
+
+        An app that negotiates by itself (Ironic behind a lower ``max_version``) then serves
+        what the response is labelled with.  The standard header carries our entry only.
+        """
+        forward = {_STANDARD_ENVIRON: f"{self.service_type} {version}"}
+        if self._legacy_environ is not None:
+            forward[self._legacy_environ] = str(version)
+        return forward
+
     def _problem(self, selection: Selection) -> HTTPProblem:
         lo, hi = self.min_version, self.max_version
         extra = {"min_version": str(lo), "max_version": str(hi)}
@@ -469,7 +481,7 @@ class MicroversionMiddleware:
         if selection.version is None:
             result = self._problem(selection)
         else:
-            result = (selection.version, self._served_headers(selection.version))
+            result = (selection.version, self._served_headers(selection.version), self._forward(selection.version))
         if len(self._cache) >= _CACHE_SIZE:
             self._cache.clear()  # bounded: junk header values cannot grow memory
         self._cache[key] = result
@@ -516,8 +528,9 @@ class MicroversionMiddleware:
             extra = [*self._range_headers, ("Vary", self._vary_value)]
             return respond_with_problem(environ, start_response, result, extra_headers=extra)
 
-        version, ours = result
+        version, ours, forward = result
         environ[ENVIRON_VERSION] = version
+        environ.update(forward)
         merge = self._merge
         started = False
 
