@@ -183,7 +183,8 @@ class Served(NamedTuple):
     version: Version
     #: the range headers and the served version in the legacy and standard headers (no Vary)
     response_headers: _Headers
-    #: the request's version headers as the app should read them: exactly *version*
+    #: the request's version headers as the app should read them, exactly *version*: the
+    #: standard header first, then the legacy one (if the service has one)
     request_headers: _Headers
 
 

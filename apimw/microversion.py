@@ -36,7 +36,6 @@ from apimw._microversion_negotiation import (
     CODE_UNSUPPORTED,
     STANDARD_HEADER,
     Negotiator,
-    Served,
     merge_response_headers,
     select_version,
 )
@@ -231,9 +230,14 @@ class VersionedFields:
 
 # -- the middleware ---------------------------------------------------------------------
 
-#: per raw header values: the served version, the response headers, the environ to forward;
-#: or the problem to answer
-_Cached = tuple[Version, list[tuple[str, str]], dict[str, Any]] | HTTPProblem
+#: What the middleware does for one pair of raw header values, built once: for a served
+#: request ``(version, standard, legacy, headers)``: the version, the values of the standard
+#: and the legacy request headers forwarded to the app, the response headers to add
+#: (``Vary`` last); for a refused one ``(None, "", "", problem)``.
+_Outcome = tuple[Version | None, str, str, Any]  # Any: the headers, or the problem
+
+#: Read for the legacy header when the service has none: never set, so it reads ``None``.
+_NO_LEGACY_ENVIRON: Final = "apimw.microversion.no-legacy-header"
 
 
 class MicroversionMiddleware:
@@ -303,12 +307,19 @@ class MicroversionMiddleware:
         self.service_types = negotiator.service_types
         self.legacy_header = negotiator.legacy_header
         self.min_header, self.max_header = negotiator.min_header, negotiator.max_header
-        self._legacy_environ = None if legacy_header is None else _environ_key(legacy_header)
+        # the legacy header's environ key, read and written; a service without one reads a key
+        # that is never set and writes the standard header's value twice (cheaper than a test)
+        self._legacy_read = _NO_LEGACY_ENVIRON if legacy_header is None else _environ_key(legacy_header)
+        self._legacy_write = _ENVIRON_STANDARD if legacy_header is None else self._legacy_read
         self._vary_value = ", ".join(negotiator.vary)
-        self._range_headers = list(negotiator.range_headers)
-        self._owned_lower = negotiator.owned
-        self._vary_header = ("Vary", self._vary_value)
-        self._cache: dict[tuple[str | None, str | None], _Cached] = {}
+        self._refused_headers = [*negotiator.range_headers, ("Vary", self._vary_value)]
+        #: per standard header value, per legacy header value (two lookups are cheaper than a
+        #: tuple key's hash); at most _CACHE_SIZE outcomes in all
+        self._outcomes: dict[str | None, dict[str | None, _Outcome]] = {}
+        self._outcome_count = 0
+        #: response header names, as the app spells them, known not to be ours (the hot path
+        #: checks the app's headers against it instead of lower-casing each name)
+        self._plain_names: set[str] = set()
 
         self.discovery = discovery
         if discovery:
@@ -321,58 +332,72 @@ class MicroversionMiddleware:
                 public_url=public_url,
             )
 
-    def _select(self, standard: str | None, legacy: str | None) -> _Cached:
-        key = (standard, legacy)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        outcome = self.negotiator.negotiate(standard, legacy)
-        result: _Cached
-        if isinstance(outcome, Served):
-            forward = {_environ_key(name): value for name, value in outcome.request_headers}
-            result = (outcome.version, list(outcome.response_headers), forward)
+    def _outcome(self, standard: str | None, legacy: str | None) -> _Outcome:
+        """Negotiate once per pair of raw header values (bounded: junk cannot grow memory)."""
+        served = self.negotiator.negotiate(standard, legacy)
+        outcome: _Outcome
+        if isinstance(served, HTTPProblem):
+            outcome = (None, "", "", served)
         else:
-            result = outcome
-        if len(self._cache) >= _CACHE_SIZE:
-            self._cache.clear()  # bounded: junk header values cannot grow memory
-        self._cache[key] = result
-        return result
+            # the standard header first, the legacy one last (the same entry when there is none)
+            forwarded = served.request_headers
+            headers = [*served.response_headers, ("Vary", self._vary_value)]
+            outcome = (served.version, forwarded[0][1], forwarded[-1][1], headers)
+        if self._outcome_count >= _CACHE_SIZE:
+            self._outcomes.clear()
+            self._outcome_count = 0
+        self._outcomes.setdefault(standard, {})[legacy] = outcome
+        self._outcome_count += 1
+        return outcome
 
     def _merge(self, headers: list[tuple[str, str]], ours: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The app's headers minus ours, plus ours and one merged Vary."""
-        owned = self._owned_lower
+        """The app's headers minus ours, then ours and one merged ``Vary`` (*ours* ends with ours)."""
+        owned, plain = self.negotiator.owned, self._plain_names
+        mine = False
         for name, _ in headers:
             if name.lower() in owned:
-                break
-        else:  # the usual case: the app set none of our headers
-            return [*headers, *ours, self._vary_header]
-        return merge_response_headers(headers, ours, owned, self.negotiator.vary)
+                mine = True
+            elif len(plain) < _CACHE_SIZE:
+                plain.add(name)
+        if not mine:
+            return [*headers, *ours]
+        return merge_response_headers(headers, ours[:-1], owned, self.negotiator.vary)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        legacy = environ.get(self._legacy_environ) if self._legacy_environ else None
-        result = self._select(environ.get(_ENVIRON_STANDARD), legacy)
+        standard = environ.get(_ENVIRON_STANDARD)
+        legacy = environ.get(self._legacy_read)
+        try:
+            version, forward_standard, forward_legacy, ours = self._outcomes[standard][legacy]
+        except KeyError:
+            version, forward_standard, forward_legacy, ours = self._outcome(standard, legacy)
         environ[ENVIRON_PROFILE] = self.error_profile
-        if isinstance(result, HTTPProblem):
+        if version is None:
             # No version was served: range headers and Vary only.
-            extra = [*self._range_headers, ("Vary", self._vary_value)]
-            return respond_with_problem(environ, start_response, result, extra_headers=extra)
-
-        version, ours, forward = result
+            return respond_with_problem(environ, start_response, ours, extra_headers=self._refused_headers)
         environ[ENVIRON_VERSION] = version
-        environ.update(forward)
-        merge = self._merge
+        # The request's version headers as the app should read them: an app that negotiates
+        # by itself serves what we label.
+        environ[_ENVIRON_STANDARD] = forward_standard
+        environ[self._legacy_write] = forward_legacy
+        plain = self._plain_names
         started = False
 
         def _start_response(
             status: str, headers: list[tuple[str, str]], exc_info: OptExcInfo | None = None
         ) -> Callable[[bytes], object]:
             nonlocal started
+            for name, _ in headers:
+                if name not in plain:  # ours, or not seen yet
+                    headers = self._merge(headers, ours)
+                    break
+            else:  # the usual case: the app set none of our headers
+                headers = [*headers, *ours]
             if started:  # replacing (PEP 3333): the caller needs exc_info, and re-raises it if sent
-                return start_response(status, merge(headers, ours), exc_info)
+                return start_response(status, headers, exc_info)
             # The first call: there is nothing to replace, so an error the app handled itself
             # is an answer; with exc_info, webob's get_response would re-raise it instead.
             started = True
-            return start_response(status, merge(headers, ours))
+            return start_response(status, headers)
 
         if self.discovery:
             answered = self._discovery(environ, _start_response, version)

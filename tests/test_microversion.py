@@ -298,6 +298,33 @@ def test_app_version_header_is_replaced_not_duplicated() -> None:
     assert [v for k, v in resp.headerlist if k == LEGACY] == ["1.3"]
 
 
+def test_an_app_that_sometimes_sets_our_headers_gets_them_merged_every_time() -> None:
+    # The middleware remembers the app's header names that are not its own: a name it has
+    # seen before must not hide one of ours that comes later.
+    calls = iter(range(100))
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        headers = [("Content-Type", "text/plain"), ("Content-Length", "0")]
+        if next(calls) % 2:
+            headers += [("vary", "Accept"), (LEGACY, "9.9"), ("X-Other", "1")]
+        start_response("200 OK", headers)
+        return [b""]
+
+    mw = make()
+    mw.app = app
+    for i in range(6):
+        resp = get(mw, headers={LEGACY: "1.3"})
+        assert [v for k, v in resp.headerlist if k == LEGACY] == ["1.3"]
+        assert vary_tokens(resp) == (["Accept", STD, LEGACY] if i % 2 else [STD, LEGACY])
+
+
+def test_junk_header_values_do_not_grow_memory() -> None:
+    mw = make()
+    for i in range(2000):
+        get(mw, headers={LEGACY: f"1.{i}", STD: f"compute 2.{i}"})
+    assert sum(len(per_legacy) for per_legacy in mw._outcomes.values()) <= 512
+
+
 def test_head_error_has_no_body() -> None:
     resp = run(make(), Request.blank("/v1/nodes", method="HEAD", headers={LEGACY: "99.99"}))
     assert resp.status_int == 406
