@@ -285,7 +285,7 @@ class MicroversionMiddleware:
         discovery: bool = False,
         discovery_name: str = "",
         discovery_description: str = "",
-        discovery_resources: Sequence[str] = (),
+        discovery_resources: Sequence[_discovery.Resource] = (),
         public_url: str | None = None,
     ) -> None:
         self.app = app
