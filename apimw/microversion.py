@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any, Final
 
 from apimw import discovery as _discovery
@@ -82,6 +83,16 @@ _CACHE_SIZE: Final = 512
 
 def _environ_key(header: str) -> str:
     return "HTTP_" + header.upper().replace("-", "_")
+
+
+def _direct_call(app: WSGIApplication) -> WSGIApplication:
+    """*app*, or its bound ``__call__`` when it is an instance of a Python class (another
+    middleware): calling the instance goes through ``type.__call__``'s slot (an argument
+    tuple and a method lookup per call), the bound method is a direct call."""
+    call: Any = type(app).__call__
+    if isinstance(call, FunctionType):
+        return MethodType(call, app)
+    return app
 
 
 # -- app-side gates ---------------------------------------------------------------------
@@ -288,7 +299,7 @@ class MicroversionMiddleware:
         discovery_resources: Sequence[_discovery.Resource] = (),
         public_url: str | None = None,
     ) -> None:
-        self.app = app
+        self.app = app  # the property below: also sets self._call_app
         negotiator = self.negotiator = Negotiator(
             service_type=service_type,
             min_version=min_version,
@@ -331,6 +342,16 @@ class MicroversionMiddleware:
                 resources=tuple(discovery_resources),
                 public_url=public_url,
             )
+
+    @property
+    def app(self) -> WSGIApplication:
+        """The wrapped WSGI app (may be replaced)."""
+        return self._app
+
+    @app.setter
+    def app(self, app: WSGIApplication) -> None:
+        self._app = app
+        self._call_app = _direct_call(app)
 
     def _outcome(self, standard: str | None, legacy: str | None) -> _Outcome:
         """Negotiate once per pair of raw header values (bounded: junk cannot grow memory)."""
@@ -404,7 +425,7 @@ class MicroversionMiddleware:
             if answered is not None:
                 return answered
         try:
-            return self.app(environ, _start_response)
+            return self._call_app(environ, _start_response)
         except HTTPProblem as problem:
             # App code raised a gate or another apimw problem: render it here, replacing the
             # answer the app had started (if any; only then is exc_info passed).

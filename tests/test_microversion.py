@@ -318,6 +318,29 @@ def test_an_app_that_sometimes_sets_our_headers_gets_them_merged_every_time() ->
         assert vary_tokens(resp) == (["Accept", STD, LEGACY] if i % 2 else [STD, LEGACY])
 
 
+class CountingApp:
+    """A WSGI app that is an instance of a class (as the next middleware is)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body, self.calls = body, 0
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        self.calls += 1
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(self.body)))])
+        return [self.body]
+
+
+def test_the_wrapped_app_can_be_an_instance_and_can_be_replaced() -> None:
+    first, second = CountingApp(b"first"), CountingApp(b"second")
+    mw = MicroversionMiddleware(first, service_type="baremetal", min_version="1.1", max_version="1.2")
+    assert get(mw).body == b"first" and mw.app is first
+    mw.app = second
+    assert get(mw).body == b"second" and mw.app is second
+    mw.app = echo_app
+    assert served(get(mw)) == "1.1"
+    assert (first.calls, second.calls) == (1, 1)
+
+
 def test_junk_header_values_do_not_grow_memory() -> None:
     mw = make()
     for i in range(2000):
