@@ -43,7 +43,14 @@ from apimw._config import (
 )
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import PREFIX_LEN, RecordTooLarge, Store, mask_url, open_store
-from apimw.errors import ConfigError, HTTPProblem, StoreError, check_profile, respond_with_problem
+from apimw.errors import (
+    ENVIRON_REQUEST_ID,
+    ConfigError,
+    HTTPProblem,
+    StoreError,
+    check_profile,
+    respond_with_problem,
+)
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -95,6 +102,10 @@ NOT_STORED: Final = (UNPROTECTED_HEADER, "not-stored")
 
 DEFAULT_FINGERPRINT_HEADERS: Final = ("OpenStack-API-Version", "X-OpenStack-*-API-Version")
 DEFAULT_RELEASE_STATUSES: Final = (408, 409, 423, 425, 429)
+#: oslo.middleware's request_id header, Ironic's and Nova's compat headers, and the common others.
+DEFAULT_REQUEST_ID_HEADERS: Final = (
+    "X-OpenStack-Request-Id", "OpenStack-Request-Id", "X-Compute-Request-Id", "X-Request-Id", "Request-Id",
+)  # fmt: skip
 SHARED_SCOPE: Final = "*shared*"
 _READ_CHUNK: Final = 65536
 
@@ -134,6 +145,12 @@ os.register_at_fork(after_in_child=_new_owner_nonce)
 def _owner_id() -> bytes:
     """32 hex characters: a random per-process nonce and a counter."""
     return f"{_OWNER['nonce']}{next(_OWNER['counter']):016x}".encode()  # type: ignore[call-overload]
+
+
+def _request_id(environ: WSGIEnvironment) -> str:
+    """The id an outer request_id middleware gave this request (its logs carry it), else a new one."""
+    found = environ.get(ENVIRON_REQUEST_ID)
+    return found if isinstance(found, str) and found else parts.new_request_id()
 
 
 # -- what the app sees -------------------------------------------------------------------------
@@ -318,6 +335,9 @@ OPTIONS: Final = (
     Option("replay_header", as_str, "Idempotent-Replayed",
            "Header added (value true) to a replayed answer."),
     Option("drop_headers", as_list, [], "More response headers never stored or replayed.", kind="list"),
+    Option("request_id_headers", as_list, list(DEFAULT_REQUEST_ID_HEADERS),
+           "Response headers that carry the request id: a replay gets a new one in each (the outer "
+           "request_id middleware's, else a new req-<uuid4>).", kind="list"),
     Option("key_prefix", as_str, "apimw:", "Prefix of every store key."),
     Option("error_profile", as_optional_str, None,
            "Error body profile (ironic, api-sig); default: the outer middleware's, else api-sig."),
@@ -351,6 +371,7 @@ class IdempotencyMiddleware:
         mismatch_status: int = 409,
         replay_header: str = "Idempotent-Replayed",
         drop_headers: Iterable[str] = (),
+        request_id_headers: Iterable[str] = DEFAULT_REQUEST_ID_HEADERS,
         key_prefix: str = "apimw:",
         error_profile: str | None = None,
     ) -> None:
@@ -407,6 +428,10 @@ class IdempotencyMiddleware:
         self._replayed = (replay_header, "true")
         extra_drop = {h.strip().lower() for h in drop_headers} | {replay_header.lower()}
         self._drop = parts.DROPPED_HEADERS | extra_drop
+        request_ids = [h.strip() for h in request_id_headers]
+        if not all(re.fullmatch(r"[A-Za-z0-9-]+", h) for h in request_ids):
+            raise ConfigError(f"idempotency: bad header name in request_id_headers: {request_ids!r}")
+        self._request_ids = frozenset(h.lower() for h in request_ids)
         if len(key_prefix) > 100 or not re.fullmatch(r"[\x21-\x7e]*", key_prefix):
             raise ConfigError("idempotency: key_prefix must be at most 100 visible ASCII characters")
         self._key_prefix = key_prefix
@@ -684,7 +709,8 @@ class IdempotencyMiddleware:
                        "location": record.location},
             )  # fmt: skip
         environ[ENVIRON_REPLAYED] = True
-        headers = [*record.headers, ("Content-Length", str(len(record.body))), self._replayed]
+        headers = parts.with_request_id(record.headers, self._request_ids, lambda: _request_id(environ))
+        headers += [("Content-Length", str(len(record.body))), self._replayed]
         start_response(record.status, headers)
         if environ.get("REQUEST_METHOD") == "HEAD":
             return []
