@@ -168,10 +168,13 @@ class ClientToken:
     answer (:class:`apimw.idempotency_db.TokenReused`).  ``reused``: set by
     :mod:`apimw.idempotency_db` when the database found the token recorded for another
     request; the middleware then releases the claim instead of storing that answer, so the
-    token stays the first request's.
+    token stays the first request's.  ``replayed``: set by :mod:`apimw.idempotency_db` when
+    the database found this request recorded (the store had lost it): the app answers with
+    what the first execution made, and the middleware marks a 2xx answer as a replay
+    (``Idempotent-Replayed: true``), as it does a replay from the store.
     """
 
-    __slots__ = ("fingerprint", "mismatch_status", "project", "reused", "scope", "token")
+    __slots__ = ("fingerprint", "mismatch_status", "project", "replayed", "reused", "scope", "token")
 
     def __init__(
         self,
@@ -188,6 +191,7 @@ class ClientToken:
         self.project = project
         self.mismatch_status = mismatch_status
         self.reused = False
+        self.replayed = False
 
     def __repr__(self) -> str:  # never the token itself (it may end up in logs)
         return f"<ClientToken scope={self.scope!r} fingerprint={self.fingerprint[:12]}...>"
@@ -829,6 +833,14 @@ class _Exchange:
         token = self.environ.get(ENVIRON_TOKEN)
         return isinstance(token, ClientToken) and token.reused
 
+    def sent_headers(self, status: str, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The headers the client gets: a 2xx the database guard answered is marked as a replay."""
+        token = self.environ.get(ENVIRON_TOKEN)
+        if isinstance(token, ClientToken) and token.replayed and status[:1] == "2":
+            self.environ[ENVIRON_REPLAYED] = True
+            return [*headers, self.mw._replayed]
+        return headers
+
     def release(self) -> None:
         if not self.settled:
             self.settled = True
@@ -846,7 +858,7 @@ class _Exchange:
         elif not self.settled:
             self.settle(None)
             headers = [*headers, NOT_STORED]
-        self.real_write = self.real_start_response(self.status, headers)
+        self.real_write = self.real_start_response(self.status, self.sent_headers(self.status, headers))
 
     def settle(self, record: bytes | None) -> bool:
         """Complete the claim with *record*, or with a tombstone when it is None or the store refuses
@@ -938,7 +950,7 @@ class _Exchange:
             # Larger than max_response_bytes: a tombstone instead.
             if not self.settle(record if len(record) <= self.mw._max_response else None):
                 headers = [*headers, NOT_STORED]
-        self.real_start_response(status, headers)
+        self.real_start_response(status, self.sent_headers(status, headers))
         return [body] if body else []
 
 
