@@ -341,7 +341,8 @@ def options_table(options: Sequence[Option], group: str) -> str:
     """A Markdown table of *options* (for the configuration docs)."""
     rows = ["| option | default | oslo.config group | description |", "|---|---|---|---|"]
     for opt in options:
-        rows.append(f"| `{opt.name}` | `{opt.default!r}` | `[{group}]` | {opt.help} |")
+        default = "**required**" if opt.required else f"`{opt.default!r}`"
+        rows.append(f"| `{opt.name}` | {default} | `[{group}]` | {opt.help} |")
     return "\n".join(rows)
 
 
