@@ -30,6 +30,7 @@ from apimw._etag_conditions import (
     precondition_failed,
 )
 from apimw._etag_digest import ALGORITHMS, DEFAULT_IGNORED_FIELDS, ETagGenerator
+from apimw._etag_policy import parse_policy, route_matches, star_holds_without_app, uncovered
 from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw.errors import (
     ApimwError,
@@ -122,6 +123,18 @@ def _as_callable(value: str | Callable[..., Any] | None) -> Callable[..., Any] |
     return obj  # type: ignore[no-any-return]
 
 
+def _as_enforces(
+    value: str | Iterable[str] | Callable[..., Any],
+) -> list[str] | Callable[..., Any]:
+    """Policy entries, or one ``module:function`` (``f(environ) -> bool``) or a callable."""
+    if callable(value):
+        return value
+    entries = as_list(value)
+    if len(entries) == 1 and ":" in entries[0] and " " not in entries[0]:
+        return _as_callable(entries[0])  # type: ignore[return-value]  # not None: non-empty
+    return entries
+
+
 def _as_ignored(value: str | Iterable[str] | Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
     if isinstance(value, Mapping):
         return {str(k): frozenset(v) for k, v in value.items()}
@@ -148,6 +161,10 @@ OPTIONS: Final = (
     Option("require_if_match", as_list, [],
            "428 policy: entries 'METHOD' or 'METHOD /path/prefix' ('*' for every write method) "
            "that must carry If-Match.", "list"),
+    Option("enforces", _as_enforces, [],
+           "Where the app enforces If-Match itself and marks it: entries 'METHOD' or 'METHOD "
+           "/path/prefix' ('*' for every write method), or one 'module:function' f(environ) -> bool. "
+           "If-Match on any other write is refused (400) before the app runs.", "list"),
     Option("strict_rfc9110", as_bool, False,
            "Strong If-Match comparison as RFC 9110 13.1.1 says (then emit strong etags).", "bool"),
     Option("accept_unquoted", as_bool, False,
@@ -174,22 +191,6 @@ OPTIONS: Final = (
     Option("error_profile", as_optional_str, None,
            "Error body profile (ironic or api-sig); default: the outer middleware's, else api-sig."),
 )  # fmt: skip
-
-
-def _parse_policy(entries: Iterable[str], methods: frozenset[str]) -> tuple[tuple[str, str], ...]:
-    rules = []
-    for entry in entries:
-        method, _, prefix = entry.strip().partition(" ")
-        method = method.upper()
-        prefix = prefix.strip()
-        if method != "*" and method not in methods:
-            raise ConfigError(
-                f"require_if_match: {method!r} is not one of the etag methods ({', '.join(sorted(methods))})"
-            )
-        if prefix and not prefix.startswith("/"):
-            raise ConfigError(f"require_if_match: path prefix must start with '/', got {prefix!r}")
-        rules.append((method, prefix))
-    return tuple(rules)
 
 
 class _Capture:
@@ -311,6 +312,17 @@ def _etag_in_body(body: bytes) -> str | None:
     return None
 
 
+def _unsupported(method: str) -> HTTPProblem:
+    """400: If-Match on a write this service cannot make conditional (decided before the app)."""
+    return HTTPProblem(
+        400,
+        "etag.if-match-unsupported",
+        f"This service cannot make a {method} on this resource conditional, so it does not accept "
+        "If-Match here; nothing was changed. Resend the request without If-Match to write "
+        "unconditionally.",
+    )
+
+
 class ETagMiddleware:
     """If-Match / If-None-Match handling and ETag response headers for a resource API.
 
@@ -325,6 +337,7 @@ class ETagMiddleware:
         min_version: str | Version | None = None,
         methods: Iterable[str] = ("PUT", "PATCH", "DELETE"),
         require_if_match: Iterable[str] = (),
+        enforces: Iterable[str] | str | Callable[[WSGIEnvironment], bool] = (),
         strict_rfc9110: bool = False,
         accept_unquoted: bool = False,
         ignore_suffixes: Iterable[str] = (),
@@ -346,7 +359,20 @@ class ETagMiddleware:
         self.methods = frozenset(m.strip().upper() for m in methods)
         if not self.methods or not self.methods <= _WRITE_METHODS:
             raise ConfigError(f"etag methods must be among {', '.join(sorted(_WRITE_METHODS))}")
-        self.require_rules = _parse_policy(require_if_match, self.methods)
+        self.require_rules = parse_policy(require_if_match, self.methods, option="require_if_match")
+        declared = _as_enforces(enforces)
+        self._enforces_call: Callable[[WSGIEnvironment], Any] | None = None
+        self.enforce_rules: tuple[tuple[str, str], ...] = ()
+        if callable(declared):
+            self._enforces_call = declared
+        else:
+            self.enforce_rules = parse_policy(declared, self.methods, option="enforces")
+            missing = uncovered(self.require_rules, self.enforce_rules, self.methods)
+            if missing:
+                raise ConfigError(
+                    f"require_if_match: {', '.join(missing)} not in enforces: If-Match is refused "
+                    "where the app does not enforce it, so no client could write there"
+                )
         self.strict = bool(strict_rfc9110)
         self.suffixes = tuple(s for s in ignore_suffixes if s)
         self.accept_unquoted = bool(accept_unquoted)
@@ -420,13 +446,11 @@ class ETagMiddleware:
             return problem
         raise AssertionError("unreachable: _too_old called at an allowed version")  # pragma: no cover
 
-    def _required(self, method: str, path: str) -> bool:
-        for rule_method, prefix in self.require_rules:
-            if (rule_method == "*" or rule_method == method) and (
-                not prefix or path == prefix or path.startswith(prefix.rstrip("/") + "/")
-            ):
-                return True
-        return False
+    def _enforced(self, method: str, environ: WSGIEnvironment) -> bool:
+        """Whether the app declared that it enforces If-Match on this write."""
+        if self._enforces_call is not None:
+            return bool(self._enforces_call(environ))
+        return route_matches(self.enforce_rules, method, environ.get("PATH_INFO", ""))
 
     # -- WSGI ------------------------------------------------------------------------------
 
@@ -451,12 +475,7 @@ class ETagMiddleware:
                 # condition we do not evaluate on this method: refuse rather than ignore.
                 if not enabled:
                     return self._problem(environ, start_response, self._too_old(environ, "If-Match"))
-                return self._problem(environ, start_response, HTTPProblem(
-                    400,
-                    "etag.if-match-unsupported",
-                    "If-Match is not supported on POST here (only on "
-                    f"{', '.join(sorted(self.methods))}).",
-                ))  # fmt: skip
+                return self._problem(environ, start_response, _unsupported(method))
             if not enabled:
                 return self._direct(environ, start_response)
             if self.not_modified and (method == "GET" or method == "HEAD"):
@@ -479,7 +498,11 @@ class ETagMiddleware:
         inm_raw = environ.get(IF_NONE_MATCH)
         environ[ENVIRON_IF_MATCH] = None
         if im_raw is None and inm_raw is None:
-            if enabled and self.require_rules and self._required(method, environ.get("PATH_INFO", "")):
+            if (
+                enabled
+                and self.require_rules
+                and route_matches(self.require_rules, method, environ.get("PATH_INFO", ""))
+            ):
                 # RFC 6585 §3: the response "SHOULD include an explanation of how to
                 # successfully resubmit the request" and "MUST NOT be stored by a cache".
                 problem = HTTPProblem(
@@ -520,6 +543,15 @@ class ETagMiddleware:
                 return self._problem(environ, start_response, _malformed("If-Match"))
             cond = IfMatch(parsed, strong=self.strict, raw=im_raw)
             environ[ENVIRON_IF_MATCH] = cond
+            if not self._enforced(method, environ):
+                # Decided before the app runs: a write the app cannot make conditional must not
+                # happen (RFC 9110 §13.1.1: the condition is evaluated "prior to performing the
+                # method"), and must not be answered 500 after it did.
+                if not (cond.any and star_holds_without_app(method)):
+                    return self._problem(environ, start_response, _unsupported(method))
+                if method in self._response_methods:
+                    return self._plain(environ, start_response)
+                return self._direct(environ, start_response)
             if self.current_etag is not None:
                 # The lookup returns None for "missing / not visible to this caller": the app
                 # then answers 401/403/404, which win over 412 (RFC 9110 §13.2.1).

@@ -15,8 +15,10 @@ Three parts, usable separately:
   ``environ["apimw.etag.if_match"]``, optionally pre-checks it against a cheap lookup
   (412), refuses If-Match below the etag microversion (406), enforces a
   ``require_if_match`` policy (428), answers If-None-Match with 304 (opt-in), adds the
-  ``ETag`` response header, and fails closed: a write that carried If-Match does not get a
-  2xx unless the app acknowledged that its data layer enforced the condition.
+  ``ETag`` response header.  It refuses If-Match (400, before the app runs) on writes the
+  app does not declare in ``enforces``, and fails closed on those it does: a write that
+  carried If-Match does not get a 2xx unless the app acknowledged that its data layer
+  enforced the condition.
 
 The code lives in private sibling modules, one concern each: ``_canonical_json`` (the
 bytes hashed, with the optional orjson fast path), ``_etag_digest`` (:class:`ETagGenerator`),

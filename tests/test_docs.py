@@ -320,7 +320,7 @@ def test_readme_paste_sample_serves_client_tokens(tmp_path: Path, monkeypatch: p
 _FLASK_SETTINGS = {
     "APIMW_MICROVERSION": {"service_type": "thing", "min_version": "1.0", "max_version": "1.50"},
     "APIMW_IDEMPOTENCY": {"store": "memory://"},  # scope = project, missing_scope = reject
-    "APIMW_ETAG": {"min_version": "1.40"},
+    "APIMW_ETAG": {"min_version": "1.40", "enforces": "PATCH"},
 }
 _PASTE_OF_FLASK = """
 [pipeline:main]
@@ -339,6 +339,7 @@ store = memory://
 [filter:etag]
 use = egg:apimw#etag
 min_version = 1.40
+enforces = PATCH
 
 [app:things]
 paste.app_factory = tests.test_docs:flask_app_factory
