@@ -312,6 +312,21 @@ def _etag_in_body(body: bytes) -> str | None:
     return None
 
 
+def _wraps(app: object, kind: type) -> bool:
+    """Whether the chain of middlewares below *app* (``.app`` / ``._app``) holds a *kind*."""
+    seen: set[int] = set()
+    todo = [app]
+    while todo and len(seen) < 64:  # bounded: a chain is short, and cycles end here
+        obj = todo.pop()
+        if obj is None or id(obj) in seen:
+            continue
+        if isinstance(obj, kind):
+            return True
+        seen.add(id(obj))
+        todo.extend(getattr(obj, name, None) for name in ("app", "_app"))
+    return False
+
+
 def _unsupported(method: str) -> HTTPProblem:
     """400: If-Match on a write this service cannot make conditional (decided before the app)."""
     return HTTPProblem(
@@ -352,9 +367,16 @@ class ETagMiddleware:
         error_profile: str | None = None,
     ) -> None:
         self.app = app
-        from apimw.microversion import VersionGate  # here, not at import: apimw.etag stays cheap
+        # here, not at import: apimw.etag stays cheap
+        from apimw.microversion import MicroversionMiddleware, VersionGate
 
+        if _wraps(app, MicroversionMiddleware):
+            raise ConfigError(
+                "the etag middleware wraps a MicroversionMiddleware: put it inside the microversion "
+                "middleware (order: microversion -> ... -> etag -> app), or it never sees the served version"
+            )
         self._gate = VersionGate(min_version, what="etags (If-Match, If-None-Match, ETag)")
+        self._warned_no_version = False
         self.min_version = self._gate.lo
         self.methods = frozenset(m.strip().upper() for m in methods)
         if not self.methods or not self.methods <= _WRITE_METHODS:
@@ -446,6 +468,27 @@ class ETagMiddleware:
             return problem
         raise AssertionError("unreachable: _too_old called at an allowed version")  # pragma: no cover
 
+    def _no_version(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """min_version is set but no microversion middleware in front: a deployment mistake.
+
+        Serving on would silently drop every etag (and refuse every If-Match as "too old"),
+        so every request gets a 500 that names the fix; the log says it once.
+        """
+        if not self._warned_no_version:
+            self._warned_no_version = True
+            LOG.error(
+                "the etag middleware has min_version %s but no served microversion in the environ: "
+                "put a MicroversionMiddleware in front of it (or unset min_version)",
+                self.min_version,
+            )
+        problem = HTTPProblem(
+            500,
+            "apimw.misconfigured",
+            "The service is misconfigured: etags start at a microversion, but no microversion "
+            "middleware negotiated one for this request.",
+        )
+        return self._problem(environ, start_response, problem)
+
     def _enforced(self, method: str, environ: WSGIEnvironment) -> bool:
         """Whether the app declared that it enforces If-Match on this write."""
         if self._enforces_call is not None:
@@ -461,9 +504,10 @@ class ETagMiddleware:
         if lowest is None:
             enabled = True
         else:
-            # Inlined VersionGate.allows: with min_version set and no microversion middleware
-            # in front, etags are off (the served version is unknown), as for every apimw gate.
+            # Inlined VersionGate.allows.
             served = environ.get(ENVIRON_VERSION)
+            if served is None:
+                return self._no_version(environ, start_response)
             enabled = isinstance(served, Version) and served >= lowest
         environ[ENVIRON_ENABLED] = enabled
         method = environ["REQUEST_METHOD"]

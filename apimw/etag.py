@@ -42,6 +42,7 @@ from apimw._canonical_json import (
 from apimw._etag_conditions import (
     IfMatch,
     IfNoneMatch,
+    StaleEtag,
     format_etag,
     parse_if_match,
     parse_if_none_match,
@@ -86,6 +87,7 @@ __all__ = [
     "ETagMiddleware",
     "IfMatch",
     "IfNoneMatch",
+    "StaleEtag",
     "canonical_json",
     "etags_enabled",
     "filter_factory",

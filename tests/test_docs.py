@@ -33,6 +33,7 @@ import bcrypt
 import pytest
 from webob import Request
 
+from apimw.errors import ConfigError
 from tests.wsgi import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -430,8 +431,10 @@ def test_wrap_flask_in_the_documented_order_answers_like_the_paste_pipeline(tmp_
         assert via_flask[1][2]["errors"][0]["code"] == "idempotency.scope-missing"
         assert ("Idempotent-Replayed", "true") in via_flask[3][1]
         # the reverse order stacks the other way round: the token is judged before the version
-        reverse = _flask_wrapped(("microversion", "idempotency", "etag"))
+        reverse = _flask_wrapped(("microversion", "idempotency"))
         assert _scenario(reverse)[0][0] == 400
         close_all(reverse.wsgi_app)
+        with pytest.raises(ConfigError, match="inside the microversion middleware"):  # etag outside it
+            _flask_wrapped(("microversion", "idempotency", "etag"))
     finally:
         close_all(documented.wsgi_app, pasted)

@@ -180,3 +180,71 @@ def test_bad_enforces_fails_at_construction(kwargs: dict[str, Any], message: str
 )
 def test_required_routes_that_are_enforced_are_accepted(kwargs: dict[str, Any]) -> None:
     ETagMiddleware(NodeApp(), **kwargs)
+
+
+# -- mistakes caught at build time or on the first request (issue 22, item 6) -------------------
+
+
+def test_the_etag_middleware_outside_the_microversion_one_fails_at_build_time() -> None:
+    from apimw.idempotency import IdempotencyMiddleware
+
+    inner = MicroversionMiddleware(NodeApp(), service_type="baremetal", min_version="1.1", max_version="1.50")
+    for chain in (inner, IdempotencyMiddleware(inner, store="memory://", scope="shared")):
+        with pytest.raises(ConfigError, match="inside the microversion middleware") as caught:
+            ETagMiddleware(chain, min_version="1.40")
+        assert "\n" not in str(caught.value)
+    # the same through paste: the error names the order
+    with pytest.raises(ConfigError, match="order"):
+        filter_factory({}, min_version="1.40")(inner)
+
+
+def test_min_version_without_a_microversion_middleware_is_a_loud_error_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    node_app = NodeApp()
+    app = ETagMiddleware(node_app, min_version="1.40", enforces="*", error_profile="ironic")
+    with caplog.at_level("ERROR", logger="apimw.etag"):
+        answers = [run(app, req(method=m, body={} if m == "PATCH" else None))
+                   for m in ("GET", "PATCH", "GET")]  # fmt: skip
+    assert [a.status_int for a in answers] == [500, 500, 500]
+    assert {code(a) for a in answers} == {"apimw.misconfigured"}
+    assert "microversion" in json.loads(answers[0].json["error_message"])["faultstring"]
+    assert node_app.calls == 0  # nothing is served (or written) at an unknown version
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "\n" not in errors[0].getMessage()
+    assert "MicroversionMiddleware" in errors[0].getMessage()
+
+
+def test_without_min_version_no_microversion_middleware_is_needed() -> None:
+    node_app = NodeApp()
+    app = ETagMiddleware(node_app, enforces="*")
+    assert run(app, req()).headers["ETag"] == node_app.nodes["n1"]["etag"]
+
+
+def test_stale_etag_is_public_in_apimw_etag_and_needs_no_sqlalchemy() -> None:
+    import subprocess
+    import sys
+
+    code_ = (
+        "import sys; sys.modules['sqlalchemy'] = None\n"
+        "from apimw.etag import ETagMiddleware, StaleEtag\n"
+        "def app(environ, start_response):\n"
+        "    raise StaleEtag()\n"
+        "answer = []\n"
+        "env = {'REQUEST_METHOD': 'PATCH', 'PATH_INFO': '/n', 'HTTP_IF_MATCH': '\"x\"'}\n"
+        "etag = ETagMiddleware(app, enforces='*', error_profile='ironic')\n"
+        "body = etag(env, lambda s, h: answer.append(s))\n"
+        "import json; doc = json.loads(b''.join(body))\n"
+        "print(answer[0], doc['errors'][0]['code'], 'faultstring' in doc['error_message'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code_], capture_output=True, text=True, check=True,
+                         timeout=60)  # fmt: skip
+    assert out.stdout.split() == ["412", "Precondition", "Failed", "etag.precondition-failed", "True"]
+
+
+def test_etag_db_reexports_the_same_stale_etag() -> None:
+    import apimw.etag
+    import apimw.etag_db
+
+    assert apimw.etag_db.StaleEtag is apimw.etag.StaleEtag
+    assert "StaleEtag" in apimw.etag.__all__ and "StaleEtag" in apimw.etag_db.__all__
