@@ -6,19 +6,31 @@ table come:
 * the paste.deploy ``filter_factory`` (ini strings converted and validated;
   a bad value raises :class:`~apimw.errors.ConfigError` at pipeline load),
 * the oslo.config ``OPTS`` list (and ``list_opts`` for oslo-config-generator),
-* the Flask wrapper, which reads ``app.config["APIMW_<MIDDLEWARE>"]``.
+* the Flask wrapper, which reads ``app.config["APIMW_<MIDDLEWARE>"]``,
+* the oslo.config hook ``oslo_hook(app) -> app`` for a host service's middleware hook
+  (OpenStack Ironic's ``[api] middleware``): options read from the host's global
+  ``cfg.CONF``, so every ``--config-file`` and ``--config-dir`` it was started with counts.
 
-Precedence, highest first: keyword arguments given in code, paste ini keys,
-oslo.config values (only when the ini names ``oslo_config_project`` and/or
-``oslo_config_file``), the option's default.
+:func:`integration` declares those four once; each middleware module ends with::
+
+    GROUP: Final = "apimw_<middleware>"
+    OPTIONS: Final = (...)
+    filter_factory, wrap_flask, list_opts, oslo_hook = integration(Middleware, OPTIONS, GROUP)
+
+Precedence, highest first: keyword arguments given in code, paste ini keys (the
+filter's own section over the global conf: ``[DEFAULT]``, ``set`` lines, the loader's
+``global_conf``; only this middleware's option names are read from it), oslo.config
+values (only when the ini names ``oslo_config_project`` and/or ``oslo_config_file``),
+the option's default.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from apimw.errors import ConfigError
+from apimw.errors import ConfigError, explain_missing
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -40,6 +52,9 @@ class Option(NamedTuple):  # not a dataclass: importing dataclasses costs millis
     #: a secret (or a value that may carry one, like a store URL with a password): oslo.config
     #: masks it when it logs option values, and apimw never echoes it in an error
     secret: bool = False
+    #: offered in oslo.config; False for an option naming code to import (``module:function``),
+    #: which a deployment's configuration files should not choose: code or paste only
+    oslo: bool = True
 
 
 def check_required(options: Sequence[Option], kwargs: Mapping[str, Any], *, where: str) -> None:
@@ -124,9 +139,19 @@ def convert_strings(options: Sequence[Option], conf: Mapping[str, Any], *, where
     return kwargs
 
 
+def _oslo_config() -> Any:
+    """``oslo_config.cfg`` (an optional extra), imported when oslo.config is first used."""
+    try:
+        from oslo_config import cfg
+    except ImportError as exc:
+        explain_missing(exc, "oslo.config support", module="oslo_config", library="oslo.config", extra="oslo")
+        raise
+    return cfg
+
+
 def oslo_opts(options: Sequence[Option]) -> list[Any]:
     """oslo.config ``Opt`` objects for *options* (imports oslo.config lazily)."""
-    from oslo_config import cfg
+    cfg = _oslo_config()
 
     makers: dict[str, Callable[..., Any]] = {
         "str": cfg.StrOpt,
@@ -137,6 +162,8 @@ def oslo_opts(options: Sequence[Option]) -> list[Any]:
     }
     opts = []
     for opt in options:
+        if not opt.oslo:
+            continue
         default = opt.default
         if opt.kind == "str" and default is not None and not isinstance(default, str):
             default = str(default)
@@ -146,10 +173,17 @@ def oslo_opts(options: Sequence[Option]) -> list[Any]:
 
 def from_oslo(options: Sequence[Option], conf: Any, group: str) -> dict[str, Any]:
     """Values set in oslo.config *group* (those differing from the default), converted."""
-    conf.register_opts(oslo_opts(options), group=group)
+    cfg = _oslo_config()
+
+    for oslo_opt in oslo_opts(options):
+        # registered once: when the host registered the option already, its definition is kept
+        with contextlib.suppress(cfg.DuplicateOptError):
+            conf.register_opt(oslo_opt, group=group)
     section = getattr(conf, group)
     kwargs: dict[str, Any] = {}
     for opt in options:
+        if not opt.oslo:
+            continue
         value = getattr(section, opt.name)
         if value is None or value == opt.default:
             continue
@@ -157,8 +191,17 @@ def from_oslo(options: Sequence[Option], conf: Any, group: str) -> dict[str, Any
     return kwargs
 
 
-def paste_section(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any], group: str) -> str:
-    """Where a paste filter's settings came from, for error messages: ``[filter:<name>] in <file>``.
+class _PasteIni(NamedTuple):
+    """The ini a paste filter came from, as far as it can be found (for messages and checks)."""
+
+    #: ``[filter:<name>] in <file>``, or the filter's ``use`` line when the section is not known
+    where: str
+    #: the raw ``key = value`` lines of the filter's own section (empty when not known)
+    own: Mapping[str, str]
+
+
+def paste_ini(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any], group: str) -> _PasteIni:
+    """Where a paste filter's settings came from: ``[filter:<name>] in <file>`` and its own lines.
 
     paste.deploy gives a ``filter_factory`` the settings of its section but not the
     section's name; the name is found by reading the ini (``global_conf["__file__"]``)
@@ -170,7 +213,7 @@ def paste_section(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any],
     fallback = f"the paste filter using egg:apimw#{entry}"
     path = global_conf.get("__file__") if isinstance(global_conf, Mapping) else None
     if not path:
-        return fallback
+        return _PasteIni(fallback, {})
     import configparser
 
     parser = configparser.RawConfigParser(strict=False, default_section="\x00none")
@@ -179,7 +222,7 @@ def paste_section(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any],
         with open(path, encoding="utf-8") as fh:  # noqa: PTH123 - a path from paste.deploy
             parser.read_file(fh)
     except (OSError, UnicodeDecodeError, configparser.Error):
-        return f"{fallback} in {path}"
+        return _PasteIni(f"{fallback} in {path}", {})
     uses = {f"egg:apimw#{entry}", f"egg:apimw#apimw.{entry}", f"call:apimw.{entry}:filter_factory"}
     found = []
     for section in parser.sections():
@@ -191,16 +234,55 @@ def paste_section(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any],
         if use not in uses and factory != f"apimw.{entry}:filter_factory":
             continue
         if set(local_conf) <= set(items):
-            found.append(section)
+            found.append((section, items))
     if len(found) == 1:
-        return f"[{found[0]}] in {path}"
-    return f"{fallback} in {path}"
+        section, items = found[0]
+        return _PasteIni(f"[{section}] in {path}", items)
+    return _PasteIni(f"{fallback} in {path}", {})
+
+
+def _check_not_hidden(ini: _PasteIni, options: Sequence[Option], global_conf: Mapping[str, Any]) -> None:
+    """Refuse a filter line that paste.deploy dropped in favour of a different global value.
+
+    paste.deploy leaves out of a section's settings every key that ``[DEFAULT]`` (or the
+    loader's ``global_conf``) also names, whatever the section says: ``store = redis://...``
+    under ``[DEFAULT] store = memory://`` would be silently replaced by memory://.
+    ``store = %(store)s`` (the same value) is fine.  Values are never shown (they may be secret).
+    """
+    import configparser
+
+    table = _index(options)
+    defaults = {str(k): str(v) for k, v in global_conf.items()}
+    for key, raw in ini.own.items():
+        if key not in table or key not in global_conf or raw.strip() == f"%({key})s":
+            continue
+        interpolation = configparser.BasicInterpolation()
+        try:
+            value = interpolation.before_get(
+                configparser.RawConfigParser(defaults=defaults), "DEFAULT", key, raw, defaults
+            )
+        except (configparser.Error, ValueError):
+            continue  # cannot tell: leave it to paste.deploy's value
+        if value.strip() != str(global_conf[key]).strip():
+            raise ConfigError(
+                f"{ini.where}: its {key!r} line is not used: paste.deploy gives every section the "
+                f"global {key!r} ([DEFAULT] or the loader's global_conf) instead of the section's own. "
+                f"Override it in this section with 'set {key} = ...', or leave {key} out of [DEFAULT]"
+            )
 
 
 def make_filter_factory(
     factory: Callable[..., WSGIApplication], options: Sequence[Option], group: str
 ) -> Callable[..., Callable[[WSGIApplication], WSGIApplication]]:
-    """A paste.deploy ``filter_factory`` for ``factory(app, **kwargs)``."""
+    """A paste.deploy ``filter_factory`` for ``factory(app, **kwargs)``.
+
+    The paste convention: the global conf (``[DEFAULT]``, ``set`` lines, the loader's
+    ``global_conf``), then the filter's own settings over it.  Of the global conf only
+    this middleware's option names are read (``here``, ``__file__``, ``database`` ... are
+    not options); ``oslo_config_project`` / ``oslo_config_file`` are read from the
+    filter's section only, and the values they point to come below both.
+    """
+    table = _index(options)
 
     def filter_factory(
         global_conf: Mapping[str, Any], **local_conf: str
@@ -210,22 +292,26 @@ def make_filter_factory(
         config_file = local.pop("oslo_config_file", None)
         kwargs: dict[str, Any] = {}
         if project or config_file:
-            from oslo_config import cfg
+            cfg = _oslo_config()
 
             conf = cfg.ConfigOpts()
             args = ["--config-file", config_file] if config_file else []
             conf(args, project=project, validate_default_values=True)
             kwargs.update(from_oslo(options, conf, group))
-        where = paste_section(global_conf, local, group)
-        kwargs.update(convert_strings(options, local, where=where))
-        check_required(options, kwargs, where=where)
+        global_conf = global_conf if isinstance(global_conf, Mapping) else {}
+        ini = paste_ini(global_conf, local, group)
+        _check_not_hidden(ini, options, global_conf)
+        settings = {key: value for key, value in global_conf.items() if key in table}
+        settings.update(local)
+        kwargs.update(convert_strings(options, settings, where=ini.where))
+        check_required(options, kwargs, where=ini.where)
 
         def _filter(app: WSGIApplication) -> WSGIApplication:
             # paste calls this while loading the pipeline: a bad value fails there.
             try:
                 return factory(app, **kwargs)
             except ConfigError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
+                raise ConfigError(f"{ini.where}: {exc}") from None
 
         return _filter
 
@@ -257,3 +343,69 @@ def options_table(options: Sequence[Option], group: str) -> str:
     for opt in options:
         rows.append(f"| `{opt.name}` | `{opt.default!r}` | `[{group}]` | {opt.help} |")
     return "\n".join(rows)
+
+
+def oslo_hook_for(
+    factory: Callable[..., WSGIApplication], options: Sequence[Option], group: str
+) -> Callable[[WSGIApplication], WSGIApplication]:
+    """``hook(app) -> app``: *factory* configured from the host's global ``oslo_config.cfg.CONF``."""
+
+    def oslo_hook(app: WSGIApplication) -> WSGIApplication:
+        cfg = _oslo_config()
+
+        where = f"oslo.config [{group}]"
+        kwargs = from_oslo(options, cfg.CONF, group)
+        check_required(options, kwargs, where=where)
+        try:
+            return factory(app, **kwargs)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+
+    oslo_hook.__doc__ = (
+        f"Wrap *app* with options from ``[{group}]`` of the host's ``oslo_config.cfg.CONF``\n"
+        "(registered there on first use), for a service's middleware hook ``plugin(app) -> app``."
+    )
+    return oslo_hook
+
+
+class Integration(NamedTuple):
+    """The four ways a middleware is configured outside code, made by :func:`integration`."""
+
+    #: paste.deploy ``filter_factory(global_conf, **local_conf)``
+    filter_factory: Callable[..., Callable[[WSGIApplication], WSGIApplication]]
+    #: ``wrap_flask(flask_app, **overrides)``: settings from ``app.config["APIMW_<NAME>"]``
+    wrap_flask: Callable[..., Any]
+    #: oslo-config-generator hook: ``[(group, [Opt, ...])]``
+    list_opts: Callable[[], list[tuple[str, list[Any]]]]
+    #: ``oslo_hook(app) -> app``: options from the host's global ``cfg.CONF`` under the group
+    oslo_hook: Callable[[WSGIApplication], WSGIApplication]
+
+
+def integration(
+    factory: Callable[..., WSGIApplication], options: Sequence[Option], group: str
+) -> Integration:
+    """The integration tail of one middleware: paste, Flask, oslo-config-generator, oslo hook.
+
+    *group* is the oslo.config group (``apimw_<name>``); the Flask config key is
+    ``APIMW_<NAME>`` and the paste entry point ``egg:apimw#<name>``.
+    """
+    config_key = "APIMW_" + group.removeprefix("apimw_").upper()
+
+    def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
+        return flask_wrap(flask_app, factory, options, config_key, overrides)
+
+    wrap_flask.__doc__ = (
+        f"Wrap ``flask_app.wsgi_app``; settings from ``app.config[{config_key!r}]`` "
+        "(a dict of option names), then *overrides*."
+    )
+
+    def list_opts() -> list[tuple[str, list[Any]]]:
+        return [(group, oslo_opts(options))]
+
+    list_opts.__doc__ = f"oslo-config-generator hook: ``[({group!r}, [Opt, ...])]``."
+    return Integration(
+        make_filter_factory(factory, options, group),
+        wrap_flask,
+        list_opts,
+        oslo_hook_for(factory, options, group),
+    )

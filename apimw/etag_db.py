@@ -31,11 +31,15 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from sqlalchemy import and_, delete, select, update
-from sqlalchemy.exc import DBAPIError
-
-from apimw.errors import ApimwError, HTTPProblem
+from apimw.errors import ApimwError, HTTPProblem, explain_missing
 from apimw.etag import IfMatch, StaleEtag
+
+try:
+    from sqlalchemy import and_, delete, select, update
+    from sqlalchemy.exc import DBAPIError
+except ImportError as exc:  # one line naming the extra
+    explain_missing(exc, "apimw.etag_db", module="sqlalchemy", library="SQLAlchemy", extra="sqlalchemy")
+    raise
 
 if TYPE_CHECKING:
     from sqlalchemy import ColumnElement, Connection, Engine, Table

@@ -37,9 +37,7 @@ from apimw._config import (
     as_list,
     as_optional_str,
     as_str,
-    flask_wrap,
-    make_filter_factory,
-    oslo_opts,
+    integration,
 )
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import PREFIX_LEN, RecordTooLarge, Store, mask_url, open_store
@@ -66,6 +64,7 @@ __all__ = [
     "filter_factory",
     "list_opts",
     "open_replay_store",
+    "oslo_hook",
     "wrap_flask",
 ]
 
@@ -1004,12 +1003,7 @@ class _Streamed:
 
 # -- configuration --------------------------------------------------------------------------
 
-filter_factory = make_filter_factory(IdempotencyMiddleware, OPTIONS, GROUP)
-
-
-def list_opts() -> list[tuple[str, list[Any]]]:
-    """oslo-config-generator hook: ``[(group, opts)]``."""
-    return [(GROUP, oslo_opts(OPTIONS))]
+filter_factory, wrap_flask, list_opts, oslo_hook = integration(IdempotencyMiddleware, OPTIONS, GROUP)
 
 
 #: What the middleware stores replays in (Redis, memcached, in-process memory): the object
@@ -1038,12 +1032,8 @@ def check_replay_store(store: ReplayStore) -> None:
     store.get(PROBE_KEY)
 
 
-def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
-    """Wrap ``flask_app.wsgi_app``; settings from ``app.config["APIMW_IDEMPOTENCY"]``, then *overrides*."""
-    return flask_wrap(flask_app, IdempotencyMiddleware, OPTIONS, FLASK_CONFIG_KEY, overrides)
-
-
 def __getattr__(name: str) -> Any:
-    if name == "OPTS":  # oslo.config Opt objects, built on first use (oslo.config is optional)
-        return oslo_opts(OPTIONS)
-    raise AttributeError(name)
+    # ``OPTS``: the oslo.config options, built on first use so oslo.config stays optional.
+    if name == "OPTS":
+        return list_opts()[0][1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

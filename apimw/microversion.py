@@ -23,9 +23,7 @@ from apimw._config import (
     as_list,
     as_optional_str,
     as_str,
-    flask_wrap,
-    make_filter_factory,
-    oslo_opts,
+    integration,
 )
 from apimw._microversion_type import ENVIRON_VERSION, LATEST, MAX_VERSION_LENGTH, Version, parse_version
 from apimw.errors import (
@@ -46,6 +44,7 @@ __all__ = [
     "CODE_MALFORMED",
     "CODE_UNSUPPORTED",
     "ENVIRON_VERSION",
+    "GROUP",
     "OPTIONS",
     "STANDARD_HEADER",
     "MicroversionMiddleware",
@@ -53,6 +52,7 @@ __all__ = [
     "VersionedFields",
     "filter_factory",
     "list_opts",
+    "oslo_hook",
     "require_version",
     "select_version",
     "served_version",
@@ -583,23 +583,14 @@ OPTIONS: Final = (
            "Base URL for discovery links (default: from the request)."),
 )  # fmt: skip
 
-OSLO_GROUP: Final = "apimw_microversion"
+GROUP: Final = "apimw_microversion"
+OSLO_GROUP: Final = GROUP  # the name before GROUP, kept
 
-filter_factory = make_filter_factory(MicroversionMiddleware, OPTIONS, OSLO_GROUP)
-
-
-def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
-    """Wrap a Flask app in one call; settings from ``app.config["APIMW_MICROVERSION"]``."""
-    return flask_wrap(flask_app, MicroversionMiddleware, OPTIONS, "APIMW_MICROVERSION", overrides)
-
-
-def list_opts() -> list[tuple[str, list[Any]]]:
-    """oslo-config-generator hook for this middleware's options."""
-    return [(OSLO_GROUP, oslo_opts(OPTIONS))]
+filter_factory, wrap_flask, list_opts, oslo_hook = integration(MicroversionMiddleware, OPTIONS, GROUP)
 
 
 def __getattr__(name: str) -> Any:
     # ``OPTS``: the oslo.config options, built on first use so oslo.config stays optional.
     if name == "OPTS":
-        return oslo_opts(OPTIONS)
+        return list_opts()[0][1]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
