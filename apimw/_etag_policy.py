@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from apimw.errors import ConfigError
+from apimw.errors import ConfigError, HTTPProblem
 
 #: One policy entry: ``(METHOD or "*", path prefix or "")``.
 Rule = tuple[str, str]
@@ -71,3 +71,14 @@ def uncovered(required: tuple[Rule, ...], enforced: tuple[Rule, ...], methods: f
 def star_holds_without_app(method: str) -> bool:
     """``If-Match: *`` on *method* is met by the app's own 404 for a missing resource."""
     return method in _STAR_HOLDS_WITHOUT_APP
+
+
+def if_match_unsupported(method: str) -> HTTPProblem:
+    """400: If-Match on a write this service cannot make conditional (decided before the app)."""
+    return HTTPProblem(
+        400,
+        "etag.if-match-unsupported",
+        f"This service cannot make a {method} on this resource conditional, so it does not accept "
+        "If-Match here; nothing was changed. Resend the request without If-Match to write "
+        "unconditionally.",
+    )
