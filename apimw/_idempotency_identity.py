@@ -1,20 +1,23 @@
-"""Sans-IO parts of the idempotency middleware: tokens, scope keys, fingerprints, records.
+"""Sans-IO: what makes two requests "the same request" -- the token, its scope key, the fingerprint.
 
-Nothing here touches WSGI or a store, so each function is property-testable.
+The token headers are parsed (``X-Client-Token``, the IETF draft's ``Idempotency-Key``), the
+store key is derived from the scope and the token, and the fingerprint hashes the request's
+identity (method, path, query, media type, microversion headers, canonical body).  Nothing
+here touches WSGI or a store, so each function is property-testable, and an ASGI middleware
+would share them.  :class:`ClientToken` is what the app is handed.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Final, NamedTuple
+from typing import Final
 from urllib.parse import parse_qsl
 
-from apimw._canonical_json import canonical_ascii_json, orjson_module
-from apimw._stores import PREFIX_LEN
+from apimw._canonical_json import canonical_ascii_json
+from apimw.errors import ConfigError
 
 MAX_TOKEN_LENGTH: Final = 255
 FINGERPRINT_VERSION: Final = b"apimw-idempotency-fp-v1"
@@ -26,10 +29,6 @@ _TOKEN_RE: Final = re.compile(r"[\x21-\x7e]{1,255}")
 # unescaped = %x20-21 / %x23-5B / %x5D-7E
 _SF_STRING_RE: Final = re.compile(r'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"')
 _SF_UNESCAPE_RE: Final = re.compile(r"\\([\"\\])")
-
-
-# built once: json.dumps() with non-default arguments builds a new encoder on every call
-_COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
 
 
 class TokenError(ValueError):
@@ -168,133 +167,71 @@ def _fingerprint(
     return hashlib.sha256(b"".join(fields)).hexdigest()
 
 
-# -- records ----------------------------------------------------------------------------
 
-PENDING: Final = b"P"
-COMPLETE: Final = b"C"
-TOMBSTONE: Final = b"T"
-
-
-class Record(NamedTuple):
-    owner: bytes
-    state: bytes
-    fp: str
-    scope: str
-    status: str = ""
-    headers: list[tuple[str, str]] = []  # a NamedTuple default, never mutated
-    body: bytes = b""
-    location: str | None = None
-
-
-class RecordError(ValueError):
-    """A stored record cannot be decoded."""
-
-
-def _encode(owner: bytes, state: bytes, meta: dict[str, object], body: bytes = b"") -> bytes:
-    assert len(owner) == PREFIX_LEN - 1  # noqa: S101 - internal invariant
-    head = _COMPACT.encode(meta).encode()
-    return owner + state + head + b"\n" + body
-
-
-def encode_pending(owner: bytes, fp: str, scope: str, claimed_at: float) -> bytes:
-    # the hot path of every first POST: formatted by hand (fp is hex; the scope is JSON-escaped)
-    return b"%bP{\"v\":1,\"fp\":\"%b\",\"sc\":%b,\"t\":%.3f}\n" % (
-        owner, fp.encode(), _json_str(scope), claimed_at
-    )
-
-
-@functools.lru_cache(maxsize=1024)
-def _json_str(text: str) -> bytes:
-    return json.dumps(text, ensure_ascii=True).encode()
-
-
-def _json_headers(headers: list[tuple[str, str]]) -> bytes:
-    """The headers as a JSON array of pairs (orjson; the stdlib for what orjson refuses)."""
-    orjson = orjson_module()
-    if orjson is None:
-        return _COMPACT.encode(headers).encode()
-    try:
-        out: bytes = orjson.dumps(headers)
-    except TypeError:  # a lone surrogate, a str subclass: ASCII-escaped by the stdlib encoder
-        return _COMPACT.encode(headers).encode()
-    return out
-
-
-def encode_complete(
-    owner: bytes, fp: str, scope: str, status: str, headers: Iterable[tuple[str, str]], body: bytes
-) -> bytes:
-    # by hand around one encoder call: the hot path of every first POST
-    return b"%bC{\"v\":1,\"fp\":\"%b\",\"sc\":%b,\"s\":%b,\"h\":%b}\n%b" % (
-        owner, fp.encode(), _json_str(scope), _json_str(status), _json_headers(list(headers)), body,
-    )  # fmt: skip
-
-
-def encode_tombstone(owner: bytes, fp: str, scope: str, status: str, location: str | None) -> bytes:
-    return _encode(owner, TOMBSTONE, {"v": 1, "fp": fp, "sc": scope, "s": status, "loc": location})
-
-
-def decode_record(raw: bytes) -> Record:
-    """Parse a stored record; anything unexpected raises :class:`RecordError` (never "absent")."""
-    if len(raw) <= 2 * CACHE_BODY_LIMIT:
-        return _decode_cached(raw)
-    return _decode(raw)
-
-
-@functools.lru_cache(maxsize=256)
-def _decode_cached(raw: bytes) -> Record:
-    return _decode(raw)
-
-
-def _decode(raw: bytes) -> Record:
-    head, sep, body = raw[PREFIX_LEN:].partition(b"\n")
-    state = raw[PREFIX_LEN - 1 : PREFIX_LEN]
-    if not sep or state not in (PENDING, COMPLETE, TOMBSTONE):
-        raise RecordError("not an apimw idempotency record")
-    orjson = orjson_module()
-    try:
-        if orjson is None:
-            meta = json.loads(head)
+def header_matcher(names: Iterable[str]) -> tuple[frozenset[str], re.Pattern[str] | None]:
+    """Header names (``*`` allowed) -> exact environ keys and one regex for the patterns."""
+    exact: set[str] = set()
+    patterns: list[str] = []
+    for name in names:
+        key = "HTTP_" + name.strip().upper().replace("-", "_")
+        if not re.fullmatch(r"HTTP_[A-Z0-9_*]+", key):
+            raise ConfigError(f"idempotency: bad header name in fingerprint_headers: {name!r}")
+        if "*" in key:
+            patterns.append(re.escape(key).replace(r"\*", "[A-Z0-9_]*"))
         else:
-            try:
-                meta = orjson.loads(head)
-            except orjson.JSONDecodeError:  # e.g. an escaped lone surrogate, only the stdlib reads
-                meta = json.loads(head)
-        if meta["v"] != 1:
-            raise RecordError(f"unknown record version {meta['v']!r}")
-        fp, scope = str(meta["fp"]), str(meta["sc"])
-        if state == COMPLETE:
-            headers = [(str(k), str(v)) for k, v in meta["h"]]
-            return Record(raw[: PREFIX_LEN - 1], state, fp, scope, str(meta["s"]), headers, body)
-        if state == TOMBSTONE:
-            loc = meta.get("loc")
-            return Record(raw[: PREFIX_LEN - 1], state, fp, scope, str(meta["s"]), location=loc)
-        return Record(raw[: PREFIX_LEN - 1], state, fp, scope)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise RecordError(f"corrupt idempotency record: {exc}") from None
+            exact.add(key)
+    return frozenset(exact), re.compile("|".join(patterns)) if patterns else None
 
 
-# -- replayed headers -----------------------------------------------------------------------
-
-#: Never replayed: hop-by-hop (RFC 9110 7.6.1), per-response values, cookies and auth
-#: challenges, and request ids (the outer request_id middleware adds fresh ones).
-DROPPED_HEADERS: Final = frozenset(
-    {
-        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
-        "te", "trailer", "trailers", "transfer-encoding", "upgrade",
-        "content-length", "date", "server", "set-cookie", "set-cookie2", "www-authenticate",
-        "x-openstack-request-id", "x-compute-request-id", "x-request-id", "request-id",
-        "idempotent-replayed", "idempotency-status",
-    }
-)  # fmt: skip
+# -- what the app is handed ------------------------------------------------------------------
 
 
-def stored_headers(headers: Iterable[tuple[str, str]], drop: frozenset[str]) -> list[tuple[str, str]]:
-    """The response headers worth replaying (Location, Content-Type, ETag, ... kept in order)."""
-    return [(k, v) for k, v in headers if k.lower() not in drop]
+class ClientToken:
+    """The token of a request the app runs under the middleware (claimed, or unprotected).
 
+    ``scope``: whose token it is (the project under the default ``scope = project``; project
+    and user under ``user``; ``*shared*`` in a shared scope).  ``token``: the client's
+    token.  ``fingerprint``: the request's identity (method, path, query, body,
+    microversion), the one the middleware compares a retry with.  ``project``: the
+    authenticated project, if any.  ``mismatch_status``: the status the middleware answers
+    a reused token with (its ``mismatch_status`` option, 409 or 422), for the app's own
+    answer (:class:`apimw.idempotency_db.TokenReused`).  ``reused``: set by
+    :mod:`apimw.idempotency_db` when the database found the token recorded for another
+    request; the middleware then releases the claim instead of storing that answer, so the
+    token stays the first request's.  ``replayed``: set by :mod:`apimw.idempotency_db` when
+    the database found this request recorded (the store had lost it): the app answers with
+    what the first execution made, and the middleware marks a 2xx answer as a replay
+    (``Idempotent-Replayed: true``), as it does a replay from the store.
+    """
 
-def location_of(headers: Iterable[tuple[str, str]]) -> str | None:
-    for name, value in headers:
-        if name.lower() == "location":
-            return value
-    return None
+    __slots__ = ("fingerprint", "mismatch_status", "project", "replayed", "reused", "scope", "token")
+
+    def __init__(
+        self,
+        scope: str,
+        token: str,
+        fingerprint: str,
+        project: str | None = None,
+        *,
+        mismatch_status: int = 409,
+    ) -> None:
+        self.scope = scope
+        self.token = token
+        self.fingerprint = fingerprint
+        self.project = project
+        self.mismatch_status = mismatch_status
+        self.reused = False
+        self.replayed = False
+
+    def __repr__(self) -> str:  # never the token itself (it may end up in logs)
+        return f"<ClientToken scope={self.scope!r} fingerprint={self.fingerprint[:12]}...>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ClientToken):
+            return NotImplemented
+        return (self.scope, self.token, self.fingerprint, self.project) == (
+            other.scope, other.token, other.fingerprint, other.project,
+        )  # fmt: skip
+
+    def __hash__(self) -> int:
+        return hash((self.scope, self.token, self.fingerprint))
