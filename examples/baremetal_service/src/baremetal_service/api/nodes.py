@@ -12,7 +12,7 @@ from apimw import Version
 
 from ..exceptions import PolicyForbidden
 from ..values import json_copy
-from . import schemas, serialize, versions
+from . import masking, schemas, serialize, versions
 from .common import (
     api_version,
     bad_request,
@@ -358,18 +358,20 @@ def _patched_changes(
             patched[field] = serialize.default_for(field)
     if patched.get("driver") in (None, ""):
         raise bad_request("Cannot remove the driver of a node.", "request.invalid-patch")
-    info = patched.get("driver_info")
-    if isinstance(info, dict):
-        # A client that sends back the masked "******" keeps the stored secret.
-        stored = current.get("driver_info") or {}
-        for key, value in info.items():
-            if value == serialize.MASK and key in stored:
-                info[key] = stored[key]
+    for name in _MASKED_PATCHABLE if touched is None else _MASKED_PATCHABLE & touched:
+        # A client that sends back a masked value as it read it ("******", a URL with
+        # "user:******@") keeps the stored one, at any depth.
+        stored = current[name]
+        shown = serialize.mask_field(name, stored, _secrets(node) if name == "driver_info" else frozenset())
+        patched[name] = masking.restore_masked(patched[name], stored, shown)
     validate(
         {k: v for k, v in patched.items() if v is not None or k in _NULLABLE}, schemas.NODE_PATCHED, "node"
     )
     return {f: patched[f] for f in PATCHABLE if patched[f] != current[f]}
 
+
+#: Patchable fields shown masked.
+_MASKED_PATCHABLE = frozenset(serialize.MASKED_FIELDS) & _PATCHABLE_SET
 
 _NULLABLE = frozenset(
     name
