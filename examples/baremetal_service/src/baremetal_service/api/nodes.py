@@ -19,10 +19,12 @@ from .common import (
     base_url,
     check_args,
     check_fields_allowed,
+    collect_page,
     empty_response,
     json_body,
     json_response,
-    next_link,
+    list_response,
+    page_link,
     parse_bool,
     parse_fields,
     parse_paging,
@@ -178,36 +180,45 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
             wanted.add("driver")
     svc = service()
     query: dict[str, Any] = {
-        "project_id": project_id(), "filters": filters, "limit": paging["limit"], "marker": paging["marker"],
-        "sort_key": paging["sort_key"], "sort_dir": paging["sort_dir"], "fields": wanted,
+        "project_id": project_id(), "filters": filters, "sort_key": paging["sort_key"],
+        "sort_dir": paging["sort_dir"], "fields": wanted,
     }  # fmt: skip
-    fetched = svc.list_node_rows(**query)
-    items: Sequence[Mapping[str, Any]]  # what the next link reads (the count, the last uuid)
-    if fetched is not None:  # the driver's rows, rendered by code compiled for their shape
-        code, rows, added = fetched
-        render_rows = serialize.node_rows_renderer(served, shown, code, tuple(added))
-        base = base_url()
-        docs = render_rows(rows, f"{base}/v1/nodes/", f"{base}/nodes/", added, svc.secret_fields)
-        items = [{"uuid": rows[-1][code.keys.index("uuid")]}] * len(rows) if rows else []
-    else:  # (the data API reads through SQLAlchemy Core)
-        nodes = svc.list_nodes(**query)
-        items = nodes
-        render = serialize.node_renderer(served, base_url(), shown, iso_strings=True)  # data API documents
+    base = base_url()
+    self_prefix, bookmark_prefix = f"{base}/v1/nodes/", f"{base}/nodes/"
+
+    def fetch(count: int, marker: str | None) -> tuple[Sequence[Any], Sequence[str]]:
+        fetched = svc.list_node_rows(**query, limit=count, marker=marker)
+        if fetched is not None:  # the driver's rows, rendered by code compiled for their shape
+            code, rows, added = fetched
+            render_rows = serialize.node_rows_renderer(served, shown, code, tuple(added))
+            at = code.keys.index("uuid")
+            docs = render_rows(rows, self_prefix, bookmark_prefix, added, svc.secret_fields)
+            return docs, [row[at] for row in rows]
+        # (the data API reads through SQLAlchemy Core)
+        nodes = svc.list_nodes(**query, limit=count, marker=marker)
+        render = serialize.node_renderer(served, base, shown, iso_strings=True)  # data API documents
         if shown is not None and "driver_info" not in shown:
-            docs = [render(n) for n in nodes]
-        else:
-            secrets: dict[str, frozenset[str]] = {}
-            docs = []
-            for n in nodes:
-                driver = n.get("driver") or ""
-                if driver not in secrets:
-                    secrets[driver] = svc.secret_fields(driver)
-                docs.append(render(n, secrets[driver]))
-    out: dict[str, Any] = {"nodes": docs}
-    nxt = next_link("nodes", items, paging, shown or [], extra, path=path)
-    if nxt:
-        out["next"] = nxt
-    return json_response(out)
+            return [render(n) for n in nodes], [n["uuid"] for n in nodes]
+        secrets: dict[str, frozenset[str]] = {}
+        docs = []
+        for n in nodes:
+            driver = n.get("driver") or ""
+            if driver not in secrets:
+                secrets[driver] = svc.secret_fields(driver)
+            docs.append(render(n, secrets[driver]))
+        return docs, [n["uuid"] for n in nodes]
+
+    large = shown is None or not _SMALL_FIELDS.issuperset(shown)
+    page = collect_page(fetch, paging["limit"], paging["marker"], large=large)
+    return list_response("nodes", page, page_link(page, "nodes", paging, shown or [], extra, path=path))
+
+
+#: Node fields of a bounded size (no free-form JSON, no long text): a list of these only is
+#: read in one go (:func:`.common.collect_page`).
+_SMALL_FIELDS = frozenset(serialize.NODE_LIST_FIELDS) | {
+    "driver", "resource_class", "owner", "lessee", "conductor_group", "power_state", "created_at",
+    "updated_at", "provision_updated_at", "chassis_uuid", "conductor", "shard", "parent_node", "links",
+}  # fmt: skip
 
 
 def _query_value(value: Any) -> str:

@@ -32,10 +32,12 @@ from .common import (
     base_url,
     check_args,
     check_fields_allowed,
+    collect_page,
     empty_response,
     json_body,
     json_response,
-    next_link,
+    list_response,
+    page_link,
     parse_bool,
     parse_fields,
     parse_paging,
@@ -129,14 +131,6 @@ class Endpoints:
             kwargs.setdefault(decl.filter_kwargs.get(name, name), value)
         if scope is not None:
             kwargs.update(scope() if callable(scope) else scope)
-        items = self.crud().list(
-            project_id=project_id(),
-            **kwargs,
-            limit=paging["limit"],
-            marker=paging["marker"],
-            sort_key=paging["sort_key"],
-            sort_dir=paging["sort_dir"],
-        )
         if detail:
             shown: list[str] | None = None
         elif fields is not None:
@@ -145,14 +139,17 @@ class Endpoints:
             shown = [
                 f for f in decl.list_fields if decl.field_versions.get(f, versions.MIN_VERSION) <= served
             ]
-        docs = [self.doc(i, shown) for i in items]
-        key = decl.list_key or decl.collection
-        out: dict[str, Any] = {key: docs}
+        crud, caller = self.crud(), project_id()
+
+        def fetch(count: int, marker: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+            items = crud.list(project_id=caller, **kwargs, limit=count, marker=marker,
+                              sort_key=paging["sort_key"], sort_dir=paging["sort_dir"])  # fmt: skip
+            return [self.doc(i, shown) for i in items], [i["uuid"] for i in items]
+
+        page = collect_page(fetch, paging["limit"], paging["marker"])
         extra = {k: str(v) for k, v in filters.items()}
-        nxt = next_link(decl.collection, items, paging, shown or [], extra, path=path)
-        if nxt:
-            out["next"] = nxt
-        return json_response(out)
+        nxt = page_link(page, decl.collection, paging, shown or [], extra, path=path)
+        return list_response(decl.list_key or decl.collection, page, nxt)
 
     def get(self, ident: str) -> Response:
         decl = self.decl
