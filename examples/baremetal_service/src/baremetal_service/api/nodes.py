@@ -161,6 +161,8 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
     if instance is not None:
         filters["instance_uuid"] = instance
     extra = {k: _query_value(v) for k, v in filters.items()}
+    if detail_arg:  # the next page is a detail page too
+        extra["detail"] = "true"
     filters.update(scope or {})
     if not filters.get("include_children") and "parent_node" not in filters:
         filters["children"] = False  # Ironic lists child nodes only when asked to

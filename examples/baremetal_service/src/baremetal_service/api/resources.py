@@ -148,6 +148,8 @@ class Endpoints:
 
         page = collect_page(fetch, paging["limit"], paging["marker"])
         extra = {k: str(v) for k, v in filters.items()}
+        if detail_arg:  # the next page is a detail page too
+            extra["detail"] = "true"
         nxt = page_link(page, decl.collection, paging, shown or [], extra, path=path)
         return list_response(decl.list_key or decl.collection, page, nxt)
 
