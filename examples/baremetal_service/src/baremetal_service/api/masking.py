@@ -118,6 +118,9 @@ def _masked(value: Any, texts: list[str] | None) -> Any:
             if secret:
                 new = MASK
             elif kind is str:
+                if texts is not None and "://" not in item:  # (the common case, inlined)
+                    texts.append(item)
+                    continue
                 new = _masked_text(item, texts)
             elif kind is dict or kind is list:
                 new = _masked(item, texts)
