@@ -246,3 +246,66 @@ def test_masking_copies_only_what_it_changes() -> None:
     assert shown == {"n": {"password": "******"}, "l": [{"token": "******"}], "k": "v"}
     assert secret == {"n": {"password": "p"}, "l": [{"token": "t"}], "k": "v"}
     assert json.dumps(masking.mask_driver_info({"a": "x"}, frozenset({"a"}))) == '{"a": "******"}'
+
+
+def test_volume_targets_deploy_templates_and_runbooks_mask_as_ironic_does(database_url: str) -> None:
+    """Ironic also masks a volume target's ``properties`` (iSCSI CHAP ``auth_password``...)
+    and the ``args`` of deploy template and runbook steps: every answer that shows them,
+    and a PATCH that writes the shown value back keeps the stored secret."""
+    app = build_app(database_url, "memory://", run_conductor=False)
+    try:
+        client = Client(app)
+        node = client.post("/v1/nodes", json={"driver": "fake-hardware"}, headers=LATEST).json["uuid"]
+        with app.service.db.engine.begin() as conn:  # a volume target changes only while powered off
+            conn.execute(sa.update(Node).where(Node.uuid == node).values(power_state="power off"))
+        secret_args = {
+            "settings": [{"name": "a", "value": "b"}],
+            "password": "sekrit-s1",
+            "bmc_token": "sekrit-s2",
+        }
+        created = {
+            "volume/targets": {"node_uuid": node, "volume_type": "iscsi", "volume_id": "v0", "boot_index": 0,
+                               "properties": {"auth_username": "u", "auth_password": "sekrit-v1",
+                                              "target_portal": "iscsi://u:sekrit-v2@10.0.0.3:3260"}},
+            "deploy_templates": {"name": "CUSTOM_VAULT", "steps": [
+                {"interface": "bios", "step": "apply_configuration", "args": secret_args, "priority": 150}]},
+            "runbooks": {"name": "CUSTOM_VAULT", "steps": [
+                {"interface": "bios", "step": "apply_configuration", "args": secret_args, "order": 1}]},
+        }  # fmt: skip
+        for collection, body in created.items():
+            resp = client.post(f"/v1/{collection}", json=body, headers=LATEST)
+            assert resp.status_code == 201, resp.get_data()
+            _clear(resp.get_data())
+            uuid = resp.json["uuid"]
+            for path in (
+                f"/v1/{collection}/{uuid}",
+                f"/v1/{collection}?detail=true",
+            ):
+                shown = client.get(path, headers=LATEST)
+                assert shown.status_code == 200, (path, shown.get_data())
+                _clear(shown.get_data())
+            field = "properties" if collection == "volume/targets" else "steps"
+            doc = client.get(f"/v1/{collection}/{uuid}", headers=LATEST).json
+            if field == "steps":
+                masked = {
+                    "settings": [{"name": "a", "value": "b"}],
+                    "password": "******",
+                    "bmc_token": "******",
+                }
+                assert doc["steps"][0]["args"] == masked
+            else:
+                assert doc["properties"] == {"auth_username": "u", "auth_password": "******",
+                                             "target_portal": "iscsi://u:******@10.0.0.3:3260"}  # fmt: skip
+            patch = [{"op": "replace", "path": f"/{field}", "value": doc[field]},
+                     {"op": "add", "path": "/extra/k", "value": 1}]  # fmt: skip
+            patched = client.patch(f"/v1/{collection}/{uuid}", json=patch, headers=LATEST)
+            assert patched.status_code == 200, patched.get_data()
+            _clear(patched.get_data())
+            kind = {"volume/targets": "target", "deploy_templates": "deploy_template", "runbooks": "runbook"}
+            stored = app.service.crud[kind[collection]].get(uuid)
+            if field == "steps":
+                assert stored["steps"][0]["args"] == secret_args
+            else:
+                assert stored["properties"] == body["properties"]
+    finally:
+        app.close()

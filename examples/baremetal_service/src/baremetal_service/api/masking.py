@@ -37,7 +37,7 @@ __all__ = [
     "SECRET_KEY_PATTERN",
     "mask_driver_info",
     "mask_instance_info",
-    "mask_internal_info",
+    "mask_json",
     "restore_masked",
 ]
 
@@ -143,11 +143,13 @@ def _masked(value: Any, texts: list[str] | None) -> Any:
     return value
 
 
-def _mask(info: Mapping[str, Any]) -> dict[str, Any]:
-    """*info* with every secret masked: one walk, and free text searched at once (a second
+def _mask(value: Any) -> Any:
+    """*value* with every secret masked: one walk, and free text searched at once (a second
     walk only when some text names a secret, which is rare)."""
     texts: list[str] = []
-    masked: dict[str, Any] = _masked(info if info.__class__ is dict else dict(info), texts)
+    if value.__class__ is not dict and isinstance(value, Mapping):
+        value = dict(value)
+    masked = _masked(value, texts)
     if texts and _TEXT_HINT.search("\x00".join(texts).lower()) is not None:
         masked = _masked(masked, None)
     return masked
@@ -166,7 +168,7 @@ def _with(info: dict[str, Any], original: Mapping[str, Any], keys: Any) -> dict[
 def mask_driver_info(info: Mapping[str, Any], secrets: frozenset[str] = frozenset()) -> dict[str, Any]:
     """``driver_info`` as shown: every secret masked, and the keys *secrets* (the ones the
     node's driver declares)."""
-    masked = _mask(info)
+    masked: dict[str, Any] = _mask(info)
     return _with(masked, info, secrets & info.keys()) if secrets else masked
 
 
@@ -175,14 +177,15 @@ def mask_driver_info(info: Mapping[str, Any], secrets: frozenset[str] = frozense
 _INSTANCE_SECRETS: Final = ("configdrive", "image_url")
 
 
-def mask_instance_info(info: Mapping[str, Any]) -> dict[str, Any]:
+def mask_instance_info(info: Mapping[str, Any], _secrets: frozenset[str] = frozenset()) -> dict[str, Any]:
     """``instance_info`` as shown: every secret masked, ``configdrive`` and ``image_url`` too."""
     return _with(_mask(info), info, _INSTANCE_SECRETS)
 
 
-def mask_internal_info(info: Mapping[str, Any]) -> dict[str, Any]:
-    """``driver_internal_info`` as shown (``agent_secret_token``, URL credentials... masked)."""
-    return _mask(info)
+def mask_json(value: Any, _secrets: frozenset[str] = frozenset()) -> Any:
+    """Any JSON value as shown (``driver_internal_info``, a volume target's ``properties``,
+    deploy template and runbook ``steps``): every secret masked."""
+    return _mask(value)
 
 
 def restore_masked(new: Any, stored: Any, shown: Any) -> Any:

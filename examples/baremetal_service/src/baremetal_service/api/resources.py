@@ -25,7 +25,7 @@ from flask import Blueprint, Response, request
 from apimw.errors import HTTPProblem
 
 from ..resources import Resource, declarations
-from . import schemas, serialize, versions
+from . import masking, schemas, serialize, versions
 from .common import (
     api_version,
     bad_request,
@@ -208,6 +208,10 @@ class Endpoints:
             raise bad_request(f"Unable to apply the patch: {exc}", "request.invalid-patch") from None
         for name in set(decl.patchable) - set(patched):
             patched[name] = serialize.default_for(name)
+        for name in serialize.MASKED.get(decl.kind, {}).keys() & set(decl.patchable):
+            # a masked value sent back as it was shown keeps the stored one (as for nodes)
+            shown = serialize.mask_field(name, current[name], kind=decl.kind)
+            patched[name] = masking.restore_masked(patched[name], current[name], shown)
         props = decl.create_schema["properties"]
         check = {k: v for k, v in patched.items() if v is not None or "null" in str(props[k].get("type"))}
         # A mandatory field removed by the patch is missing here: "'node_uuid' is a required property".

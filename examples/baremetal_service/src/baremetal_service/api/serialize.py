@@ -17,7 +17,7 @@ from apimw import Version
 
 from ..db.driver_select import RowCode
 from . import versions
-from .masking import mask_driver_info, mask_instance_info, mask_internal_info
+from .masking import mask_driver_info, mask_instance_info, mask_json
 
 NODE_FIELDS: Final = (
     "uuid", "created_at", "updated_at", "automated_clean", "bios_interface", "boot_interface",
@@ -129,24 +129,30 @@ def get(obj: Any, name: str) -> Any:
     return _iso(value)
 
 
-#: Node fields shown masked (:mod:`.masking`), each with its masking function; the
-#: first takes the driver's declared secret keys too.
-MASKED_FIELDS: Final[dict[str, Callable[..., dict[str, Any]]]] = {
-    "driver_info": mask_driver_info,
-    "driver_internal_info": mask_internal_info,
-    "instance_info": mask_instance_info,
+#: Masking function: ``mask(value, secrets)`` (*secrets*: the keys the node's driver declares).
+Mask = Callable[[Any, frozenset[str]], Any]
+
+#: Fields shown masked (:mod:`.masking`), by kind: what Ironic 39 masks (``node_sanitize``;
+#: a volume target's ``properties``, deploy template and runbook step ``args``) and more.
+MASKED: Final[dict[str, dict[str, Mask]]] = {
+    "node": {
+        "driver_info": mask_driver_info,
+        "driver_internal_info": mask_json,
+        "instance_info": mask_instance_info,
+    },
+    "target": {"properties": mask_json},
+    "deploy_template": {"steps": mask_json},
+    "runbook": {"steps": mask_json},
 }
+#: Node fields shown masked.
+MASKED_FIELDS: Final = MASKED["node"]
 
 
-def mask_field(
-    name: str, value: Mapping[str, Any] | None, secrets: frozenset[str] = frozenset()
-) -> dict[str, Any]:
-    """Node field *name* (one of :data:`MASKED_FIELDS`) as shown: ``{}`` when empty."""
+def mask_field(name: str, value: Any, secrets: frozenset[str] = frozenset(), kind: str = "node") -> Any:
+    """Field *name* of a *kind* document (one of :data:`MASKED`) as shown; its default when empty."""
     if not value:
-        return {}
-    if name == "driver_info":
-        return mask_driver_info(value, secrets)
-    return MASKED_FIELDS[name](value)
+        return default_for(name)
+    return MASKED[kind][name](value, secrets)
 
 
 def links(base: str, resource: str, ident: str, sub: str | None = None) -> list[dict[str, str]]:
@@ -190,8 +196,8 @@ class Plan:
     links: bool
     #: sub-resource link fields (``ports``, ``states``...)
     sublinks: tuple[str, ...]
-    #: the fields shown masked (:data:`MASKED_FIELDS`)
-    masked: tuple[str, ...]
+    #: the fields shown masked, with their masking function (:data:`MASKED`)
+    masked: tuple[tuple[str, Mask], ...]
     old_state: bool
 
 
@@ -203,6 +209,7 @@ def _plan(
     sublinks: frozenset[str],
 ) -> Plan:
     names = visible(kind, version)
+    maskers = MASKED.get(kind, {})
     if fields is not None:
         wanted = set(fields)
         wanted.add("links")
@@ -214,8 +221,8 @@ def _plan(
         elif name in sublinks:
             if fields is None:
                 plan.append((name, _SUBLINKS, None))
-        elif name in MASKED_FIELDS:
-            plan.append((name, _MASKED, None))
+        elif name in maskers:
+            plan.append((name, _MASKED, default_for(name)))
         elif name == "provision_state" and version < versions.AVAILABLE_STATE:
             plan.append((name, _OLD_STATE, None))
         else:
@@ -235,7 +242,7 @@ def _plan(
         default_values=getter,
         links=any(a == _LINKS for _n, a, _d in plan),
         sublinks=tuple(n for n, a, _d in plan if a == _SUBLINKS),
-        masked=tuple(n for n, a, _d in plan if a == _MASKED),
+        masked=tuple((n, maskers[n]) for n, a, _d in plan if a == _MASKED),
         old_state=any(a == _OLD_STATE for _n, a, _d in plan),
     )
 
@@ -288,8 +295,9 @@ def _render_source(
             {"href": f"{self_prefix}{uuid}/{sub}", "rel": "self"},
             {"href": f"{bookmark_prefix}{uuid}/{sub}", "rel": "bookmark"},
         ]
-    for name in plan.masked:
-        doc[name] = mask_field(name, value_of(name), secrets)
+    for name, mask in plan.masked:
+        value = value_of(name)
+        doc[name] = mask(value, secrets) if value else default_for(name)
     if plan.old_state and doc["provision_state"] == "available":
         doc["provision_state"] = None  # before 1.2 AVAILABLE was called NOSTATE (null)
     return doc
@@ -403,7 +411,8 @@ def _rows_renderer(
 ) -> RowsRenderer:
     plan = _plan(kind, version, fields, sublinks)
     namespace: dict[str, Any] = dict(code.namespace)
-    namespace.update({f"_mask_{name}": mask for name, mask in MASKED_FIELDS.items()})
+    namespace.update({f"_mask_{name}": mask for name, mask in plan.masked})
+    namespace["_no_secrets"] = frozenset()
     column = {key: index for index, key in enumerate(code.keys)}
     used: set[int] = set()
     prologue: list[str] = []
@@ -440,10 +449,10 @@ def _rows_renderer(
             if name == "driver_info":
                 driver = value("driver")
                 secrets = f"secrets_of({driver} or '')" if driver is not None else "secrets_of('')"
-                call = f"_mask_driver_info({var}, {secrets})"
             else:
-                call = f"_mask_{name}({var})"
-            entry = "{}" if var is None else f"({call} if {var} else {{}})"
+                secrets = "_no_secrets"
+            empty = "[]" if isinstance(default, list) else "{}"
+            entry = empty if var is None else f"(_mask_{name}({var}, {secrets}) if {var} else {empty})"
         elif action == _OLD_STATE:
             var = value(name)
             entry = "None" if var is None else f'(None if {var} == "available" else {var})'
