@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import flask
 import openstack
 import pytest
 import requests
 from baremetal_service.api import common, create_flask_app
 from baremetal_service.app import make_service, wrap
+from baremetal_service.exceptions import NodeNotFound
 from werkzeug.test import Client
 
 from bench._http import rss_kib
@@ -219,3 +221,32 @@ def test_four_parallel_largest_pages_grow_the_server_by_at_most_150_mb(tmp_path:
             assert [n.id for n in conn.baremetal.nodes(details=True, limit=1000)] == listed
         finally:
             conn.close()
+
+
+def test_a_page_holds_one_item_larger_than_the_budget_and_ends_where_a_marker_vanished() -> None:
+    """:func:`common.collect_page` on its own: an item larger than the whole budget is still
+    served (alone on its page, with ``next``); when the last item of a read is deleted before
+    the next read of the same page (its marker is gone: 404), the page ends there with
+    ``next`` instead of failing; a 404 for the client's own marker is the client's 404."""
+    app = flask.Flask("pages")
+    app.config[common.PAGE_BYTES_KEY] = 100
+    items = [{"uuid": f"u{i}", "blob": "b" * (500 if i == 0 else 10)} for i in range(60)]
+
+    def fetch(count: int, marker: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+        if marker == "u24":  # deleted since it was read
+            raise NodeNotFound("u24")
+        start = 0 if marker is None else int(marker[1:]) + 1
+        chosen = items[start : start + count]
+        return chosen, [i["uuid"] for i in chosen]
+
+    with app.app_context():
+        page = common.collect_page(fetch, 1000, None)
+        assert [json.loads(b)["uuid"] for b in page.items] == ["u0"] and page.more and page.last == "u0"
+        app.config[common.PAGE_BYTES_KEY] = 10_000
+        page = common.collect_page(fetch, 1000, None)  # a first read of 25 items, then after u24: gone
+        assert [json.loads(b)["uuid"] for b in page.items] == [f"u{i}" for i in range(25)]
+        assert page.more and page.last == "u24"
+        page = common.collect_page(fetch, 1000, "u30")  # the rest, in two reads
+        assert len(page.items) == 29 and not page.more and page.last == "u59"
+        with pytest.raises(NodeNotFound):
+            common.collect_page(fetch, 1000, "u24")
