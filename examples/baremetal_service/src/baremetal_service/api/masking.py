@@ -1,4 +1,4 @@
-"""Secrets a node document never shows: masked as ``******`` on every path out of the API.
+"""Secrets an API document never shows: masked as ``******`` on every path out of the API.
 
 Ironic 39 (``node_sanitize`` in ``ironic/api/controllers/v1/node.py``) masks
 ``driver_info``, ``instance_info`` and ``driver_internal_info`` with oslo.utils'
@@ -51,9 +51,20 @@ SECRET_KEY_PATTERN: Final = re.compile(
     r"pass(?!thr)|pwd|pswd|secret|token|key|credential|community|configdrive|cookie|fsid|hashsuffix|kek"
     r"|(?:^|[_.-])(?:kg|psk)(?:$|[_.-])"
 )
-#: What free text must contain before oslo's ``mask_password`` can change it (its keys'
-#: parts, lower case).
-_TEXT_HINT: Final = re.compile(r"pass|pswd|secret|token|key|configdrive|cookie|fsid|hashsuffix|kek")
+#: What free text must contain (lower-cased) before oslo's ``mask_password`` can change it
+#: (its keys' parts).  Substring tests: several times faster than one regex on long text.
+_TEXT_HINTS: Final = (
+    "pass",
+    "pswd",
+    "secret",
+    "token",
+    "key",
+    "configdrive",
+    "cookie",
+    "fsid",
+    "hashsuffix",
+    "kek",
+)
 #: ``scheme://user:password@`` (the password is masked; a user name alone is kept).
 _URL_PASSWORD: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@?#]*:)[^/\s@?#]*@")
 #: A URL query parameter whose name says secret: its value is masked.
@@ -82,6 +93,11 @@ def _learn(key: str) -> bool:
     return known
 
 
+def _names_a_secret(text: str) -> bool:
+    low = text.lower()
+    return any(hint in low for hint in _TEXT_HINTS)
+
+
 def _masked_text(text: str, texts: list[str] | None) -> str:
     """*text* with URL credentials masked, and oslo's free-text secrets unless *texts* is a
     list (then *text* is added to it: the caller checks them all at once).  The same object
@@ -94,7 +110,7 @@ def _masked_text(text: str, texts: list[str] | None) -> str:
             out = _URL_SECRET_PARAM.sub(_MASKED_PARAM, out)
     if texts is not None:
         texts.append(out)
-    elif _TEXT_HINT.search(out.lower()) is not None:
+    elif _names_a_secret(out):
         out = strutils.mask_password(out, MASK)
     return text if out == text else out
 
@@ -150,7 +166,7 @@ def _mask(value: Any) -> Any:
     if value.__class__ is not dict and isinstance(value, Mapping):
         value = dict(value)
     masked = _masked(value, texts)
-    if texts and _TEXT_HINT.search("\x00".join(texts).lower()) is not None:
+    if texts and _names_a_secret("\x00".join(texts)):
         masked = _masked(masked, None)
     return masked
 
