@@ -1,26 +1,37 @@
-"""Real Redis, memcached and PostgreSQL servers for the test suite, on loopback only.
+"""The one way the test suite starts and stops a server process, on loopback only.
 
-Each :class:`Server` starts a real server binary on 127.0.0.1 and a free port,
-in a private temporary directory, waits (bounded) until it answers, and can be
-stopped and started again on the same port (to test a store that goes away).
-The session fixtures in ``tests/conftest.py`` use these.  A missing binary is a
-test failure, not a skip: ``scripts/test`` installs the servers.
+Each :class:`Server` starts a process on 127.0.0.1 and a free port, its output in
+a log file of its work directory, waits (bounded) until it answers, and stops it
+(SIGTERM, then SIGKILL after a bound); it can be started again on the same port
+(to test a store that goes away) and used as a context manager.  The subclasses:
+real Redis, memcached and PostgreSQL servers (the session fixtures in
+``tests/conftest.py``), and :class:`Service`, a process of ours serving HTTP (the
+example's ``baremetal-service``, gunicorn; :func:`baremetal_service` builds the
+former's command line).  A missing binary is a test failure, not a skip:
+``scripts/test`` installs the servers.
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 30.0
+#: a Python service imports a lot before it answers; on a loaded machine that takes a while
+SERVICE_START_TIMEOUT = 60.0
 
 
 def free_port() -> int:
@@ -55,10 +66,19 @@ class _ExitedAtStart(RuntimeError):
 class Server:
     """A server process on loopback that can be stopped and restarted on its port."""
 
+    #: seconds a start may take before it is a failure
+    start_timeout = START_TIMEOUT
+    #: seconds :meth:`stop` waits after SIGTERM before it sends SIGKILL
+    stop_timeout = 15.0
+    #: :meth:`stop` sends SIGTERM to the whole process group (True) or to the main process
+    #: only, as the service's own shutdown then reaches its children (False)
+    term_group = True
+
     def __init__(self, name: str, port: int, workdir: Path) -> None:
         self.name = name
         self.port = port
         self.workdir = workdir
+        #: the process (the last one, after it ended: its ``returncode`` stays readable)
         self.proc: subprocess.Popen[bytes] | None = None
         self._started = False
 
@@ -72,11 +92,26 @@ class Server:
     def preexec(self) -> Callable[[], None] | None:
         return None
 
+    def environment(self) -> Mapping[str, str] | None:
+        """The process's environment (None: the test process's own)."""
+        return None
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    def output(self) -> str:
+        """What the process wrote (stdout and stderr) so far."""
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self) -> None:
+    def start(self) -> Self:
         """Start the server; a first start retries on a new port if the chosen one was taken.
 
         ``free_port()`` probes a port and lets it go, so another process can bind it before
@@ -93,49 +128,163 @@ class Server:
                 self.port = free_port()
             else:
                 self._started = True
-                return
+                return self
+        raise AssertionError("unreachable")
 
-    def _start_once(self) -> None:
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the process without waiting for it to answer (for one that must refuse to start)."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
         # the child keeps its own copy of the log descriptor; ours is closed at once
-        with open(self.workdir / f"{self.name}.log", "ab") as log:
+        with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own binaries
                 self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=self.workdir,
+                env=self.environment(),
                 preexec_fn=self.preexec(),  # noqa: PLW1509
                 start_new_session=True,
             )
-        deadline = time.monotonic() + START_TIMEOUT
+        return self.proc
+
+    def _start_once(self) -> None:
+        proc = self.spawn()
+        deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise _ExitedAtStart(f"{self.name} exited at start (port {self.port}); see {log.name}")
+            if proc.poll() is not None:
+                raise _ExitedAtStart(
+                    f"{self.name} exited at start ({proc.returncode}; port {self.port}); "
+                    f"{self.log}:\n{self.output()[-5000:]}"
+                )
             if self.ready():
                 return
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"{self.name} did not come up on {HOST}:{self.port} in {START_TIMEOUT}s")
+        raise RuntimeError(
+            f"{self.name} did not come up on {HOST}:{self.port} in {self.start_timeout}s:\n"
+            f"{self.output()[-5000:]}"
+        )
 
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL to the process group if it has not ended in ``stop_timeout``
+        seconds; the process's exit status (None if it was not started)."""
+        proc = self.proc
         if proc is None or proc.poll() is not None:
-            return
+            return None if proc is None else proc.returncode
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
+            if self.term_group:
+                os.killpg(proc.pid, signal.SIGTERM)
+            else:
+                proc.send_signal(signal.SIGTERM)
         except ProcessLookupError:
-            return
+            return proc.wait(timeout=15)
         try:
-            proc.wait(timeout=15)
+            return proc.wait(timeout=self.stop_timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
+            self.kill()
+            return proc.returncode
 
     def kill(self) -> None:
-        """Stop abruptly (SIGKILL), as a crashed store would."""
-        proc, self.proc = self.proc, None
+        """Stop abruptly (SIGKILL to the process group), as a crashed server would."""
+        proc = self.proc
         if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=15)
+
+    def __enter__(self) -> Self:
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class Service(Server):
+    """A process of ours serving HTTP on loopback, ready once ``GET ready_path`` answers 200.
+
+    *argv* builds the command line from the port (so a first start that finds its port
+    taken can move).  Used as ``with Service(...) as service:``; ``service.url``,
+    ``service.output()``, ``service.proc.returncode`` after the block.
+    """
+
+    term_group = False
+
+    def __init__(
+        self,
+        workdir: Path,
+        argv: Callable[[int], Sequence[str]],
+        *,
+        name: str = "service",
+        env: Mapping[str, str] | None = None,
+        ready_path: str = "/",
+        preexec: Callable[[], None] | None = None,
+        start_timeout: float = SERVICE_START_TIMEOUT,
+    ) -> None:
+        super().__init__(name, free_port(), workdir)
+        self.argv = argv
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.ready_path = ready_path
+        self._preexec = preexec
+        self.start_timeout = start_timeout
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def command(self) -> list[str]:
+        return list(self.argv(self.port))
+
+    def environment(self) -> Mapping[str, str]:
+        return self.env
+
+    def preexec(self) -> Callable[[], None] | None:
+        return self._preexec
+
+    def ready(self) -> bool:
+        conn = http.client.HTTPConnection(HOST, self.port, timeout=2)
+        try:
+            conn.request("GET", self.ready_path, headers={"Accept": "application/json"})
+            return conn.getresponse().status == 200
+        except (OSError, http.client.HTTPException):
+            return False
+        finally:
+            conn.close()
+
+    def assert_no_traceback(self) -> None:
+        text = self.output()
+        assert "Traceback" not in text, f"{self.name} logged tracebacks:\n{text[-5000:]}"
+
+
+def baremetal_service(
+    workdir: Path,
+    *args: str,
+    host: bool = True,
+    env: Mapping[str, str] | None = None,
+    ready_path: str = "/",
+    preexec: Callable[[], None] | None = None,
+) -> Service:
+    """The example's ``python -m baremetal_service.cli --host 127.0.0.1 --port PORT *args`` in
+    *workdir*, not yet started; *host*=False leaves ``--host`` out (the user's default)."""
+
+    def argv(port: int) -> list[str]:
+        where = ["--host", HOST] if host else []
+        return [sys.executable, "-m", "baremetal_service.cli", *where, "--port", str(port), *args]
+
+    return Service(workdir, argv, env=env, ready_path=ready_path, preexec=preexec)
+
+
+@contextmanager
+def cli_service(workdir: Path, *args: str, env: Mapping[str, str] | None = None) -> Iterator[Service]:
+    """:func:`baremetal_service` with a fresh SQLite file ``service.db`` in *workdir*, started;
+    stopped after the block, which then fails if the service logged a traceback."""
+    database = f"sqlite:///{workdir / 'service.db'}"
+    with baremetal_service(workdir, "--database", database, *args, env=env) as service:
+        yield service
+    service.assert_no_traceback()
 
 
 class RedisServer(Server):

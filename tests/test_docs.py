@@ -518,49 +518,31 @@ def _shell_lines(page: Path, command: str) -> list[str]:
 
 def test_readme_port_command_serves_on_that_port(tmp_path: Path) -> None:
     """issue 21: the README says how to choose the port; the command it shows serves there."""
-    import os
     import shlex
-    import signal
     import subprocess
     import sys
-    import time
 
     import requests
 
-    from tests.servers import HOST, free_port
+    from tests.servers import HOST, Service
 
     (line,) = _shell_lines(ROOT / "README.md", "baremetal-service --port")
     args = shlex.split(line.partition("#")[0])[1:]
     documented = args[args.index("--port") + 1]
-    port = free_port()
-    args[args.index("--port") + 1] = str(port)
     helped = subprocess.run([sys.executable, "-m", "baremetal_service.cli", "--help"],
                             capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
     assert "--port PORT" in helped.stdout and "--host HOST" in helped.stdout
     assert "(default 6385)" in helped.stdout
-    log = tmp_path / "service.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "baremetal_service.cli", *args], stdout=out, stderr=subprocess.STDOUT,
-            cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-    try:
-        deadline, resp = time.monotonic() + 30, None
-        while resp is None and time.monotonic() < deadline and proc.poll() is None:
-            try:
-                resp = requests.get(f"http://{HOST}:{port}/v1/nodes", timeout=5)
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        assert resp is not None, log.read_text()
+
+    def on_port(port: int) -> list[str]:  # the README's command with a free port for its own
+        argv = list(args)
+        argv[argv.index("--port") + 1] = str(port)
+        return [sys.executable, "-m", "baremetal_service.cli", *argv]
+
+    with Service(tmp_path, on_port, ready_path="/v1/nodes") as service:
+        resp = requests.get(f"{service.url}/v1/nodes", timeout=5)
         assert resp.status_code == 200 and resp.json() == {"nodes": []}
-        assert documented.isdigit() and f"serving on http://{HOST}:{port}" in log.read_text()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        assert documented.isdigit() and f"serving on http://{HOST}:{service.port}" in service.output()
 
 
 # -- docs/production.md's recipes run as written --------------------------------------------------

@@ -39,7 +39,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.example.production_support import cli_service
+from tests.servers import cli_service
 
 pytestmark = pytest.mark.slow
 
@@ -66,8 +66,9 @@ CHECKS = [
 @pytest.fixture(scope="module")
 def live_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The service from its CLI on a free loopback port and a fresh SQLite file."""
-    with cli_service(tmp_path_factory.mktemp("fuzz"), "--power-sync-interval", "0", "--threads", "4") as url:
-        yield url
+    workdir = tmp_path_factory.mktemp("fuzz")
+    with cli_service(workdir, "--power-sync-interval", "0", "--threads", "4") as service:
+        yield service.url
 
 
 def _seed(session: requests.Session, url: str, served: str, doc: dict[str, Any]) -> dict[str, str]:

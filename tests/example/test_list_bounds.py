@@ -11,7 +11,6 @@ both read paths (``BAREMETAL_FAST_READS`` on and off), with the same bytes.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -29,7 +28,7 @@ from werkzeug.test import Client
 
 from bench._http import rss_kib
 from bench.bench_vs_ironic import clone_nodes
-from tests.example.production_support import cli_service
+from tests.servers import cli_service
 
 LATEST = {"X-OpenStack-Ironic-API-Version": "latest"}
 
@@ -166,8 +165,8 @@ def test_four_parallel_largest_pages_grow_the_server_by_at_most_150_mb(tmp_path:
     """1,000 nodes of ~100 KB each (the issue's 102 MB detail page); four clients walk
     ``/v1/nodes/detail?limit=1000`` at once, following ``next``: the serving process grows by
     at most 150 MB and each client sees every node once."""
-    started: list[subprocess.Popen[bytes]] = []
-    with cli_service(tmp_path, "--no-conductor", started=started) as url:
+    with cli_service(tmp_path, "--no-conductor") as service:
+        url = service.url
         session = requests.Session()
         session.headers.update(LATEST)
         created = session.post(url + "/v1/nodes", json={"driver": "fake-hardware", **_big_fields(0, 100_000)},
@@ -175,7 +174,7 @@ def test_four_parallel_largest_pages_grow_the_server_by_at_most_150_mb(tmp_path:
         assert created.status_code == 201, created.text[:500]
         clone_nodes(f"sqlite:///{tmp_path / 'service.db'}", created.json()["uuid"], 999, "big")
         assert session.get(url + "/v1/nodes/detail?limit=5", timeout=30).status_code == 200  # (warm)
-        before = _tree_rss_kib(started[0].pid)
+        before = _tree_rss_kib(service.proc.pid)
         results: list[Any] = [None] * 4
 
         def walk(index: int) -> None:
@@ -202,7 +201,7 @@ def test_four_parallel_largest_pages_grow_the_server_by_at_most_150_mb(tmp_path:
             thread.start()
         for thread in threads:
             thread.join(timeout=600)
-        after = _tree_rss_kib(started[0].pid)
+        after = _tree_rss_kib(service.proc.pid)
         growth_mb = (after - before) / 1024
         print(json.dumps({"rss_before_mb": before / 1024, "rss_after_mb": after / 1024}))
         assert growth_mb <= 150, (

@@ -19,7 +19,7 @@ from pathlib import Path
 import openstack
 import pytest
 
-from tests.example.production_support import cli_service
+from tests.servers import cli_service
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,8 @@ def _clouds_yaml(url: str) -> str:
 
 def test_openstacksdk_functional_baremetal_suite_passes(tmp_path: Path) -> None:
     assert SUITE.is_dir(), f"openstacksdk without its functional tests: {SUITE}"
-    with cli_service(tmp_path, "--threads", "8") as url:
+    with cli_service(tmp_path, "--threads", "8") as service:
+        url = service.url
         clouds = tmp_path / "clouds.yaml"
         clouds.write_text(_clouds_yaml(url))
         env = {

@@ -370,7 +370,7 @@ def test_preload_is_refused(tmp_path: Path, redis_server: Server) -> None:
     db = tmp_path / "bm.db"
     gun = Gunicorn(tmp_path, {"BAREMETAL_DATABASE": f"sqlite:///{db}", "BAREMETAL_STORE": redis_server.url,
                               "BAREMETAL_CONDUCTOR_WORKERS": "0"}, workers=1)  # fmt: skip
-    gun.argv.insert(-1, "--preload")
+    gun.options.append("--preload")
     proc = gun.spawn()
     try:
         assert proc.wait(timeout=60) != 0

@@ -28,7 +28,7 @@ from webob import Request
 from apimw.errors import ConfigError
 from tests.example.conftest import drop_pg_database, new_pg_database, pg_url
 from tests.example.production_support import LATEST, Gunicorn, burst, error_code, pid_of
-from tests.servers import RedisServer, Server, make_workdir
+from tests.servers import RedisServer, Server, baremetal_service, make_workdir
 
 pytestmark = pytest.mark.slow
 
@@ -355,34 +355,16 @@ def _docs_ini(marker: str) -> str:
 
 
 def test_docs_http_basic_paste_sample_serves(tmp_path: Path, redis_server: Server) -> None:
-    import subprocess
-    import sys
-
-    from tests.servers import HOST, free_port
-
     htpasswd = write_htpasswd(tmp_path / "htpasswd", PASSWORDS)
     ini = _docs_ini("[filter:http_basic]")
     assert "user_file = /etc/baremetal/htpasswd" in ini
     (tmp_path / "api-paste.ini").write_text(ini.replace("/etc/baremetal/htpasswd", str(htpasswd)))
-    port = free_port()
-    url = f"http://{HOST}:{port}"
-    with open(tmp_path / "service.log", "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "baremetal_service.cli", "--port", str(port), "--paste",
-             str(tmp_path / "api-paste.ini"), "--database", f"sqlite:///{tmp_path / 'bm.db'}",
-             "--store", redis_server.url],
-            stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        health = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                health = _health(url)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        assert health is not None, (tmp_path / "service.log").read_text()
+    with baremetal_service(
+        tmp_path, "--paste", str(tmp_path / "api-paste.ini"), "--database", f"sqlite:///{tmp_path / 'bm.db'}",
+        "--store", redis_server.url, host=False, ready_path="/healthcheck",
+    ) as service:  # fmt: skip
+        url = service.url
+        health = _health(url)
         assert health.status_code == 200
         assert health.json()["reasons"] == ["database: OK; idempotency store: OK"]
         denied = requests.get(url + "/v1/nodes", headers={**LATEST, "X-Project-Id": "p"}, timeout=10)
@@ -397,13 +379,6 @@ def test_docs_http_basic_paste_sample_serves(tmp_path: Path, redis_server: Serve
         ]  # fmt: skip
         assert [a.status_code for a in answers] == [201, 201]
         assert answers[1].headers["Idempotent-Replayed"] == "true"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def test_a_cached_login_never_lets_another_password_in(htpasswd: Path) -> None:

@@ -6,21 +6,17 @@ test can fail.  Served by one process (many threads) and by two processes on one
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 import requests
 import sqlalchemy as sa
 
-from tests.servers import HOST, Server, free_port
+from tests.servers import Server, Service, baremetal_service
 
 CLIENTS = 8
 CYCLES = 10
@@ -45,46 +41,22 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         admin.dispose()
 
 
-def _start(database: str, key_file: Path, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    with (workdir / f"service-{port}.log").open("wb") as log:
-        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "baremetal_service.cli", "--port", str(port), "--database", database,
-             "--no-conductor", "--etag-key-file", str(key_file), "--threads", str(CLIENTS)],
-            stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-    url = f"http://{HOST}:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            requests.get(f"{url}/v1/", timeout=1)
-            return proc, url
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError(f"the service did not start: {(workdir / f'service-{port}.log').read_text()}")
+def _service(database: str, key_file: Path, workdir: Path) -> Service:
+    return baremetal_service(
+        workdir, "--database", database, "--no-conductor", "--etag-key-file", str(key_file),
+        "--threads", str(CLIENTS), host=False, ready_path="/v1/",
+    )  # fmt: skip
 
 
 @pytest.fixture(params=[1, 2], ids=["one-process", "two-processes"])
 def urls(request: pytest.FixtureRequest, database: str, tmp_path: Path) -> Iterator[list[str]]:
     key_file = tmp_path / "etag.key"
     key_file.write_text(uuid.uuid4().hex)
-    procs = []
-    try:
-        first = _start(database, key_file, tmp_path)  # migrates the database before the second starts
-        procs.append(first)
-        for _ in range(request.param - 1):
-            procs.append(_start(database, key_file, tmp_path))
-        yield [url for _, url in procs]
-    finally:
-        for proc, _ in procs:
-            proc.send_signal(signal.SIGTERM)
-        for proc, _ in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with ExitStack() as services:
+        # one after the other: the first migrates the database before the second starts
+        started = [services.enter_context(_service(database, key_file, tmp_path / f"service-{i}"))
+                   for i in range(request.param)]  # fmt: skip
+        yield [service.url for service in started]
 
 
 def _counter(urls: list[str], node: str, *, if_match: bool) -> tuple[int, int]:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import requests
+
+from tests.servers import baremetal_service, free_port
 
 from .conftest import Api, Server, error_of, reset
 
@@ -66,51 +64,14 @@ def test_paste_pipeline_answers_like_the_code_built_one(fresh_servers: tuple[Ser
     assert in_code == from_ini
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_baremetal_service_command_serves_and_stops(tmp_path: Path) -> None:
-    port = _free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "baremetal_service.cli",
-        "--port",
-        str(port),
-    ]
-    log = tmp_path / "service.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=tmp_path,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        try:
-            deadline = time.monotonic() + 20
-            resp = None
-            while time.monotonic() < deadline and proc.poll() is None:
-                try:
-                    resp = requests.get(f"http://127.0.0.1:{port}/v1/nodes", timeout=1)
-                    break
-                except requests.ConnectionError:
-                    time.sleep(0.1)
-            assert resp is not None and resp.status_code == 200, log.read_text()
-            assert resp.json() == {"nodes": []}
-            assert resp.headers["X-OpenStack-Ironic-API-Maximum-Version"] == "1.117"
-            assert (tmp_path / "baremetal.sqlite").exists()  # the default database is a file in cwd
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == 0
+    with baremetal_service(tmp_path, host=False, ready_path="/v1/nodes") as service:
+        resp = requests.get(f"{service.url}/v1/nodes", timeout=10)
+        assert resp.status_code == 200, service.output()
+        assert resp.json() == {"nodes": []}
+        assert resp.headers["X-OpenStack-Ironic-API-Maximum-Version"] == "1.117"
+        assert (tmp_path / "baremetal.sqlite").exists()  # the default database is a file in cwd
+    assert service.proc is not None and service.proc.returncode == 0, service.output()
 
 
 def test_bad_database_url_fails_fast_with_a_clear_message(tmp_path: Path) -> None:
@@ -119,7 +80,7 @@ def test_bad_database_url_fails_fast_with_a_clear_message(tmp_path: Path) -> Non
         "-m",
         "baremetal_service.cli",
         "--port",
-        str(_free_port()),
+        str(free_port()),
         "--database",
         "mysql://nope",
     ]
