@@ -2,8 +2,8 @@
 
 Each test starts the real console script in a subprocess on 127.0.0.1 and a free
 port (SQLite in a temporary directory) and talks to it over TCP, with its default
-server (granian) and, where the two differ or the guarantee is the server's own, with
-``--server waitress`` too.  The service runs
+server (waitress) and, where the two differ or the guarantee is the server's own, with
+``--server granian`` too.  The service runs
 with the descriptor soft limit most Linux machines give a process (1024), as a
 user's shell would start it; the test process raises its own soft limit to hold
 its share of the idle connections.
@@ -211,16 +211,15 @@ def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_o
 @pytest.mark.parametrize("server", SERVERS)
 def test_with_a_hard_limit_of_1024_the_service_survives_exhaustion(tmp_path: Path, server: str) -> None:
     """1,000 silent connections against a hard limit of 1024 descriptors: new clients wait (bounded)
-    and are served once the idle ones time out (``--idle-timeout``).  waitress's connection limit
-    comes down to fit, said once at start; granian has no connection limit, so its descriptors run
-    out and new clients wait in the listen backlog, and its worker is still the same process."""
+    and are served once the idle ones time out (``--idle-timeout``).  The connection limit comes
+    down to fit, said once at start, and no descriptor runs out; granian's worker is still the same
+    process."""
     _raise_own_nofile(IDLE_CONNECTIONS + 512)
     args = ("--server", server, "--no-conductor", "--idle-timeout", "3")
     with _service(tmp_path, *args, soft_nofile=SERVICE_SOFT_NOFILE, hard_too=True) as service:
-        if server == "waitress":
-            assert "the descriptor limit (ulimit -n) is 1024: at most 768 connections instead of 2000" in (
-                service.output()
-            )
+        assert "the descriptor limit (ulimit -n) is 1024: at most 768 connections instead of 10000" in (
+            service.output()
+        )
         with ExitStack() as stack:
             _open_idle(service.port, IDLE_CONNECTIONS, stack)
             time.sleep(2)
@@ -431,10 +430,10 @@ def _cpu_ticks(pid: int) -> int:
 
 
 def test_more_than_one_worker_refuses_the_in_process_store(tmp_path: Path) -> None:
-    done = _run(tmp_path, "--workers", "2", "--port", str(_free_port()))
+    done = _run(tmp_path, "--server", "granian", "--workers", "2", "--port", str(_free_port()))
     assert done.returncode == 2
     assert done.stderr.startswith("baremetal-service: cannot start: the memory:// idempotency"), done.stderr
-    done = _run(tmp_path, "--server", "waitress", "--workers", "2")
+    done = _run(tmp_path, "--workers", "2")  # the default server, waitress
     assert done.returncode == 2
     assert "--workers is granian's" in done.stderr
 
@@ -500,3 +499,112 @@ def test_a_huge_declared_body_is_refused_before_it_is_read(tmp_path: Path, serve
         assert resp.status_code == 413
         assert resp.json()["error_message"]
         assert service.alive(), service.output()
+
+
+# -- 4. a handful of hostile clients cannot stop the service ------------------------------------------
+
+#: Clients sending a request body at one byte a second (more than any thread pool here).
+TRICKLERS = 64
+#: Silent TCP connections held at once (more than granian's and waitress's old limits).
+MANY_IDLE = 5000
+#: How long a normal client may wait for its answer while they are held.
+PROMPT = 2.0
+TRICKLE_HEAD = (
+    b"POST /v1/nodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"X-OpenStack-Ironic-API-Version: latest\r\nContent-Length: 1000\r\n\r\n"
+)
+
+
+@contextmanager
+def _tricklers(port: int, count: int) -> Iterator[list[socket.socket]]:
+    """*count* clients that sent a POST's headers (``Content-Length: 1000``) and then send its body
+    one byte a second, until the block ends (at most 1,000 s: the body would be complete)."""
+    stop = threading.Event()
+    with ExitStack() as stack:
+        socks = _open_idle(port, count, stack)
+        for sock in socks:
+            sock.sendall(TRICKLE_HEAD)
+
+        def trickle() -> None:
+            for _ in range(999):
+                if stop.wait(1.0):
+                    return
+                for sock in socks:
+                    try:
+                        sock.sendall(b" ")
+                    except OSError:  # the server gave up on this one: fine
+                        pass
+
+        thread = threading.Thread(target=trickle, daemon=True)
+        thread.start()
+        try:
+            yield socks
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+
+
+def _connect_silently(port: int, count: int, stack: ExitStack) -> list[socket.socket]:
+    """*count* connections that send nothing, opened without waiting for each handshake (a server
+    that stops accepting leaves the rest in its full listen backlog, retrying: so does an attacker)."""
+    socks = []
+    for _ in range(count):
+        sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+        sock.setblocking(False)
+        sock.connect_ex((HOST, port))
+        socks.append(sock)
+    return socks
+
+
+def _answered_promptly(url: str) -> float:
+    """Seconds a new client waited for ``GET /v1/nodes`` (200), asserting it was under PROMPT."""
+    started = time.monotonic()
+    try:
+        resp = _get(url + "/v1/nodes", timeout=PROMPT + 8)
+    except requests.RequestException as exc:
+        raise AssertionError(f"no answer in {PROMPT + 8} s: {exc}") from exc
+    waited = time.monotonic() - started
+    assert resp.status_code == 200, resp.text
+    assert waited < PROMPT, f"a normal client waited {waited:.1f} s"
+    return waited
+
+
+def _serves_normally(url: str) -> None:
+    _create_nodes(url, 3)
+    _concurrent_lists(url, 8, 3)
+
+
+@contextmanager
+def _default_command(tmp_path: Path, *args: str) -> Iterator[Service]:
+    """``baremetal-service --port P --database sqlite:///...`` as a user starts it (its default
+    server), with this test process's descriptor limits (raised for the idle connections)."""
+    database = f"sqlite:///{tmp_path / 'baremetal.sqlite'}"
+    with _service(tmp_path, "--database", database, "--no-conductor", *args, soft_nofile=None) as service:
+        yield service
+    assert "Traceback" not in service.output()
+
+
+def test_clients_trickling_bodies_do_not_stop_the_default_server(tmp_path: Path) -> None:
+    """Before: granian (then the default) handed each request to a Python thread as soon as its
+    headers arrived, and the thread waited there for the body: 8 slow clients stopped the service."""
+    with _default_command(tmp_path) as service:
+        with _tricklers(service.port, TRICKLERS):
+            time.sleep(2)
+            for _ in range(3):
+                _answered_promptly(service.url)
+            assert service.alive(), service.output()
+        _serves_normally(service.url)
+
+
+def test_five_thousand_idle_connections_do_not_stop_the_default_server(tmp_path: Path) -> None:
+    """Before: granian accepted about 1,024 connections (its backpressure), so a new client
+    waited behind silent ones until they timed out (30 s), and with 5,000 never got in."""
+    _raise_own_nofile(2 * MANY_IDLE + 1024)
+    with _default_command(tmp_path) as service:
+        with ExitStack() as stack:
+            _connect_silently(service.port, MANY_IDLE, stack)
+            time.sleep(2)
+            for _ in range(3):
+                _answered_promptly(service.url)
+            assert service.alive(), service.output()
+        _serves_normally(service.url)

@@ -93,7 +93,9 @@ def load_application(_target: str) -> Any:
     return app
 
 
-def serve(args: argparse.Namespace, argv: Sequence[str], announce: Callable[[str], None]) -> int:
+def serve(
+    args: argparse.Namespace, argv: Sequence[str], announce: Callable[[str], None], *, connection_limit: int
+) -> int:
     """Serve with granian until SIGTERM/SIGINT; the exit status."""
     from granian import Granian
     from granian.constants import HTTPModes, Interfaces
@@ -112,6 +114,9 @@ def serve(args: argparse.Namespace, argv: Sequence[str], announce: Callable[[str
         workers=args.workers,
         blocking_threads=args.threads,
         backlog=1024,
+        # granian's backpressure is the most connections a worker holds at once (its default,
+        # backlog / workers, let 1,024 idle connections lock every other client out)
+        backpressure=connection_limit,
         http=HTTPModes.http1,
         http1_settings=HTTP1Settings(
             header_read_timeout=min(args.idle_timeout, MAX_IDLE_TIMEOUT) * 1000, keep_alive=True
