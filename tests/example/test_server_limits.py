@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 import requests
 
+from tests.example.production_support import Gunicorn
+
 HOST = "127.0.0.1"
 HEADERS = {"X-OpenStack-Ironic-API-Version": "latest"}
 SERVICE_SOFT_NOFILE = 1024  # the usual default soft limit (ulimit -n) of a login shell
@@ -574,20 +576,47 @@ def _serves_normally(url: str) -> None:
     _concurrent_lists(url, 8, 3)
 
 
+#: The ways the service is served: the command's default server (waitress), its other server
+#: (``--server granian``) and its several worker processes (``--workers 2``, granian's), and the
+#: production recipe (gunicorn_conf.py).
+SHAPES = ["default", "granian", "granian-workers", "gunicorn"]
+
+
 @contextmanager
-def _default_command(tmp_path: Path, *args: str) -> Iterator[Service]:
-    """``baremetal-service --port P --database sqlite:///...`` as a user starts it (its default
-    server), with this test process's descriptor limits (raised for the idle connections)."""
+def _served(shape: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Service]:
+    """The service served the *shape* way, with this test process's descriptor limits (raised
+    for the idle connections), SQLite in *tmp_path*; no traceback in its log at the end."""
     database = f"sqlite:///{tmp_path / 'baremetal.sqlite'}"
-    with _service(tmp_path, "--database", database, "--no-conductor", *args, soft_nofile=None) as service:
-        yield service
-    assert "Traceback" not in service.output()
+    if shape == "gunicorn":  # the recipe as production.md runs it: 4 workers x 4 threads
+        store = request.getfixturevalue("redis_server").url
+        env = {"BAREMETAL_DATABASE": database, "BAREMETAL_STORE": store, "BAREMETAL_CONDUCTOR_WORKERS": "0"}
+        gun = Gunicorn(tmp_path, env, workers=4, threads=4).start()
+        try:
+            assert gun.proc is not None
+            yield Service(gun.proc, gun.port, gun.log)
+        finally:
+            gun.stop()
+        output = gun.output()
+    else:
+        args = ["--database", database, "--no-conductor"]
+        if shape == "granian":
+            args += ["--server", "granian"]
+        elif shape == "granian-workers":
+            args += ["--server", "granian", "--workers", "2", "--store", request.getfixturevalue("redis_server").url]
+        with _service(tmp_path, *args, soft_nofile=None) as service:
+            yield service
+        output = service.output()
+    assert "Traceback" not in output
 
 
-def test_clients_trickling_bodies_do_not_stop_the_default_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shape", SHAPES)
+def test_clients_trickling_bodies_do_not_stop_the_service(
+    tmp_path: Path, shape: str, request: pytest.FixtureRequest
+) -> None:
     """Before: granian (then the default) handed each request to a Python thread as soon as its
-    headers arrived, and the thread waited there for the body: 8 slow clients stopped the service."""
-    with _default_command(tmp_path) as service:
+    headers arrived, and the thread waited there for the body: 8 slow clients stopped the service;
+    gunicorn's gthread workers did the same with their 16 threads."""
+    with _served(shape, tmp_path, request) as service:
         with _tricklers(service.port, TRICKLERS):
             time.sleep(2)
             for _ in range(3):
@@ -596,11 +625,15 @@ def test_clients_trickling_bodies_do_not_stop_the_default_server(tmp_path: Path)
         _serves_normally(service.url)
 
 
-def test_five_thousand_idle_connections_do_not_stop_the_default_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shape", SHAPES)
+def test_five_thousand_idle_connections_do_not_stop_the_service(
+    tmp_path: Path, shape: str, request: pytest.FixtureRequest
+) -> None:
     """Before: granian accepted about 1,024 connections (its backpressure), so a new client
-    waited behind silent ones until they timed out (30 s), and with 5,000 never got in."""
+    waited behind silent ones until they timed out (30 s), and with 5,000 never got in;
+    waitress accepted 2,000."""
     _raise_own_nofile(2 * MANY_IDLE + 1024)
-    with _default_command(tmp_path) as service:
+    with _served(shape, tmp_path, request) as service:
         with ExitStack() as stack:
             _connect_silently(service.port, MANY_IDLE, stack)
             time.sleep(2)
