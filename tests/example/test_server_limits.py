@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -532,10 +532,8 @@ def _tricklers(port: int, count: int) -> Iterator[list[socket.socket]]:
                 if stop.wait(1.0):
                     return
                 for sock in socks:
-                    try:
+                    with suppress(OSError):  # the server gave up on this one: fine
                         sock.sendall(b" ")
-                    except OSError:  # the server gave up on this one: fine
-                        pass
 
         thread = threading.Thread(target=trickle, daemon=True)
         thread.start()
@@ -602,7 +600,8 @@ def _served(shape: str, tmp_path: Path, request: pytest.FixtureRequest) -> Itera
         if shape == "granian":
             args += ["--server", "granian"]
         elif shape == "granian-workers":
-            args += ["--server", "granian", "--workers", "2", "--store", request.getfixturevalue("redis_server").url]
+            store = request.getfixturevalue("redis_server").url
+            args += ["--server", "granian", "--workers", "2", "--store", store]
         with _service(tmp_path, *args, soft_nofile=None) as service:
             yield service
         output = service.output()
@@ -641,3 +640,48 @@ def test_five_thousand_idle_connections_do_not_stop_the_service(
                 _answered_promptly(service.url)
             assert service.alive(), service.output()
         _serves_normally(service.url)
+
+
+# -- 5. what a user sees: --help, a version header the server must pass on, gunicorn's start-up error --
+
+
+def test_help_lists_the_openapi_subcommand() -> None:
+    done = subprocess.run([*_command(), "--help"], capture_output=True, text=True, timeout=60)  # noqa: S603
+    assert done.returncode == 0, done.stderr
+    assert "baremetal-service openapi" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("header", ["X-OpenStack-Ironic-API-Version", "OpenStack-API-Version"])
+def test_a_non_ascii_version_header_reaches_the_service_and_gets_406(tmp_path: Path, header: str) -> None:
+    """``١.١`` (Arabic-Indic digits, UTF-8) is no version: the microversion middleware answers 406.
+    Before: granian, then the default server, dropped a header holding bytes above 0x7F, and the
+    request was served at the minimum version (200).  ``--server granian`` still does (granian
+    builds the environ; docs/baremetal-service.md, "Server")."""
+    value = "١.١".encode() if header.startswith("X-") else "baremetal ١.١".encode()
+    with _service(tmp_path, "--no-conductor") as service:  # the default server
+        with socket.create_connection((HOST, service.port), timeout=10) as sock:
+            sock.sendall(b"GET /v1/nodes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                         + header.encode() + b": " + value + b"\r\n\r\n")  # fmt: skip
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        answer = b"".join(chunks)
+        assert answer.startswith((b"HTTP/1.0 406 ", b"HTTP/1.1 406 ")), answer[:300]
+        assert service.alive(), service.output()
+
+
+def test_a_bad_setting_under_gunicorn_is_one_line_and_a_failed_start(tmp_path: Path) -> None:
+    """The recipe of docs/production.md with ``BAREMETAL_DATABASE=nonsense://``: the sentence
+    saying what is wrong, once, no traceback, and gunicorn exits non-zero.  Before: about 30
+    lines of traceback around it."""
+    gun = Gunicorn(tmp_path, {"BAREMETAL_DATABASE": "nonsense://", "BAREMETAL_STORE": "memory://"}, workers=1)
+    proc = gun.spawn()
+    try:
+        assert proc.wait(timeout=60) != 0
+    finally:
+        gun.stop()
+    out = gun.output()
+    assert "Traceback" not in out, out
+    lines = [line for line in out.splitlines() if "baremetal-service: cannot start:" in line]
+    assert len(lines) == 1, out
+    assert "nonsense" in lines[0], lines[0]

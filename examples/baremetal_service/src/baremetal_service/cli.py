@@ -48,6 +48,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="baremetal-service",
         description="An Ironic-compatible bare-metal provisioning API behind the apimw middlewares.",
+        epilog="other command:\n  baremetal-service openapi [--version X] [--output FILE]\n"
+        "                        write the OpenAPI document (no server, no database; see its --help)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
