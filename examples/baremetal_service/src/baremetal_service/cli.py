@@ -10,11 +10,13 @@ in the current directory; ``postgresql+psycopg://...`` for PostgreSQL).
 ``redis://host:port/db`` or ``memcached://host:port``.  ``--paste FILE`` builds
 the pipeline from an ``api-paste.ini`` instead of in code.
 
-The server is granian (``--server granian``, the default: see granian_server.py)
-or waitress (``--server waitress``).  waitress polls with ``poll()`` (``select()``
-cannot watch a descriptor above 1023), with at most ``--connection-limit`` client
-connections (lowered to fit the descriptor limit, whose soft value is raised towards
-the hard one at start).  Both close idle connections after ``--idle-timeout`` seconds.
+The server is waitress (``--server waitress``, the default: it reads each request
+whole before a thread sees it, so slow clients cost no thread) or granian
+(``--server granian``, faster; see granian_server.py).  waitress polls with ``poll()``
+(``select()`` cannot watch a descriptor above 1023).  Both hold at most
+``--connection-limit`` client connections (lowered to fit the descriptor limit, whose
+soft value is raised towards the hard one at start) and close idle connections after
+``--idle-timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -80,8 +82,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--server",
         choices=SERVERS,
         default=os.environ.get("BAREMETAL_SERVER", defaults.SERVER),
-        help=f"HTTP server: granian (Rust, the faster one) or waitress (default {defaults.SERVER}; "
-        "docs/performance.md has the measurements)",
+        help=f"HTTP server: waitress (slow clients cost no thread) or granian (Rust, the faster one) "
+        f"(default {defaults.SERVER}; docs/baremetal-service.md, Server, has the measurements)",
     )
     parser.add_argument(
         "--threads", type=int, default=defaults.THREADS, help=f"worker threads (default {defaults.THREADS})"
@@ -95,7 +97,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--connection-limit",
         type=int,
         default=DEFAULT_CONNECTION_LIMIT,
-        help="waitress: most client connections open at once; more wait to be accepted (default "
+        help="most client connections open at once (per process); more wait to be accepted (default "
         f"{DEFAULT_CONNECTION_LIMIT}, lowered to fit the descriptor limit, ulimit -n)",
     )
     parser.add_argument(

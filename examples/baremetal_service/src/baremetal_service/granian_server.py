@@ -1,11 +1,10 @@
-"""``baremetal-service --server granian`` (the default): the service behind granian.
+"""``baremetal-service --server granian``: the service behind granian.
 
 granian (https://github.com/emmett-framework/granian) is an HTTP server written in
 Rust with a WSGI interface: it parses HTTP, keeps connections and idle timeouts on
-its own threads, and calls the application on a pool of Python threads.  A
-sequential keep-alive client gets about 2.5x the requests per second of waitress
-from the same bare application, which is why it is the default (the measurements
-are in docs/performance.md; ``--server waitress`` keeps waitress).
+its own threads, and calls the application on a pool of Python threads.  It answers
+most requests faster than waitress, the default (docs/baremetal-service.md, "Server",
+has the measurements and what each server withstands).
 
 How the command runs it:
 
@@ -15,7 +14,7 @@ How the command runs it:
   a name that does not resolve: one line, exit 2) before granian binds it.
 * granian's main process binds the port and starts ``--workers`` worker processes (1 by
   default), each of which builds the application again (forked, the imports are shared:
-  about 0.2 s) and serves it with ``--threads`` Python threads.  More than one worker
+  about 0.2 s) and serves it with ``--threads`` application slots.  More than one worker
   needs a shared replay store (``memory://`` is refused) and one etag key: the
   ``--etag-key-file`` or ``BAREMETAL_ETAG_KEY`` one, else a random key made at start
   and handed to every worker.  SIGTERM or SIGINT stop it cleanly (exit 0):
@@ -23,10 +22,12 @@ How the command runs it:
   database pool).  The worker stops with its parent, should the parent be killed.
 * ``--idle-timeout`` is granian's header-read timeout: a keep-alive connection that
   sends no request for that long is closed (granian caps it at 60 s).
-* granian has no connection limit (``--connection-limit`` is waitress's).  An idle
-  connection costs a descriptor and no thread; the command raises the descriptor
-  soft limit as for waitress, and beyond it new connections wait in the listen
-  backlog until idle ones time out.
+* ``--connection-limit`` is granian's backpressure: the most connections a worker holds.
+  An idle connection costs a descriptor and no thread; the command raises the descriptor
+  soft limit as for waitress, and beyond the limit new connections wait in the listen
+  backlog until others close.
+* A request waits for its body on one of :data:`BODY_THREADS` threads, then takes one of
+  the ``--threads`` application slots (:class:`BodyFirst`).
 * A request granian cannot parse gets its own ``400 Bad Request`` with an empty body
   and ``connection: close``; everything else reaches the application.
 """
