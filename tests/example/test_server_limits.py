@@ -651,14 +651,17 @@ def test_help_lists_the_openapi_subcommand() -> None:
     assert "baremetal-service openapi" in done.stdout, done.stdout
 
 
+@pytest.mark.parametrize("shape", ["default", "gunicorn"])
 @pytest.mark.parametrize("header", ["X-OpenStack-Ironic-API-Version", "OpenStack-API-Version"])
-def test_a_non_ascii_version_header_reaches_the_service_and_gets_406(tmp_path: Path, header: str) -> None:
+def test_a_non_ascii_version_header_reaches_the_service_and_gets_406(
+    tmp_path: Path, header: str, shape: str, request: pytest.FixtureRequest
+) -> None:
     """``١.١`` (Arabic-Indic digits, UTF-8) is no version: the microversion middleware answers 406.
     Before: granian, then the default server, dropped a header holding bytes above 0x7F, and the
     request was served at the minimum version (200).  ``--server granian`` still does (granian
     builds the environ; docs/baremetal-service.md, "Server")."""
     value = "١.١".encode() if header.startswith("X-") else "baremetal ١.١".encode()
-    with _service(tmp_path, "--no-conductor") as service:  # the default server
+    with _served(shape, tmp_path, request) as service:
         with socket.create_connection((HOST, service.port), timeout=10) as sock:
             sock.sendall(b"GET /v1/nodes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
                          + header.encode() + b": " + value + b"\r\n\r\n")  # fmt: skip
