@@ -657,9 +657,9 @@ def test_a_non_ascii_version_header_reaches_the_service_and_gets_406(
     tmp_path: Path, header: str, shape: str, request: pytest.FixtureRequest
 ) -> None:
     """``١.١`` (Arabic-Indic digits, UTF-8) is no version: the microversion middleware answers 406.
-    Before: granian, then the default server, dropped a header holding bytes above 0x7F, and the
-    request was served at the minimum version (200).  ``--server granian`` still does (granian
-    builds the environ; docs/baremetal-service.md, "Server")."""
+    Before: granian, then the default server, handed such a header on empty, and the request
+    was served at the minimum version (200).  ``--server granian`` still does (granian builds
+    the environ; docs/baremetal-service.md, "Server")."""
     value = "١.١".encode() if header.startswith("X-") else "baremetal ١.١".encode()
     with _served(shape, tmp_path, request) as service:
         with socket.create_connection((HOST, service.port), timeout=10) as sock:
