@@ -143,7 +143,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.workers < 1:
         parser.error("--workers must be at least 1")
     if args.workers > 1 and args.server != "granian":
-        parser.error("--workers is granian's: waitress serves from one process")
+        parser.error("--workers is granian's (add --server granian): waitress serves from one process")
     if args.connection_limit < 1:
         parser.error("--connection-limit must be at least 1")
     if args.idle_timeout < 1:
