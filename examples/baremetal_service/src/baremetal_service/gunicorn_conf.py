@@ -71,8 +71,12 @@ def on_starting(server: Any) -> None:
     from baremetal_service.cli import connection_limit_that_fits
     from baremetal_service.wsgi import check_store_processes
 
-    # the descriptor soft limit up to what worker_connections needs (the workers inherit it)
-    connection_limit_that_fits(int(server.cfg.worker_connections))
+    # the descriptor soft limit up to what worker_connections needs (the workers inherit it),
+    # else fewer connections per worker (said once)
+    wanted = int(server.cfg.worker_connections)
+    fitted = connection_limit_that_fits(wanted)
+    if fitted < wanted:
+        server.cfg.set("worker_connections", fitted)
     if server.cfg.preload_app:
         raise RuntimeError(
             "baremetal-service: preload_app (--preload) is not supported: the database pool, store "
