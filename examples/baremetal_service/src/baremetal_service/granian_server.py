@@ -120,8 +120,10 @@ class BodyFirst:
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         declared = environ.get("CONTENT_LENGTH") or ""
-        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
-        wanted = int(declared) if declared.isdigit() and not chunked else (self._limit + 1 if chunked else 0)
+        if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            wanted = self._limit + 1  # one byte more tells the application it is too large
+        else:
+            wanted = int(declared) if declared.isdigit() else 0
         if 0 < wanted <= self._limit + 1:
             stream = environ["wsgi.input"]
             try:
