@@ -406,3 +406,38 @@ def test_a_plain_host_header_still_makes_the_links(api: Api) -> None:
                        headers={"Host": "bm.example:6385"})  # fmt: skip
     assert resp.status_code == 201, resp.text
     assert resp.headers["Location"] == "http://bm.example:6385/v1/resource_classes/CUSTOM_H"
+
+
+# -- the public endpoint (Ironic's public_endpoint) ---------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["code", "paste", "wsgi"])
+def test_a_public_endpoint_makes_the_links_whatever_the_host(tmp_path: Any, shape: str) -> None:
+    from baremetal_service.app import build_app, load_paste_app
+    from baremetal_service.wsgi import make_application
+    from werkzeug.test import Client
+
+    endpoint = "https://bm.example.com:6385/baremetal"
+    database = f"sqlite:///{tmp_path / 'endpoint.db'}"
+    built: Any
+    if shape == "code":
+        built = build_app(database, run_conductor=False, public_endpoint=endpoint + "/")
+    elif shape == "paste":
+        built = load_paste_app(database_url=database, run_conductor=False, public_endpoint=endpoint)
+    else:
+        built = make_application({"BAREMETAL_DATABASE": database, "BAREMETAL_CONDUCTOR_WORKERS": "0",
+                                  "BAREMETAL_PUBLIC_ENDPOINT": endpoint})  # fmt: skip
+    try:
+        client = Client(built)
+        headers = {"X-OpenStack-Ironic-API-Version": "latest", "Host": "evil.example"}
+        created = client.post("/v1/nodes", json={"driver": "fake-hardware"}, headers=headers)
+        assert created.status_code == 201, created.get_data()
+        uuid = created.json["uuid"]
+        assert created.headers["Location"] == f"{endpoint}/v1/nodes/{uuid}"
+        assert created.json["links"][0]["href"] == f"{endpoint}/v1/nodes/{uuid}"
+        root = client.get("/", headers=headers).json
+        assert root["default_version"]["links"][0]["href"].startswith(endpoint + "/v1")
+        # a Host that is not a host is no matter then: it goes nowhere
+        assert client.get("/v1/nodes", headers={**headers, "Host": "a b"}).status_code == 200
+    finally:
+        built.close()
