@@ -315,12 +315,13 @@ def test_put_resource_class_with_a_newline_is_a_400_and_stores_nothing(api: Api)
 
 
 @pytest.mark.parametrize("name", [".", "..", "detail", "validate"])
-@pytest.mark.parametrize("kind", ["nodes", "ports", "portgroups"])
+@pytest.mark.parametrize("kind", ["nodes", "ports", "portgroups", "runbooks"])
 def test_names_no_url_can_reach_are_refused(api: Api, world: dict[str, str], kind: str, name: str) -> None:
     base = {
         "nodes": {"driver": "fake-hardware"},
         "ports": {"node_uuid": world["node"], "address": "52:54:00:00:00:09"},
         "portgroups": {"node_uuid": world["node"]},
+        "runbooks": {"steps": [{"interface": "deploy", "step": "s", "args": {}, "order": 1}]},
     }[kind]
     before = _stored(api, f"/v1/{kind}")
     resp = api.post(f"/v1/{kind}", {**base, "name": name})
