@@ -272,7 +272,7 @@ WRITE_ROUTES = _writes_with_path_values()
 
 
 def test_the_walk_found_the_routes_of_the_issue() -> None:
-    assert ("PUT", "/v1/resource_classes/{resource_class_name}") in WRITE_ROUTES
+    assert ("PUT", "/v1/resource_classes/{resource_class}") in WRITE_ROUTES
     assert ("PUT", "/v1/nodes/{node_ident}/traits/{trait}") in WRITE_ROUTES
 
 
