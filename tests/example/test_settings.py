@@ -198,3 +198,13 @@ def test_a_bad_public_endpoint_is_one_sentence(value: str) -> None:
 
     with pytest.raises(ConfigError, match="BAREMETAL_PUBLIC_ENDPOINT"):
         wsgi.settings({"BAREMETAL_PUBLIC_ENDPOINT": value})
+
+
+def test_a_bad_server_from_the_environment_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("BAREMETAL_SERVER", "apache")
+    with pytest.raises(SystemExit) as done:
+        cli.parse_args([])
+    assert done.value.code == 2
+    assert "BAREMETAL_SERVER must be one of granian, waitress, got 'apache'" in capsys.readouterr().err

@@ -136,6 +136,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     args = parser.parse_args(argv)
+    if args.server not in SERVERS:  # argparse checks the choices of an option, not of its default
+        parser.error(f"BAREMETAL_SERVER must be one of {', '.join(SERVERS)}, got {args.server!r}")
     if not 0 < args.port < 65536:
         parser.error(f"--port must be between 1 and 65535, got {args.port}")
     if args.threads < 1:
