@@ -208,3 +208,12 @@ def test_a_bad_server_from_the_environment_is_refused(
         cli.parse_args([])
     assert done.value.code == 2
     assert "BAREMETAL_SERVER must be one of granian, waitress, got 'apache'" in capsys.readouterr().err
+
+
+def test_the_cli_checks_its_own_store_and_process_count(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, clean_env: None
+) -> None:
+    # WEB_CONCURRENCY set for another server, a one-process CLI on memory://: not refused
+    monkeypatch.setenv("WEB_CONCURRENCY", "4")
+    built = cli.build(cli.parse_args(["--no-conductor", "--database", f"sqlite:///{tmp_path / 'x.db'}"]))
+    built.close()

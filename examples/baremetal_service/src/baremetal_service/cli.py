@@ -174,7 +174,9 @@ def build(args: argparse.Namespace) -> Any:
     from baremetal_service.settings import public_endpoint
     from baremetal_service.wsgi import settings
 
-    conf = settings(os.environ)  # every BAREMETAL_* variable checked, whatever the auth strategy
+    # every BAREMETAL_* variable checked, whatever the auth strategy (main() checks the store
+    # against the command line's --workers, not against a WEB_CONCURRENCY meant for gunicorn)
+    conf = settings(os.environ, check_processes=False)
     endpoint = public_endpoint(args.public_endpoint)
     etag_key = read_etag_key(args.etag_key_file, os.environ)
     if args.paste:

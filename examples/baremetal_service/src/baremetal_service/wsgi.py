@@ -151,8 +151,12 @@ def check_store_processes(store_url: str, processes: int) -> None:
         raise ConfigError(MEMORY_STORE_MESSAGE.format(processes=processes))
 
 
-def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The validated configuration read from *env* (default ``os.environ``)."""
+def settings(env: Mapping[str, str] | None = None, *, check_processes: bool = True) -> dict[str, Any]:
+    """The validated configuration read from *env* (default ``os.environ``).
+
+    *check_processes*: refuse ``memory://`` with more than one process
+    (:func:`check_store_processes`; the CLI checks its own ``--store`` and ``--workers``).
+    """
     env = os.environ if env is None else env
     strategy = env.get("BAREMETAL_AUTH_STRATEGY", "").strip().lower() or defaults.AUTH_STRATEGY
     if strategy not in AUTH_STRATEGIES:
@@ -188,7 +192,8 @@ def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         raise ConfigError(
             f"BAREMETAL_REQUEST_ID must be one of {', '.join(REQUEST_ID_FILTERS)}, got {conf['request_id']!r}"
         )
-    check_store_processes(conf["store"], conf["processes"])
+    if check_processes:
+        check_store_processes(conf["store"], conf["processes"])
     return conf
 
 

@@ -399,7 +399,7 @@ def base_url() -> str:
     url = current_app.config.get(PUBLIC_ENDPOINT_KEY)
     if not url:
         host = environ.get("HTTP_HOST")
-        if host is not None and not _HOST.fullmatch(host):
+        if host and not _HOST.fullmatch(host):  # (an empty one: SERVER_NAME, as before)
             raise bad_request(
                 f"The Host header {quote(host)} is not a host name or address with an optional port.",
                 "request.invalid-host",
