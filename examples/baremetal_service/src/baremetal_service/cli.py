@@ -134,8 +134,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="garbage collector once the application is built: tuned (freeze the start-up objects, "
         "fewer young-generation passes; default) or default (the interpreter's settings)",
     )
+    parser.add_argument(
+        "--public-endpoint", default=os.environ.get("BAREMETAL_PUBLIC_ENDPOINT"),
+        help="base URL of links and Location headers, e.g. https://baremetal.example.com:6385 "
+        "(default: $BAREMETAL_PUBLIC_ENDPOINT, else the request's Host header)",
+    )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     args = parser.parse_args(argv)
+    if args.server not in SERVERS:  # argparse checks the choices of an option, not of its default
+        parser.error(f"BAREMETAL_SERVER must be one of {', '.join(SERVERS)}, got {args.server!r}")
     if not 0 < args.port < 65536:
         parser.error(f"--port must be between 1 and 65535, got {args.port}")
     if args.threads < 1:
@@ -169,12 +176,18 @@ def read_etag_key(path: str | None, environ: Mapping[str, str]) -> bytes | None:
 
 def build(args: argparse.Namespace) -> Any:
     from baremetal_service.app import build_app, load_paste_app
+    from baremetal_service.settings import public_endpoint
+    from baremetal_service.wsgi import settings
 
+    # every BAREMETAL_* variable checked, whatever the auth strategy (main() checks the store
+    # against the command line's --workers, not against a WEB_CONCURRENCY meant for gunicorn)
+    conf = settings(os.environ, check_processes=False)
+    endpoint = public_endpoint(args.public_endpoint)
     etag_key = read_etag_key(args.etag_key_file, os.environ)
     if args.paste:
         return load_paste_app(
             args.paste, database_url=args.database, store_url=args.store, run_conductor=not args.no_conductor,
-            etag_key=etag_key,
+            etag_key=etag_key, public_endpoint=endpoint,
         )  # fmt: skip
     if args.auth_strategy != "noauth":  # the production stack of wsgi.py (auth, /healthcheck)
         from baremetal_service.wsgi import make_application
@@ -183,6 +196,7 @@ def build(args: argparse.Namespace) -> Any:
             **os.environ, "BAREMETAL_DATABASE": args.database, "BAREMETAL_STORE": args.store,
             "BAREMETAL_AUTH_STRATEGY": args.auth_strategy, "BAREMETAL_HTPASSWD": args.htpasswd,
             "BAREMETAL_CONDUCTOR_WORKERS": "0" if args.no_conductor else "1",
+            "BAREMETAL_PUBLIC_ENDPOINT": endpoint or "",
             **({"BAREMETAL_ETAG_KEY": etag_key.decode("utf-8")} if etag_key else {}),
         })  # fmt: skip
     return build_app(  # serves /healthcheck too
@@ -193,7 +207,9 @@ def build(args: argparse.Namespace) -> Any:
         enabled_hardware_types=[t.strip() for t in args.enabled_hardware_types.split(",") if t.strip()],
         power_sync_interval=args.power_sync_interval,
         request_id=args.request_id,
-    )
+        fast_validation=conf["fast_validation"], fast_reads=conf["fast_reads"],
+        fast_writes=conf["fast_writes"], lease=conf["idempotency_lease"], public_endpoint=endpoint,
+    )  # fmt: skip
 
 
 def fit_connection_limit(wanted: int) -> tuple[int, int | None]:
