@@ -9,17 +9,12 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.servers import HOST, free_port
+from tests.servers import HOST, baremetal_service
 
 VERSION = {"X-OpenStack-Ironic-API-Version": "latest"}
 
@@ -29,38 +24,10 @@ def service_port(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[int
     """``baremetal-service`` (its default server, waitress, and granian) on a free loopback port, SQLite in
     *tmp_path*."""
     chosen = [] if request.param == "default" else ["--server", request.param]
-    port = free_port()
-    log = tmp_path / "service.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(  # noqa: S603 - our own module
-            [sys.executable, "-m", "baremetal_service.cli", "--host", HOST, "--port", str(port),
-             "--no-conductor", *chosen],
-            stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the service did not answer in 30 s\n" + log.read_text()
-            conn = http.client.HTTPConnection(HOST, port, timeout=2)
-            try:
-                conn.request("GET", "/")
-                conn.getresponse().read()
-                break
-            except OSError:
-                time.sleep(0.1)
-            finally:
-                conn.close()
-        yield port
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-    assert proc.returncode == 0, log.read_text()
-    assert "Traceback" not in log.read_text()
+    with baremetal_service(tmp_path, "--no-conductor", *chosen) as service:
+        yield service.port
+    assert service.proc is not None and service.proc.returncode == 0, service.output()
+    service.assert_no_traceback()
 
 
 def _call(

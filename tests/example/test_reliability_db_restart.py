@@ -16,7 +16,7 @@ from bench.reliability._faults_support import durable_commits, fast_shutdown
 from bench.reliability._harness import Context
 from tests.servers import PostgresServer, make_workdir
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # timed: see scripts/test
 
 LATEST = {"X-OpenStack-Ironic-API-Version": "latest"}
 

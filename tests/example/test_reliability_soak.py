@@ -19,7 +19,7 @@ from bench.reliability import soak
 from bench.reliability._harness import Context
 from tests.servers import PostgresServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # timed: see scripts/test
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from bench.reliability._harness import Context
 from tests.servers import PostgresServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # timed: see scripts/test
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ its share of the idle connections.
 from __future__ import annotations
 
 import resource
-import signal
 import socket
 import subprocess
 import sys
@@ -28,8 +27,8 @@ import pytest
 import requests
 
 from tests.example.production_support import Gunicorn
+from tests.servers import HOST, Service, free_port
 
-HOST = "127.0.0.1"
 HEADERS = {"X-OpenStack-Ironic-API-Version": "latest"}
 SERVICE_SOFT_NOFILE = 1024  # the usual default soft limit (ulimit -n) of a login shell
 IDLE_CONNECTIONS = 1000
@@ -42,12 +41,6 @@ def _command() -> list[str]:
     script = Path(sys.executable).parent / "baremetal-service"
     assert script.exists(), f"the console script is not installed next to {sys.executable}"
     return [str(script)]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def _raise_own_nofile(wanted: int) -> None:
@@ -73,54 +66,16 @@ def _nofile(limit: int | None, *, hard_too: bool = False) -> Callable[[], None] 
     return apply
 
 
-class Service:
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-        self.proc = proc
-        self.port = port
-        self.url = f"http://{HOST}:{port}"
-        self.log = log
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-
-@contextmanager
 def _service(
     tmp_path: Path, *args: str, soft_nofile: int | None = SERVICE_SOFT_NOFILE, hard_too: bool = False
-) -> Iterator[Service]:
-    port = _free_port()
-    log = tmp_path / "service.log"
-    cmd = [*_command(), "--host", HOST, "--port", str(port), *args]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(  # noqa: S603 - our own console script
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=tmp_path,
-            preexec_fn=_nofile(soft_nofile, hard_too=hard_too),
-        )
-        service = Service(proc, port, log)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                assert proc.poll() is None, service.output()
-                assert time.monotonic() < deadline, "the service did not answer in 30 s\n" + service.output()
-                try:
-                    if requests.get(service.url + "/", timeout=1).status_code == 200:
-                        break
-                except requests.ConnectionError:
-                    time.sleep(0.1)
-            yield service
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+) -> Service:
+    """The console script on a free loopback port in *tmp_path* (``with _service(...) as service``),
+    with *soft_nofile* as its descriptor soft limit (and hard limit with *hard_too*)."""
+
+    def argv(port: int) -> list[str]:
+        return [*_command(), "--host", HOST, "--port", str(port), *args]
+
+    return Service(tmp_path, argv, preexec=_nofile(soft_nofile, hard_too=hard_too))
 
 
 def _open_idle(port: int, count: int, stack: ExitStack) -> list[socket.socket]:
@@ -197,7 +152,7 @@ def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_o
         with ExitStack() as stack:
             _open_idle(service.port, IDLE_CONNECTIONS, stack)
             time.sleep(3)  # held for a few seconds
-            assert service.alive(), service.output()
+            assert service.running, service.output()
             # A health check and an API call answer while the idle connections are held.
             started = time.monotonic()
             assert _get(service.url + "/", timeout=10).status_code == 200
@@ -205,7 +160,7 @@ def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_o
             assert time.monotonic() - started < 10
         # ... and after they are gone; the process is still alive and logged no crash.
         _concurrent_lists(service.url, BUSY, 300)
-        assert service.alive(), service.output()
+        assert service.running, service.output()
     assert "out of range" not in service.output()
     assert "Traceback" not in service.output()
 
@@ -228,7 +183,7 @@ def test_with_a_hard_limit_of_1024_the_service_survives_exhaustion(tmp_path: Pat
             started = time.monotonic()
             assert _get(service.url + "/", timeout=20).status_code == 200  # once idle ones time out
             assert time.monotonic() - started < 15
-            assert service.alive(), service.output()
+            assert service.running, service.output()
         assert _get(service.url + "/v1/nodes", timeout=10).status_code == 200
     assert "Traceback" not in service.output()
     if server == "waitress":
@@ -269,7 +224,7 @@ def test_idle_connections_time_out_and_clients_beyond_the_limit_wait_a_bounded_t
         assert waited < 2 * (idle_timeout + 2) + 2, waited
         # the server closed the idle connections it accepted (the first ones surely)
         assert _silent_until_closed(idle[0], time.monotonic() + 10)
-        assert service.alive(), service.output()
+        assert service.running, service.output()
 
 
 @pytest.mark.parametrize("server", SERVERS)
@@ -283,7 +238,7 @@ def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(tmp_path
             started = time.monotonic()
             assert _silent_until_closed(sock, started + 10)
             assert 1.0 <= time.monotonic() - started < 8
-        assert service.alive(), service.output()
+        assert service.running, service.output()
 
 
 # -- 2. start-up errors: one line, exit 2 ------------------------------------------------------------
@@ -320,14 +275,14 @@ def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path, server: str) -> No
 
 
 def test_an_address_not_on_this_machine_is_one_line_and_exit_2(tmp_path: Path, server: str) -> None:
-    port = _free_port()
+    port = free_port()
     # 192.0.2.1 is TEST-NET-1: never local
     done = _run(tmp_path, "--server", server, "--host", "192.0.2.1", "--port", str(port))
     _assert_one_line_error(done, f"192.0.2.1:{port}", "assign requested address")
 
 
 def test_an_unknown_host_name_is_one_line_and_exit_2(tmp_path: Path, server: str) -> None:
-    done = _run(tmp_path, "--server", server, "--host", "no-such-host.invalid", "--port", str(_free_port()))
+    done = _run(tmp_path, "--server", server, "--host", "no-such-host.invalid", "--port", str(free_port()))
     _assert_one_line_error(done, "no-such-host.invalid")
 
 
@@ -358,7 +313,7 @@ def test_sigterm_while_busy_stops_cleanly(tmp_path: Path, server: str) -> None:
             for thread in threads:
                 thread.start()
             time.sleep(1.5)
-            assert service.alive()
+            assert service.running
         # leaving the block sent SIGTERM while the clients kept sending
     finally:
         stop.set()
@@ -432,7 +387,7 @@ def _cpu_ticks(pid: int) -> int:
 
 
 def test_more_than_one_worker_refuses_the_in_process_store(tmp_path: Path) -> None:
-    done = _run(tmp_path, "--server", "granian", "--workers", "2", "--port", str(_free_port()))
+    done = _run(tmp_path, "--server", "granian", "--workers", "2", "--port", str(free_port()))
     assert done.returncode == 2
     assert done.stderr.startswith("baremetal-service: cannot start: the memory:// idempotency"), done.stderr
     done = _run(tmp_path, "--workers", "2")  # the default server, waitress
@@ -482,7 +437,7 @@ def test_a_request_the_server_cannot_parse_gets_its_own_400_and_the_service_goes
         resp = _get(service.url + "/v1/nodes", timeout=10)
         assert resp.status_code == 200
         assert resp.json() == {"nodes": []}
-        assert service.alive(), service.output()
+        assert service.running, service.output()
 
 
 def test_a_huge_declared_body_is_refused_before_it_is_read(tmp_path: Path, server: str) -> None:
@@ -500,7 +455,7 @@ def test_a_huge_declared_body_is_refused_before_it_is_read(tmp_path: Path, serve
                              headers={**HEADERS, "Content-Type": "application/json"})  # fmt: skip
         assert resp.status_code == 413
         assert resp.json()["error_message"]
-        assert service.alive(), service.output()
+        assert service.running, service.output()
 
 
 # -- 4. a handful of hostile clients cannot stop the service ------------------------------------------
@@ -588,12 +543,8 @@ def _served(shape: str, tmp_path: Path, request: pytest.FixtureRequest) -> Itera
     if shape == "gunicorn":  # the recipe as production.md runs it: 4 workers x 4 threads
         store = request.getfixturevalue("redis_server").url
         env = {"BAREMETAL_DATABASE": database, "BAREMETAL_STORE": store, "BAREMETAL_CONDUCTOR_WORKERS": "0"}
-        gun = Gunicorn(tmp_path, env, workers=4, threads=4).start()
-        try:
-            assert gun.proc is not None
-            yield Service(gun.proc, gun.port, gun.log)
-        finally:
-            gun.stop()
+        with Gunicorn(tmp_path, env, workers=4, threads=4) as gun:
+            yield gun
         output = gun.output()
     else:
         args = ["--database", database, "--no-conductor"]
@@ -620,7 +571,7 @@ def test_clients_trickling_bodies_do_not_stop_the_service(
             time.sleep(2)
             for _ in range(3):
                 _answered_promptly(service.url)
-            assert service.alive(), service.output()
+            assert service.running, service.output()
         _serves_normally(service.url)
 
 
@@ -638,7 +589,7 @@ def test_five_thousand_idle_connections_do_not_stop_the_service(
             time.sleep(2)
             for _ in range(3):
                 _answered_promptly(service.url)
-            assert service.alive(), service.output()
+            assert service.running, service.output()
         _serves_normally(service.url)
 
 
@@ -670,7 +621,7 @@ def test_a_non_ascii_version_header_reaches_the_service_and_gets_406(
                 chunks.append(chunk)
         answer = b"".join(chunks)
         assert answer.startswith((b"HTTP/1.0 406 ", b"HTTP/1.1 406 ")), answer[:300]
-        assert service.alive(), service.output()
+        assert service.running, service.output()
 
 
 def test_a_bad_setting_under_gunicorn_is_one_line_and_a_failed_start(tmp_path: Path) -> None:

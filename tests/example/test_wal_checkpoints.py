@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 from baremetal_service.db.api import Database
 from baremetal_service.db.engine import WalCheckpointer, create_engine
@@ -63,6 +64,7 @@ def _write_steadily(engine: sa.Engine, seconds: float, wal: Path) -> int:
     return largest
 
 
+@pytest.mark.serial  # compares two write rates: see scripts/test
 def test_the_wal_stays_bounded_under_steady_writes(tmp_path: Path) -> None:
     """A PASSIVE checkpoint alone never lets the WAL start over while writes keep coming (it
     grows without end); the RESTART beyond ``restart_frames`` does."""
