@@ -10,26 +10,18 @@ import pytest
 
 from tests.servers import MemcachedServer, PostgresServer, RedisServer, Server, make_workdir
 
-_SHARED_SCOPES = ("class", "module", "package")
 
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup``: the tests of a module that share a module-, class- or
-    package-scoped fixture (a server, a soak's result) form one ``xdist_group``, so that the
-    fixture is set up once, on one worker, and not once per worker that runs one of them;
-    and the modules holding a ``slow`` test are handed out first, so that the longest work
-    does not start last.  (Without xdist the order and the marks are left as they are.)"""
+    """Under ``--dist loadgroup`` the modules holding a ``slow`` test are handed out first, so
+    that the longest work does not start last.  (Without xdist the order is left as it is.)
+
+    A module whose tests share an expensive module fixture (a gunicorn cluster, a scenario's
+    result, built wheels, an emulator) marks itself ``xdist_group(<its path>)``: its tests then
+    run on one worker, which sets the fixture up once."""
     # xdist's workers see dist "no" and loadgroup True; its controller does not collect
     if not getattr(config.option, "loadgroup", False):
         return
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue  # a group of its own choosing
-        info = getattr(item, "_fixtureinfo", None)
-        defs = info.name2fixturedefs if info is not None else {}
-        if any(fixturedefs[-1].scope in _SHARED_SCOPES for fixturedefs in defs.values()):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
     slow_modules = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow_modules)
 

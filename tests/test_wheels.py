@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group(__name__)  # module fixtures set up once
+
 REPO = Path(__file__).resolve().parents[1]
 DISTS = {
     # distribution file prefix -> (project folder, its package's folder)

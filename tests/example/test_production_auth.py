@@ -30,7 +30,7 @@ from tests.example.conftest import drop_pg_database, new_pg_database, pg_url
 from tests.example.production_support import LATEST, Gunicorn, burst, error_code, pid_of
 from tests.servers import RedisServer, Server, baremetal_service, make_workdir
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]  # module fixtures set up once
 
 PASSWORDS = {"alice": "correct horse battery staple", "bob": "s3cret-bob"}
 

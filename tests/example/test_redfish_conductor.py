@@ -31,6 +31,8 @@ from tests.example.redfish_emulator import (
     wait_for_power,
 )
 
+pytestmark = pytest.mark.xdist_group(__name__)  # module fixtures set up once
+
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[RedfishEmulator]:

@@ -30,6 +30,8 @@ from tests.example.redfish_emulator import (
     start_of_second,
 )
 
+pytestmark = pytest.mark.xdist_group(__name__)  # module fixtures set up once
+
 
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[RedfishEmulator]:

@@ -26,6 +26,8 @@ from baremetal_service.service import BaremetalService
 from tests.example.redfish_emulator import PASSWORD, USERNAME, RedfishEmulator, serve, silent_bmc
 from tests.wsgi import LoopbackWaitress
 
+pytestmark = pytest.mark.xdist_group(__name__)  # module fixtures set up once
+
 VERSION_HEADER = "X-OpenStack-Ironic-API-Version"
 
 

@@ -17,7 +17,7 @@ from bench.reliability import lost_update
 from bench.reliability._harness import Context
 from tests.servers import PostgresServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]  # module fixtures set up once
 
 
 @pytest.fixture(scope="module")
