@@ -6,7 +6,16 @@ table come:
 * the paste.deploy ``filter_factory`` (ini strings converted and validated;
   a bad value raises :class:`~apimw.errors.ConfigError` at pipeline load),
 * the oslo.config ``OPTS`` list (and ``list_opts`` for oslo-config-generator),
-* the Flask wrapper, which reads ``app.config["APIMW_<MIDDLEWARE>"]``.
+* the Flask wrapper, which reads ``app.config["APIMW_<MIDDLEWARE>"]``,
+* the oslo.config hook ``oslo_hook(app) -> app`` for a host service's middleware hook
+  (OpenStack Ironic's ``[api] middleware``): options read from the host's global
+  ``cfg.CONF``, so every ``--config-file`` and ``--config-dir`` it was started with counts.
+
+:func:`integration` declares those four once; each middleware module ends with::
+
+    GROUP: Final = "apimw_<middleware>"
+    OPTIONS: Final = (...)
+    filter_factory, wrap_flask, list_opts, oslo_hook = integration(Middleware, OPTIONS, GROUP)
 
 Precedence, highest first: keyword arguments given in code, paste ini keys,
 oslo.config values (only when the ini names ``oslo_config_project`` and/or
@@ -15,6 +24,7 @@ oslo.config values (only when the ini names ``oslo_config_project`` and/or
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -40,6 +50,9 @@ class Option(NamedTuple):  # not a dataclass: importing dataclasses costs millis
     #: a secret (or a value that may carry one, like a store URL with a password): oslo.config
     #: masks it when it logs option values, and apimw never echoes it in an error
     secret: bool = False
+    #: offered in oslo.config; False for an option naming code to import (``module:function``),
+    #: which a deployment's configuration files should not choose: code or paste only
+    oslo: bool = True
 
 
 def check_required(options: Sequence[Option], kwargs: Mapping[str, Any], *, where: str) -> None:
@@ -137,6 +150,8 @@ def oslo_opts(options: Sequence[Option]) -> list[Any]:
     }
     opts = []
     for opt in options:
+        if not opt.oslo:
+            continue
         default = opt.default
         if opt.kind == "str" and default is not None and not isinstance(default, str):
             default = str(default)
@@ -146,10 +161,17 @@ def oslo_opts(options: Sequence[Option]) -> list[Any]:
 
 def from_oslo(options: Sequence[Option], conf: Any, group: str) -> dict[str, Any]:
     """Values set in oslo.config *group* (those differing from the default), converted."""
-    conf.register_opts(oslo_opts(options), group=group)
+    from oslo_config import cfg
+
+    for oslo_opt in oslo_opts(options):
+        # registered once: when the host registered the option already, its definition is kept
+        with contextlib.suppress(cfg.DuplicateOptError):
+            conf.register_opt(oslo_opt, group=group)
     section = getattr(conf, group)
     kwargs: dict[str, Any] = {}
     for opt in options:
+        if not opt.oslo:
+            continue
         value = getattr(section, opt.name)
         if value is None or value == opt.default:
             continue
@@ -257,3 +279,69 @@ def options_table(options: Sequence[Option], group: str) -> str:
     for opt in options:
         rows.append(f"| `{opt.name}` | `{opt.default!r}` | `[{group}]` | {opt.help} |")
     return "\n".join(rows)
+
+
+def oslo_hook_for(
+    factory: Callable[..., WSGIApplication], options: Sequence[Option], group: str
+) -> Callable[[WSGIApplication], WSGIApplication]:
+    """``hook(app) -> app``: *factory* configured from the host's global ``oslo_config.cfg.CONF``."""
+
+    def oslo_hook(app: WSGIApplication) -> WSGIApplication:
+        from oslo_config import cfg
+
+        where = f"oslo.config [{group}]"
+        kwargs = from_oslo(options, cfg.CONF, group)
+        check_required(options, kwargs, where=where)
+        try:
+            return factory(app, **kwargs)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+
+    oslo_hook.__doc__ = (
+        f"Wrap *app* with options from ``[{group}]`` of the host's ``oslo_config.cfg.CONF``\n"
+        "(registered there on first use), for a service's middleware hook ``plugin(app) -> app``."
+    )
+    return oslo_hook
+
+
+class Integration(NamedTuple):
+    """The four ways a middleware is configured outside code, made by :func:`integration`."""
+
+    #: paste.deploy ``filter_factory(global_conf, **local_conf)``
+    filter_factory: Callable[..., Callable[[WSGIApplication], WSGIApplication]]
+    #: ``wrap_flask(flask_app, **overrides)``: settings from ``app.config["APIMW_<NAME>"]``
+    wrap_flask: Callable[..., Any]
+    #: oslo-config-generator hook: ``[(group, [Opt, ...])]``
+    list_opts: Callable[[], list[tuple[str, list[Any]]]]
+    #: ``oslo_hook(app) -> app``: options from the host's global ``cfg.CONF`` under the group
+    oslo_hook: Callable[[WSGIApplication], WSGIApplication]
+
+
+def integration(
+    factory: Callable[..., WSGIApplication], options: Sequence[Option], group: str
+) -> Integration:
+    """The integration tail of one middleware: paste, Flask, oslo-config-generator, oslo hook.
+
+    *group* is the oslo.config group (``apimw_<name>``); the Flask config key is
+    ``APIMW_<NAME>`` and the paste entry point ``egg:apimw#<name>``.
+    """
+    config_key = "APIMW_" + group.removeprefix("apimw_").upper()
+
+    def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
+        return flask_wrap(flask_app, factory, options, config_key, overrides)
+
+    wrap_flask.__doc__ = (
+        f"Wrap ``flask_app.wsgi_app``; settings from ``app.config[{config_key!r}]`` "
+        "(a dict of option names), then *overrides*."
+    )
+
+    def list_opts() -> list[tuple[str, list[Any]]]:
+        return [(group, oslo_opts(options))]
+
+    list_opts.__doc__ = f"oslo-config-generator hook: ``[({group!r}, [Opt, ...])]``."
+    return Integration(
+        make_filter_factory(factory, options, group),
+        wrap_flask,
+        list_opts,
+        oslo_hook_for(factory, options, group),
+    )

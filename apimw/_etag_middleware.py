@@ -16,9 +16,7 @@ from apimw._config import (
     as_list,
     as_optional_str,
     as_str,
-    flask_wrap,
-    make_filter_factory,
-    oslo_opts,
+    integration,
 )
 from apimw._etag_conditions import (
     IfMatch,
@@ -164,10 +162,11 @@ OPTIONS: Final = (
            "Take the ETag header from the top-level 'etag' field of a JSON response body when "
            "the app did not set apimw.etag.response (costs a JSON parse).", "bool"),
     Option("current_etag", _as_callable, None,
-           "'module:function' called as f(environ) -> current etag or None, for the 412 pre-check."),
+           "'module:function' called as f(environ) -> current etag or None, for the 412 pre-check.",
+           oslo=False),
     Option("hmac_key", as_optional_str, None,
            "Deployment secret for HMAC-SHA-512 etags (>= 16 bytes); offered to the app as "
-           "apimw.etag.generator."),
+           "apimw.etag.generator.", secret=True),
     Option("algorithm", as_str, "hmac-sha512", "Etag digest: hmac-sha512 or sha512."),
     Option("ignored_fields", _as_ignored, _DEFAULT_IGNORED_LIST,
            "Fields left out of the etag, as 'type:field' entries.", "list"),
@@ -709,26 +708,7 @@ class ETagMiddleware:
 
 # == configuration: paste.deploy, oslo.config, Flask ==============================================
 
-OSLO_GROUP: Final = "apimw_etag"
+GROUP: Final = "apimw_etag"
+OSLO_GROUP: Final = GROUP  # the name before GROUP, kept
 
-
-def _factory(app: WSGIApplication, **kwargs: Any) -> WSGIApplication:
-    return ETagMiddleware(app, **kwargs)
-
-
-filter_factory = make_filter_factory(_factory, OPTIONS, OSLO_GROUP)
-
-
-def list_opts() -> list[tuple[str, list[Any]]]:
-    """oslo-config-generator hook: ``[("apimw_etag", [...Opt])]`` (``hmac_key`` is secret)."""
-    opts = oslo_opts([opt for opt in OPTIONS if opt.name != "current_etag"])
-    for opt in opts:
-        if opt.name == "hmac_key":
-            opt.secret = True
-    return [(OSLO_GROUP, opts)]
-
-
-def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
-    """Wrap ``flask_app.wsgi_app`` in :class:`ETagMiddleware`; settings from
-    ``flask_app.config["APIMW_ETAG"]`` (a dict of option names), then *overrides*."""
-    return flask_wrap(flask_app, _factory, OPTIONS, "APIMW_ETAG", overrides)
+filter_factory, wrap_flask, list_opts, oslo_hook = integration(ETagMiddleware, OPTIONS, GROUP)

@@ -9,7 +9,8 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final, NamedTuple
 from urllib.parse import parse_qsl
 
@@ -276,13 +277,12 @@ def _decode(raw: bytes) -> Record:
 # -- replayed headers -----------------------------------------------------------------------
 
 #: Never replayed: hop-by-hop (RFC 9110 7.6.1), per-response values, cookies and auth
-#: challenges, and request ids (the outer request_id middleware adds fresh ones).
+#: challenges.  (Request ids are stored, and replayed with a new value: :func:`with_request_id`.)
 DROPPED_HEADERS: Final = frozenset(
     {
         "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
         "te", "trailer", "trailers", "transfer-encoding", "upgrade",
         "content-length", "date", "server", "set-cookie", "set-cookie2", "www-authenticate",
-        "x-openstack-request-id", "x-compute-request-id", "x-request-id", "request-id",
         "idempotent-replayed", "idempotency-status",
     }
 )  # fmt: skip
@@ -291,6 +291,30 @@ DROPPED_HEADERS: Final = frozenset(
 def stored_headers(headers: Iterable[tuple[str, str]], drop: frozenset[str]) -> list[tuple[str, str]]:
     """The response headers worth replaying (Location, Content-Type, ETag, ... kept in order)."""
     return [(k, v) for k, v in headers if k.lower() not in drop]
+
+
+def new_request_id() -> str:
+    """``req-<uuid4>``, the form of oslo.context's ``generate_request_id``."""
+    return f"req-{uuid.uuid4()}"
+
+
+def with_request_id(
+    headers: Sequence[tuple[str, str]], names: frozenset[str], request_id: Callable[[], str]
+) -> list[tuple[str, str]]:
+    """*headers* with every header named in *names* (lower case) set to one ``request_id()``.
+
+    A replay is a new request: its answer must not carry the first request's id, which the
+    logs tie to the first execution.  *request_id* is called at most once, and only when
+    such a header is there.
+    """
+    out = list(headers)
+    fresh = None
+    for i, (name, _) in enumerate(out):
+        if name.lower() in names:
+            if fresh is None:
+                fresh = request_id()
+            out[i] = (name, fresh)
+    return out
 
 
 def location_of(headers: Iterable[tuple[str, str]]) -> str | None:

@@ -37,13 +37,18 @@ from apimw._config import (
     as_list,
     as_optional_str,
     as_str,
-    flask_wrap,
-    make_filter_factory,
-    oslo_opts,
+    integration,
 )
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import PREFIX_LEN, RecordTooLarge, Store, mask_url, open_store
-from apimw.errors import ConfigError, HTTPProblem, StoreError, check_profile, respond_with_problem
+from apimw.errors import (
+    ENVIRON_REQUEST_ID,
+    ConfigError,
+    HTTPProblem,
+    StoreError,
+    check_profile,
+    respond_with_problem,
+)
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -66,6 +71,7 @@ __all__ = [
     "filter_factory",
     "list_opts",
     "open_replay_store",
+    "oslo_hook",
     "wrap_flask",
 ]
 
@@ -95,6 +101,10 @@ NOT_STORED: Final = (UNPROTECTED_HEADER, "not-stored")
 
 DEFAULT_FINGERPRINT_HEADERS: Final = ("OpenStack-API-Version", "X-OpenStack-*-API-Version")
 DEFAULT_RELEASE_STATUSES: Final = (408, 409, 423, 425, 429)
+#: oslo.middleware's request_id header, Ironic's and Nova's compat headers, and the common others.
+DEFAULT_REQUEST_ID_HEADERS: Final = (
+    "X-OpenStack-Request-Id", "OpenStack-Request-Id", "X-Compute-Request-Id", "X-Request-Id", "Request-Id",
+)  # fmt: skip
 SHARED_SCOPE: Final = "*shared*"
 _READ_CHUNK: Final = 65536
 
@@ -134,6 +144,12 @@ os.register_at_fork(after_in_child=_new_owner_nonce)
 def _owner_id() -> bytes:
     """32 hex characters: a random per-process nonce and a counter."""
     return f"{_OWNER['nonce']}{next(_OWNER['counter']):016x}".encode()  # type: ignore[call-overload]
+
+
+def _request_id(environ: WSGIEnvironment) -> str:
+    """The id an outer request_id middleware gave this request (its logs carry it), else a new one."""
+    found = environ.get(ENVIRON_REQUEST_ID)
+    return found if isinstance(found, str) and found else parts.new_request_id()
 
 
 # -- what the app sees -------------------------------------------------------------------------
@@ -318,6 +334,9 @@ OPTIONS: Final = (
     Option("replay_header", as_str, "Idempotent-Replayed",
            "Header added (value true) to a replayed answer."),
     Option("drop_headers", as_list, [], "More response headers never stored or replayed.", kind="list"),
+    Option("request_id_headers", as_list, list(DEFAULT_REQUEST_ID_HEADERS),
+           "Response headers that carry the request id: a replay gets a new one in each (the outer "
+           "request_id middleware's, else a new req-<uuid4>).", kind="list"),
     Option("key_prefix", as_str, "apimw:", "Prefix of every store key."),
     Option("error_profile", as_optional_str, None,
            "Error body profile (ironic, api-sig); default: the outer middleware's, else api-sig."),
@@ -351,6 +370,7 @@ class IdempotencyMiddleware:
         mismatch_status: int = 409,
         replay_header: str = "Idempotent-Replayed",
         drop_headers: Iterable[str] = (),
+        request_id_headers: Iterable[str] = DEFAULT_REQUEST_ID_HEADERS,
         key_prefix: str = "apimw:",
         error_profile: str | None = None,
     ) -> None:
@@ -407,6 +427,10 @@ class IdempotencyMiddleware:
         self._replayed = (replay_header, "true")
         extra_drop = {h.strip().lower() for h in drop_headers} | {replay_header.lower()}
         self._drop = parts.DROPPED_HEADERS | extra_drop
+        request_ids = [h.strip() for h in request_id_headers]
+        if not all(re.fullmatch(r"[A-Za-z0-9-]+", h) for h in request_ids):
+            raise ConfigError(f"idempotency: bad header name in request_id_headers: {request_ids!r}")
+        self._request_ids = frozenset(h.lower() for h in request_ids)
         if len(key_prefix) > 100 or not re.fullmatch(r"[\x21-\x7e]*", key_prefix):
             raise ConfigError("idempotency: key_prefix must be at most 100 visible ASCII characters")
         self._key_prefix = key_prefix
@@ -684,7 +708,8 @@ class IdempotencyMiddleware:
                        "location": record.location},
             )  # fmt: skip
         environ[ENVIRON_REPLAYED] = True
-        headers = [*record.headers, ("Content-Length", str(len(record.body))), self._replayed]
+        headers = parts.with_request_id(record.headers, self._request_ids, lambda: _request_id(environ))
+        headers += [("Content-Length", str(len(record.body))), self._replayed]
         start_response(record.status, headers)
         if environ.get("REQUEST_METHOD") == "HEAD":
             return []
@@ -1004,12 +1029,7 @@ class _Streamed:
 
 # -- configuration --------------------------------------------------------------------------
 
-filter_factory = make_filter_factory(IdempotencyMiddleware, OPTIONS, GROUP)
-
-
-def list_opts() -> list[tuple[str, list[Any]]]:
-    """oslo-config-generator hook: ``[(group, opts)]``."""
-    return [(GROUP, oslo_opts(OPTIONS))]
+filter_factory, wrap_flask, list_opts, oslo_hook = integration(IdempotencyMiddleware, OPTIONS, GROUP)
 
 
 #: What the middleware stores replays in (Redis, memcached, in-process memory): the object
@@ -1038,12 +1058,8 @@ def check_replay_store(store: ReplayStore) -> None:
     store.get(PROBE_KEY)
 
 
-def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
-    """Wrap ``flask_app.wsgi_app``; settings from ``app.config["APIMW_IDEMPOTENCY"]``, then *overrides*."""
-    return flask_wrap(flask_app, IdempotencyMiddleware, OPTIONS, FLASK_CONFIG_KEY, overrides)
-
-
 def __getattr__(name: str) -> Any:
-    if name == "OPTS":  # oslo.config Opt objects, built on first use (oslo.config is optional)
-        return oslo_opts(OPTIONS)
-    raise AttributeError(name)
+    # ``OPTS``: the oslo.config options, built on first use so oslo.config stays optional.
+    if name == "OPTS":
+        return list_opts()[0][1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,9 +23,7 @@ from apimw._config import (
     as_list,
     as_optional_str,
     as_str,
-    flask_wrap,
-    make_filter_factory,
-    oslo_opts,
+    integration,
 )
 from apimw._microversion_type import ENVIRON_VERSION, LATEST, MAX_VERSION_LENGTH, Version, parse_version
 from apimw.errors import (
@@ -46,6 +44,7 @@ __all__ = [
     "CODE_MALFORMED",
     "CODE_UNSUPPORTED",
     "ENVIRON_VERSION",
+    "GROUP",
     "OPTIONS",
     "STANDARD_HEADER",
     "MicroversionMiddleware",
@@ -53,6 +52,7 @@ __all__ = [
     "VersionedFields",
     "filter_factory",
     "list_opts",
+    "oslo_hook",
     "require_version",
     "select_version",
     "served_version",
@@ -330,7 +330,8 @@ class VersionedFields:
 
 # -- the middleware ---------------------------------------------------------------------
 
-_Cached = tuple[Version, list[tuple[str, str]]] | HTTPProblem
+#: served version, response headers, the version headers forwarded to the app
+_Cached = tuple[Version, list[tuple[str, str]], dict[str, str]] | HTTPProblem
 
 
 class MicroversionMiddleware:
@@ -442,6 +443,17 @@ class MicroversionMiddleware:
         headers.append((STANDARD_HEADER, f"{self.service_type} {text}"))
         return headers
 
+    def _forward(self, version: Version) -> dict[str, str]:
+        """The request's version headers as the app should read them: exactly the served version.
+
+        An app that negotiates by itself (Ironic behind a lower ``max_version``) then serves
+        what the response is labelled with.  The standard header carries our entry only.
+        """
+        forward = {_STANDARD_ENVIRON: f"{self.service_type} {version}"}
+        if self._legacy_environ is not None:
+            forward[self._legacy_environ] = str(version)
+        return forward
+
     def _problem(self, selection: Selection) -> HTTPProblem:
         lo, hi = self.min_version, self.max_version
         extra = {"min_version": str(lo), "max_version": str(hi)}
@@ -469,7 +481,7 @@ class MicroversionMiddleware:
         if selection.version is None:
             result = self._problem(selection)
         else:
-            result = (selection.version, self._served_headers(selection.version))
+            result = (selection.version, self._served_headers(selection.version), self._forward(selection.version))
         if len(self._cache) >= _CACHE_SIZE:
             self._cache.clear()  # bounded: junk header values cannot grow memory
         self._cache[key] = result
@@ -516,8 +528,9 @@ class MicroversionMiddleware:
             extra = [*self._range_headers, ("Vary", self._vary_value)]
             return respond_with_problem(environ, start_response, result, extra_headers=extra)
 
-        version, ours = result
+        version, ours, forward = result
         environ[ENVIRON_VERSION] = version
+        environ.update(forward)
         merge = self._merge
         started = False
 
@@ -583,23 +596,14 @@ OPTIONS: Final = (
            "Base URL for discovery links (default: from the request)."),
 )  # fmt: skip
 
-OSLO_GROUP: Final = "apimw_microversion"
+GROUP: Final = "apimw_microversion"
+OSLO_GROUP: Final = GROUP  # the name before GROUP, kept
 
-filter_factory = make_filter_factory(MicroversionMiddleware, OPTIONS, OSLO_GROUP)
-
-
-def wrap_flask(flask_app: Any, **overrides: Any) -> Any:
-    """Wrap a Flask app in one call; settings from ``app.config["APIMW_MICROVERSION"]``."""
-    return flask_wrap(flask_app, MicroversionMiddleware, OPTIONS, "APIMW_MICROVERSION", overrides)
-
-
-def list_opts() -> list[tuple[str, list[Any]]]:
-    """oslo-config-generator hook for this middleware's options."""
-    return [(OSLO_GROUP, oslo_opts(OPTIONS))]
+filter_factory, wrap_flask, list_opts, oslo_hook = integration(MicroversionMiddleware, OPTIONS, GROUP)
 
 
 def __getattr__(name: str) -> Any:
     # ``OPTS``: the oslo.config options, built on first use so oslo.config stays optional.
     if name == "OPTS":
-        return oslo_opts(OPTIONS)
+        return list_opts()[0][1]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

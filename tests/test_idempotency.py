@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import time
 import uuid
@@ -11,9 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from oslo_middleware.request_id import RequestId
 
 from apimw._idempotency_parts import encode_pending
-from apimw.errors import HTTPProblem
+from apimw.errors import ENVIRON_REQUEST_ID, HTTPProblem
 from apimw.idempotency import ENVIRON_REPLAYED, IdempotencyMiddleware
 from tests.idempotency_support import Answer, Backend, CreateApp, call, environ_for, post
 
@@ -123,9 +125,12 @@ def test_replay_is_the_first_answer_byte_for_byte(backend: Backend) -> None:
         assert replay.header("Content-Length") == str(len(first.body))
         for kept in ("Location", "Content-Type", "ETag", "OpenStack-API-Version"):
             assert replay.header(kept) == first.header(kept)
-        for dropped in ("Set-Cookie", "Date", "X-OpenStack-Request-Id"):
+        for dropped in ("Set-Cookie", "Date"):
             assert not replay.has(dropped)
     assert not first.has("Idempotent-Replayed")
+    # the request id is the one header whose value is new on each replay
+    ids = [a.header("X-OpenStack-Request-Id") for a in (first, second, third)]
+    assert len(set(ids)) == 3
 
 
 def test_the_replay_flag_is_in_the_environ_for_outer_middlewares(backend: Backend) -> None:
@@ -141,6 +146,85 @@ def test_the_replay_flag_is_in_the_environ_for_outer_middlewares(backend: Backen
     call(outer, environ_for(token=tok))
     call(outer, environ_for(token=tok))
     assert seen == [False, True]
+
+
+# -- request ids on a replay ------------------------------------------------------------------
+
+REQUEST_ID = re.compile(r"req-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
+class IronicRequestId(RequestId):
+    """Ironic's own request_id middleware (ironic.api.app.IronicRequestId): oslo's, plus its
+    historical ``openstack-request-id``.  Ironic loads apimw outside it (``[api] middleware``)."""
+
+    compat_headers = ["openstack-request-id"]
+
+
+def test_a_replay_gets_a_fresh_id_in_every_request_id_header_without_an_outer_middleware() -> None:
+    """Under Ironic's hook no request-id middleware sits outside apimw: the stored answer's
+    ids (both of Ironic's headers) would be the first request's on every replay."""
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        environ["wsgi.input"].read()
+        start_response("201 Created", [("Content-Type", "application/json")])
+        return [json.dumps({"uuid": str(uuid.uuid4())}).encode()]
+
+    mw = IdempotencyMiddleware(IronicRequestId(app), scope="shared")
+    tok = token()
+    answers = [post(mw, tok) for _ in range(3)]
+    assert [a.header("Idempotent-Replayed") for a in answers] == [None, "true", "true"]
+    ids = []
+    for answer in answers:
+        request_id = answer.header("X-OpenStack-Request-Id")
+        assert request_id is not None and REQUEST_ID.fullmatch(request_id), answer.headers
+        assert answer.header("OpenStack-Request-Id") == request_id  # one id per answer, as Ironic's
+        assert sum(k.lower() == "openstack-request-id" for k, _ in answer.headers) == 1
+        ids.append(request_id)
+    assert len(set(ids)) == 3  # new on each replay, never the first answer's
+
+
+def test_a_replay_carries_the_outer_request_id_middlewares_id() -> None:
+    """With oslo's request_id outside (the documented pipeline), the replay's ids are the one it
+    put in the environ (the id its logs carry), once each."""
+    seen: list[str] = []
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        environ["wsgi.input"].read()
+        request_id = environ[ENVIRON_REQUEST_ID]  # what the app logs
+        start_response("201 Created", [("OpenStack-Request-Id", request_id)])
+        return [b"{}"]
+
+    mw = IdempotencyMiddleware(app, scope="shared")
+
+    def recorded(environ: dict[str, Any], start_response: Any) -> Any:
+        seen.append(environ[ENVIRON_REQUEST_ID])
+        return mw(environ, start_response)
+
+    pipeline = RequestId(recorded)
+    tok = token()
+    answers = [post(pipeline, tok) for _ in range(3)]
+    assert answers[2].header("Idempotent-Replayed") == "true"
+    for answer, logged in zip(answers, seen, strict=True):
+        assert answer.header("X-OpenStack-Request-Id") == logged
+        assert answer.header("OpenStack-Request-Id") == logged
+        assert sum(k.lower() == "x-openstack-request-id" for k, _ in answer.headers) == 1
+    assert len(set(seen)) == 3
+
+
+def test_which_headers_carry_a_fresh_request_id_is_configurable() -> None:
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        environ["wsgi.input"].read()
+        start_response("201 Created", [("X-Trace-Id", "req-first"), ("X-OpenStack-Request-Id", "req-first")])
+        return [b"{}"]
+
+    mw = IdempotencyMiddleware(app, scope="shared", request_id_headers=["X-Trace-Id"])
+    tok = token()
+    post(mw, tok)
+    replay = post(mw, tok)
+    assert replay.header("Idempotent-Replayed") == "true"
+    fresh = replay.header("X-Trace-Id")
+    assert fresh is not None and REQUEST_ID.fullmatch(fresh)
+    # not named: an ordinary header, replayed as stored
+    assert replay.header("X-OpenStack-Request-Id") == "req-first"
 
 
 VARIANTS = [

@@ -36,6 +36,16 @@ def app_factory(global_conf: dict[str, str], **local_conf: str) -> Any:
     return app
 
 
+def traced_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    environ["wsgi.input"].read()
+    start_response("201 Created", [("X-Trace-Id", "first"), ("X-Span-Id", "first"), ("Request-Id", "first")])
+    return [b"{}"]
+
+
+def traced_app_factory(global_conf: dict[str, str], **local_conf: str) -> Any:
+    return traced_app
+
+
 # -- the store URL is a secret --------------------------------------------------------------
 
 
@@ -210,6 +220,7 @@ def write_ini(tmp_path: Path, section: str, egg: str, lines: str) -> str:
         ("idempotency", "idempotency", "lease = soon", "lease"),
         ("my_replay", "idempotency", "scope = nobody", "scope"),
         ("idem", "idempotency", "stor = memory://", "unknown option 'stor'"),
+        ("idem", "idempotency", "request_id_headers = X-Trace-Id, X Span", "request_id_headers"),
     ],
 )
 def test_a_bad_paste_option_names_the_section_the_user_wrote(
@@ -221,3 +232,29 @@ def test_a_bad_paste_option_names_the_section_the_user_wrote(
     assert f"[filter:{section}]" in text, text
     assert f"apimw_{egg}" not in text  # the oslo.config group is not a paste section
     assert message in text
+
+
+def test_request_id_headers_from_paste_and_oslo_config(tmp_path: Path) -> None:
+    """The string forms: a comma-separated paste value, an oslo.config list option."""
+    conf_file = tmp_path / "apimw.conf"
+    conf_file.write_text("[apimw_idempotency]\nrequest_id_headers = X-Span-Id,X-Trace-Id\nscope = shared\n")
+    ini = tmp_path / "api-paste.ini"
+    ini.write_text(
+        "[pipeline:paste]\npipeline = idem app\n\n"
+        "[pipeline:oslo]\npipeline = idem_oslo app\n\n"
+        "[filter:idem]\nuse = egg:apimw#idempotency\nscope = shared\n"
+        "request_id_headers = X-Trace-Id, Request-Id\n\n"
+        f"[filter:idem_oslo]\nuse = egg:apimw#idempotency\noslo_config_file = {conf_file}\n"
+        "oslo_config_project = apimw-test\n\n"
+        "[app:app]\npaste.app_factory = tests.test_idempotency_config:traced_app_factory\n"
+    )
+    for name, fresh, kept in (("paste", ("X-Trace-Id", "Request-Id"), "X-Span-Id"),
+                              ("oslo", ("X-Span-Id", "X-Trace-Id"), "Request-Id")):  # fmt: skip
+        pipeline = loadapp(f"config:{ini}", name=name)
+        token = f"tok-{uuid.uuid4()}"
+        post(pipeline, token)
+        replay = post(pipeline, token)
+        assert replay.header("Idempotent-Replayed") == "true"
+        ids = {replay.header(h) for h in fresh}
+        assert len(ids) == 1 and ids != {"first"}, (name, replay.headers)
+        assert replay.header(kept) == "first", name

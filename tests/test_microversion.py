@@ -304,6 +304,89 @@ def test_head_error_has_no_body() -> None:
     assert resp.body == b""
 
 
+# -- forwarding the negotiated version to the app -------------------------------------------
+
+
+def self_negotiating_app(reads: str) -> Callable[..., Iterable[bytes]]:
+    """An app that negotiates by itself, like Ironic: range 1.1..1.115, no header -> 1.1,
+    ``latest`` -> 1.115, from the one header it reads (*reads*: "legacy" or "standard").
+    It answers the version it served, with ``health`` only from 1.109 (as Ironic does)."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if reads == "legacy":
+            text = environ.get("HTTP_X_OPENSTACK_IRONIC_API_VERSION")
+        else:
+            service, _, text = environ.get("HTTP_OPENSTACK_API_VERSION", "").partition(" ")
+            text = text if service == "baremetal" else None
+        version = Version(1, 1) if not text else Version(1, 115) if text == "latest" else Version.parse(text)
+        doc: dict[str, Any] = {"app_version": str(version)}
+        if version >= Version(1, 109):
+            doc["health"] = "OK"
+        body = json.dumps(doc).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return app
+
+
+@pytest.mark.parametrize("reads", ["legacy", "standard"])
+@pytest.mark.parametrize(
+    ("headers", "label"),
+    [
+        pytest.param({LEGACY: "latest"}, "1.99", id="legacy-latest"),
+        pytest.param({STD: "baremetal latest"}, "1.99", id="standard-latest"),
+        pytest.param({}, "1.1", id="no-header"),
+        pytest.param({LEGACY: "1.50"}, "1.50", id="legacy-only"),
+        pytest.param({STD: "baremetal 1.50"}, "1.50", id="standard-only"),
+        pytest.param({STD: "baremetal 1.40", LEGACY: "latest"}, "1.40", id="standard-wins-over-legacy"),
+        pytest.param({STD: "ironic 1.60"}, "1.60", id="alias"),
+        pytest.param({STD: "compute 2.1, baremetal 1.70"}, "1.70", id="with-another-service"),
+        pytest.param({STD: "compute latest"}, "1.1", id="another-service-only"),
+        pytest.param({STD: "BAREMETAL 1.80"}, "1.80", id="service-type-case"),
+    ],
+)
+def test_the_app_serves_exactly_the_version_the_middleware_labels(
+    reads: str, headers: dict[str, str], label: str
+) -> None:
+    # Ironic 1.115 behind max_version 1.99: `latest` was labelled 1.99 while the app served
+    # 1.115 (issue 22).  The middleware forwards what it negotiated in the version headers.
+    app = MicroversionMiddleware(
+        self_negotiating_app(reads), service_type="baremetal", min_version="1.1", max_version="1.99",
+        legacy_header=LEGACY, service_aliases=["ironic"], error_profile="ironic",
+    )  # fmt: skip
+    resp = get(app, headers=headers)
+    assert resp.status_int == 200
+    body = json.loads(resp.body)
+    assert body["app_version"] == label
+    assert "health" not in body
+    assert resp.headers[STD] == f"baremetal {label}"
+    assert resp.headers[LEGACY] == label
+    assert (resp.headers[MIN_H], resp.headers[MAX_H]) == ("1.1", "1.99")
+    assert sorted(vary_tokens(resp)) == [STD, LEGACY]
+
+
+def test_the_forwarded_headers_are_what_the_app_sees() -> None:
+    seen: dict[str, Any] = {}
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        seen.update(environ)
+        start_response("204 No Content", [])
+        return []
+
+    mw = MicroversionMiddleware(app, service_type="baremetal", min_version="1.1", max_version="1.99",
+                                legacy_header=LEGACY)  # fmt: skip
+    get(mw, headers={STD: "compute 2.1, baremetal latest", LEGACY: "1.3"})
+    assert seen[S_ENV] == "baremetal 1.99"  # our entry only: the app negotiates on it
+    assert seen[L_ENV] == "1.99"
+    assert seen[ENVIRON_VERSION] == Version(1, 99)
+    # a service without a legacy header forwards the standard header only
+    mw = MicroversionMiddleware(app, service_type="compute", min_version="2.1", max_version="2.90")
+    seen.clear()
+    get(mw, headers={LEGACY: "1.3"})
+    assert seen[S_ENV] == "compute 2.1"
+    assert seen[L_ENV] == "1.3"
+
+
 # -- pinning ------------------------------------------------------------------------------
 
 
