@@ -159,7 +159,9 @@ def ironic_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if _installed_ironic(python) != IRONIC_VERSION:
         shutil.rmtree(VENV, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, timeout=120)  # noqa: S603
-        _pip(python, f"ironic=={IRONIC_VERSION}")
+        # --no-compile: byte-compiling all of Ironic's dependencies doubles the install time;
+        # Ironic's start compiles only what it imports
+        _pip(python, "--no-compile", f"ironic=={IRONIC_VERSION}")
         assert _installed_ironic(python) == IRONIC_VERSION
     # exactly this build of apimw, whatever the venv held before (apimw needs nothing Ironic lacks)
     _pip(python, "--no-deps", "--force-reinstall", str(_apimw_wheel(tmp_path_factory)), timeout=120)
@@ -321,25 +323,22 @@ def test_the_same_token_with_another_body_gets_the_mismatch_status(ironic: Ironi
     assert len(nodes_named(ironic.url, name)) == 1
 
 
+# openstacksdk 4.x warns about its own internals (InfluxDB defaults); not ours to fix
+@pytest.mark.filterwarnings("ignore::openstack.warnings._RemovedInSDKWarning")
 def test_openstacksdk_gives_up_at_once_on_a_reused_token(ironic: IronicServer) -> None:
     """openstacksdk retries a 409 from Ironic (five times, 15 s); the documented 422 it does not."""
     import openstack
-    from keystoneauth1 import exceptions as ks_exceptions
 
-    conn = openstack.connect(
-        auth_type="none", auth={"endpoint": ironic.url}, baremetal_endpoint_override=ironic.url,
-        load_yaml_config=False, load_envvars=False,
-    )  # fmt: skip
+    conn = openstack.connect(auth_type="none", baremetal_endpoint_override=ironic.url)
     try:
         token = str(uuid.uuid4())
         headers = {**V, "X-Client-Token": token}
         made = conn.baremetal.post("/nodes", json={"driver": "fake-hardware"}, headers=headers)
         assert made.status_code == 201, made.text
         started = time.monotonic()
-        with pytest.raises(ks_exceptions.HttpError) as refused:
-            conn.baremetal.post("/nodes", json={"driver": "fake-hardware", "name": "other"}, headers=headers)
-        assert refused.value.http_status == 422
-        assert time.monotonic() - started < 3
+        refused = conn.baremetal.post("/nodes", json={"driver": "fake-hardware", "name": "other"}, headers=headers)
+        assert refused.status_code == 422, refused.text
+        assert time.monotonic() - started < 3  # a 409 it would retry with back-off for 15.5 s
     finally:
         conn.close()
 
