@@ -39,6 +39,7 @@ from typing import Any
 import pytest
 import requests
 
+from tests.example.test_openstacksdk_suite import run_suite
 from tests.servers import HOST, Server, free_port, make_workdir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,9 +96,17 @@ lock_path = {workdir}/locks
 
 _CONF_FENCE = re.compile(r"^```conf\s*\n(.*?)^```\s*$", re.M | re.S)
 
+#: the files docs/adopting.md's conf blocks are (named on each block's first line)
+MAIN = "/etc/ironic/ironic.conf"
+GROUPS = "/etc/ironic/ironic.conf.d/apimw.conf"
+CAP = "/etc/ironic/ironic.conf.d/max-version.conf"  # the optional one: max_version below Ironic's
+
 
 def doc_conf_blocks() -> dict[str, str]:
-    """docs/adopting.md's ``conf`` blocks by the file their first line names (``# /etc/.../x``)."""
+    """docs/adopting.md's ``conf`` blocks by file, in the order Ironic reads them.
+
+    ironic.conf (``--config-file``) first, then the ``--config-dir`` files by name.
+    """
     blocks: dict[str, str] = {}
     for text in _CONF_FENCE.findall(ADOPTING.read_text(encoding="utf-8")):
         first = text.splitlines()[0]
@@ -105,15 +114,20 @@ def doc_conf_blocks() -> dict[str, str]:
         assert match, f"docs/adopting.md: a conf block must name its file on its first line: {first!r}"
         assert match.group(1) not in blocks, f"docs/adopting.md: two blocks for {match.group(1)}"
         blocks[match.group(1)] = text
-    return blocks
+    return dict(sorted(blocks.items(), key=lambda item: (item[0] != MAIN, item[0])))
 
 
-def _ini_value(text: str, group: str, key: str) -> str:
+def _ini_value(text: str, group: str, key: str) -> str | None:
     section = re.search(rf"^\[{re.escape(group)}\]\n(.*?)(?=^\[|\Z)", text, re.M | re.S)
-    assert section, f"no [{group}] in {text!r}"
-    found = re.search(rf"^{re.escape(key)}\s*=\s*(\S+)", section.group(1), re.M)
-    assert found, f"no {key} in [{group}]"
-    return found.group(1)
+    found = section and re.search(rf"^{re.escape(key)}\s*=\s*(\S+)", section.group(1), re.M)
+    return found.group(1) if found else None
+
+
+def configured(group: str, key: str, blocks: dict[str, str]) -> str:
+    """The value Ironic's configuration ends with: that of the last file (read order) setting it."""
+    values = [v for text in blocks.values() if (v := _ini_value(text, group, key)) is not None]
+    assert values, f"no {key} in [{group}] of {list(blocks)}"
+    return values[-1]
 
 
 # -- Ironic's install and the apimw wheel ----------------------------------------------------
@@ -230,14 +244,28 @@ def start_ironic(venv: Path, blocks: dict[str, str]) -> IronicServer:
     return server
 
 
-@pytest.fixture(scope="module")
-def ironic(ironic_venv: Path) -> Iterator[IronicServer]:
-    server = start_ironic(ironic_venv, doc_conf_blocks())
+def serve_ironic(venv: Path, blocks: dict[str, str]) -> Iterator[IronicServer]:
+    server = start_ironic(venv, blocks)
     try:
         yield server
     finally:
         server.stop()
         shutil.rmtree(server.workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ironic(ironic_venv: Path) -> Iterator[IronicServer]:
+    """The wrapped Ironic the tests share (each test uses nodes of its own), with every block."""
+    yield from serve_ironic(ironic_venv, doc_conf_blocks())
+
+
+@pytest.fixture
+def fresh_ironic(ironic_venv: Path) -> Iterator[IronicServer]:
+    """Another, on an empty database (openstacksdk's suite leaves a node named node1 behind),
+    without the optional cap: the suite asks for versions up to Ironic's maximum."""
+    blocks = doc_conf_blocks()
+    del blocks[CAP]
+    yield from serve_ironic(ironic_venv, blocks)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -269,11 +297,6 @@ def ironic_error(answer: requests.Response) -> dict[str, Any]:
     return dict(json.loads(answer.json()["error_message"]))
 
 
-def configured(group: str, key: str) -> str:
-    blocks = doc_conf_blocks()
-    return _ini_value("\n".join(blocks.values()), group, key)
-
-
 def version_tuple(text: str) -> tuple[int, int]:
     major, minor = text.split(".")
     return int(major), int(minor)
@@ -284,13 +307,15 @@ def version_tuple(text: str) -> tuple[int, int]:
 
 def test_the_documented_configuration_spans_two_sources() -> None:
     blocks = doc_conf_blocks()
-    assert set(blocks) == {"/etc/ironic/ironic.conf", "/etc/ironic/ironic.conf.d/apimw.conf"}
-    main, extra = blocks["/etc/ironic/ironic.conf"], blocks["/etc/ironic/ironic.conf.d/apimw.conf"]
-    # the hook and one group in ironic.conf, the others only in the --config-dir file
-    assert _ini_value(main, "api", "middleware") == "apimw_etag,apimw_idempotency,apimw_microversion"
-    assert "[apimw_idempotency]" in main and "[apimw_idempotency]" not in extra
-    assert "[apimw_microversion]" in extra and "[apimw_microversion]" not in main
-    assert version_tuple(configured("apimw_microversion", "max_version")) < IRONIC_MAX
+    assert list(blocks) == [MAIN, GROUPS, CAP]
+    # the hook and one group in ironic.conf, the others only in --config-dir files
+    assert _ini_value(blocks[MAIN], "api", "middleware") == "apimw_etag,apimw_idempotency,apimw_microversion"
+    assert _ini_value(blocks[MAIN], "apimw_idempotency", "scope") == "shared"
+    assert "[apimw_idempotency]" not in blocks[GROUPS] + blocks[CAP]
+    assert "[apimw_microversion]" in blocks[GROUPS] and "[apimw_microversion]" not in blocks[MAIN]
+    # the full range by default; the optional file lowers it (the later file wins)
+    assert version_tuple(_ini_value(blocks[GROUPS], "apimw_microversion", "max_version") or "") == IRONIC_MAX
+    assert version_tuple(configured("apimw_microversion", "max_version", blocks)) < IRONIC_MAX
 
 
 def test_a_retried_post_is_replayed_and_makes_one_node(ironic: IronicServer) -> None:
@@ -316,7 +341,8 @@ def test_the_same_token_with_another_body_gets_the_mismatch_status(ironic: Ironi
     first = post_node(ironic.url, {"driver": "fake-hardware", "name": name}, token)
     assert first.status_code == 201, first.text
     other = post_node(ironic.url, {"driver": "fake-hardware", "name": f"apimw-other-{token[:8]}"}, token)
-    assert other.status_code == int(configured("apimw_idempotency", "mismatch_status")) == 422
+    mismatch_status = configured("apimw_idempotency", "mismatch_status", doc_conf_blocks())
+    assert other.status_code == int(mismatch_status) == 422
     assert "Idempotent-Replayed" not in other.headers
     assert ironic_error(other)["faultstring"]
     assert nodes_named(ironic.url, f"apimw-other-{token[:8]}") == []
@@ -336,7 +362,8 @@ def test_openstacksdk_gives_up_at_once_on_a_reused_token(ironic: IronicServer) -
         made = conn.baremetal.post("/nodes", json={"driver": "fake-hardware"}, headers=headers)
         assert made.status_code == 201, made.text
         started = time.monotonic()
-        refused = conn.baremetal.post("/nodes", json={"driver": "fake-hardware", "name": "other"}, headers=headers)
+        other = {"driver": "fake-hardware", "name": "other"}
+        refused = conn.baremetal.post("/nodes", json=other, headers=headers)
         assert refused.status_code == 422, refused.text
         assert time.monotonic() - started < 3  # a 409 it would retry with back-off for 15.5 s
     finally:
@@ -364,7 +391,7 @@ def test_eight_concurrent_posts_with_one_token_make_one_node(ironic: IronicServe
 
 
 def test_latest_is_labelled_and_served_at_the_configured_max_version(ironic: IronicServer) -> None:
-    max_version = configured("apimw_microversion", "max_version")
+    max_version = configured("apimw_microversion", "max_version", doc_conf_blocks())
     assert version_tuple(max_version) < IRONIC_MAX
     node = new_node(ironic.url)
     url = f"{ironic.url}/v1/nodes/{node['uuid']}"
@@ -397,3 +424,19 @@ def test_an_if_match_patch_ironic_cannot_enforce_is_refused_unapplied(ironic: Ir
     done = requests.patch(url, json=patch, headers=V, timeout=60)
     assert done.status_code == 200, done.text
     assert requests.get(url, headers=V, timeout=60).json()["description"] == "after"
+
+
+#: the one test of openstacksdk's suite the all-in-one Ironic 39.0 fails, wrapped or not:
+#: its conductor reports ``alive: false``
+KNOWN_SDK_FAILURES = {"test_list_get_conductor"}
+
+
+def test_openstacksdk_functional_suite_passes_through_the_wrapped_ironic(
+    fresh_ironic: IronicServer, tmp_path: Path
+) -> None:
+    """openstacksdk's own bare-metal suite (96 tests), unchanged, as against Ironic alone (95)."""
+    result, summary, passed = run_suite(fresh_ironic.url, tmp_path)
+    out = result.stdout + result.stderr
+    failed = set(re.findall(r"^FAILED \S+::(\w+)", out, re.M))
+    assert failed <= KNOWN_SDK_FAILURES and "error" not in summary, out[-6000:]
+    assert passed >= 95, summary
