@@ -17,9 +17,11 @@ table come:
     OPTIONS: Final = (...)
     filter_factory, wrap_flask, list_opts, oslo_hook = integration(Middleware, OPTIONS, GROUP)
 
-Precedence, highest first: keyword arguments given in code, paste ini keys,
-oslo.config values (only when the ini names ``oslo_config_project`` and/or
-``oslo_config_file``), the option's default.
+Precedence, highest first: keyword arguments given in code, paste ini keys (the
+filter's own section over the global conf: ``[DEFAULT]``, ``set`` lines, the loader's
+``global_conf``; only this middleware's option names are read from it), oslo.config
+values (only when the ini names ``oslo_config_project`` and/or ``oslo_config_file``),
+the option's default.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from apimw.errors import ConfigError
+from apimw.errors import ConfigError, explain_missing
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -137,9 +139,19 @@ def convert_strings(options: Sequence[Option], conf: Mapping[str, Any], *, where
     return kwargs
 
 
+def _oslo_config() -> Any:
+    """``oslo_config.cfg`` (an optional extra), imported when oslo.config is first used."""
+    try:
+        from oslo_config import cfg
+    except ImportError as exc:
+        explain_missing(exc, "oslo.config support", module="oslo_config", library="oslo.config", extra="oslo")
+        raise
+    return cfg
+
+
 def oslo_opts(options: Sequence[Option]) -> list[Any]:
     """oslo.config ``Opt`` objects for *options* (imports oslo.config lazily)."""
-    from oslo_config import cfg
+    cfg = _oslo_config()
 
     makers: dict[str, Callable[..., Any]] = {
         "str": cfg.StrOpt,
@@ -161,7 +173,7 @@ def oslo_opts(options: Sequence[Option]) -> list[Any]:
 
 def from_oslo(options: Sequence[Option], conf: Any, group: str) -> dict[str, Any]:
     """Values set in oslo.config *group* (those differing from the default), converted."""
-    from oslo_config import cfg
+    cfg = _oslo_config()
 
     for oslo_opt in oslo_opts(options):
         # registered once: when the host registered the option already, its definition is kept
@@ -179,8 +191,17 @@ def from_oslo(options: Sequence[Option], conf: Any, group: str) -> dict[str, Any
     return kwargs
 
 
-def paste_section(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any], group: str) -> str:
-    """Where a paste filter's settings came from, for error messages: ``[filter:<name>] in <file>``.
+class _PasteIni(NamedTuple):
+    """The ini a paste filter came from, as far as it can be found (for messages and checks)."""
+
+    #: ``[filter:<name>] in <file>``, or the filter's ``use`` line when the section is not known
+    where: str
+    #: the raw ``key = value`` lines of the filter's own section (empty when not known)
+    own: Mapping[str, str]
+
+
+def paste_ini(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any], group: str) -> _PasteIni:
+    """Where a paste filter's settings came from: ``[filter:<name>] in <file>`` and its own lines.
 
     paste.deploy gives a ``filter_factory`` the settings of its section but not the
     section's name; the name is found by reading the ini (``global_conf["__file__"]``)
@@ -192,7 +213,7 @@ def paste_section(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any],
     fallback = f"the paste filter using egg:apimw#{entry}"
     path = global_conf.get("__file__") if isinstance(global_conf, Mapping) else None
     if not path:
-        return fallback
+        return _PasteIni(fallback, {})
     import configparser
 
     parser = configparser.RawConfigParser(strict=False, default_section="\x00none")
@@ -201,7 +222,7 @@ def paste_section(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any],
         with open(path, encoding="utf-8") as fh:  # noqa: PTH123 - a path from paste.deploy
             parser.read_file(fh)
     except (OSError, UnicodeDecodeError, configparser.Error):
-        return f"{fallback} in {path}"
+        return _PasteIni(f"{fallback} in {path}", {})
     uses = {f"egg:apimw#{entry}", f"egg:apimw#apimw.{entry}", f"call:apimw.{entry}:filter_factory"}
     found = []
     for section in parser.sections():
@@ -213,16 +234,55 @@ def paste_section(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any],
         if use not in uses and factory != f"apimw.{entry}:filter_factory":
             continue
         if set(local_conf) <= set(items):
-            found.append(section)
+            found.append((section, items))
     if len(found) == 1:
-        return f"[{found[0]}] in {path}"
-    return f"{fallback} in {path}"
+        section, items = found[0]
+        return _PasteIni(f"[{section}] in {path}", items)
+    return _PasteIni(f"{fallback} in {path}", {})
+
+
+def _check_not_hidden(ini: _PasteIni, options: Sequence[Option], global_conf: Mapping[str, Any]) -> None:
+    """Refuse a filter line that paste.deploy dropped in favour of a different global value.
+
+    paste.deploy leaves out of a section's settings every key that ``[DEFAULT]`` (or the
+    loader's ``global_conf``) also names, whatever the section says: ``store = redis://...``
+    under ``[DEFAULT] store = memory://`` would be silently replaced by memory://.
+    ``store = %(store)s`` (the same value) is fine.  Values are never shown (they may be secret).
+    """
+    import configparser
+
+    table = _index(options)
+    defaults = {str(k): str(v) for k, v in global_conf.items()}
+    for key, raw in ini.own.items():
+        if key not in table or key not in global_conf or raw.strip() == f"%({key})s":
+            continue
+        interpolation = configparser.BasicInterpolation()
+        try:
+            value = interpolation.before_get(
+                configparser.RawConfigParser(defaults=defaults), "DEFAULT", key, raw, defaults
+            )
+        except (configparser.Error, ValueError):
+            continue  # cannot tell: leave it to paste.deploy's value
+        if value.strip() != str(global_conf[key]).strip():
+            raise ConfigError(
+                f"{ini.where}: its {key!r} line is not used: paste.deploy gives every section the "
+                f"global {key!r} ([DEFAULT] or the loader's global_conf) instead of the section's own. "
+                f"Override it in this section with 'set {key} = ...', or leave {key} out of [DEFAULT]"
+            )
 
 
 def make_filter_factory(
     factory: Callable[..., WSGIApplication], options: Sequence[Option], group: str
 ) -> Callable[..., Callable[[WSGIApplication], WSGIApplication]]:
-    """A paste.deploy ``filter_factory`` for ``factory(app, **kwargs)``."""
+    """A paste.deploy ``filter_factory`` for ``factory(app, **kwargs)``.
+
+    The paste convention: the global conf (``[DEFAULT]``, ``set`` lines, the loader's
+    ``global_conf``), then the filter's own settings over it.  Of the global conf only
+    this middleware's option names are read (``here``, ``__file__``, ``database`` ... are
+    not options); ``oslo_config_project`` / ``oslo_config_file`` are read from the
+    filter's section only, and the values they point to come below both.
+    """
+    table = _index(options)
 
     def filter_factory(
         global_conf: Mapping[str, Any], **local_conf: str
@@ -232,22 +292,26 @@ def make_filter_factory(
         config_file = local.pop("oslo_config_file", None)
         kwargs: dict[str, Any] = {}
         if project or config_file:
-            from oslo_config import cfg
+            cfg = _oslo_config()
 
             conf = cfg.ConfigOpts()
             args = ["--config-file", config_file] if config_file else []
             conf(args, project=project, validate_default_values=True)
             kwargs.update(from_oslo(options, conf, group))
-        where = paste_section(global_conf, local, group)
-        kwargs.update(convert_strings(options, local, where=where))
-        check_required(options, kwargs, where=where)
+        global_conf = global_conf if isinstance(global_conf, Mapping) else {}
+        ini = paste_ini(global_conf, local, group)
+        _check_not_hidden(ini, options, global_conf)
+        settings = {key: value for key, value in global_conf.items() if key in table}
+        settings.update(local)
+        kwargs.update(convert_strings(options, settings, where=ini.where))
+        check_required(options, kwargs, where=ini.where)
 
         def _filter(app: WSGIApplication) -> WSGIApplication:
             # paste calls this while loading the pipeline: a bad value fails there.
             try:
                 return factory(app, **kwargs)
             except ConfigError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
+                raise ConfigError(f"{ini.where}: {exc}") from None
 
         return _filter
 
@@ -287,7 +351,7 @@ def oslo_hook_for(
     """``hook(app) -> app``: *factory* configured from the host's global ``oslo_config.cfg.CONF``."""
 
     def oslo_hook(app: WSGIApplication) -> WSGIApplication:
-        from oslo_config import cfg
+        cfg = _oslo_config()
 
         where = f"oslo.config [{group}]"
         kwargs = from_oslo(options, cfg.CONF, group)

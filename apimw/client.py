@@ -43,10 +43,14 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 from urllib.parse import urlsplit
 
-import requests
-
 from apimw._microversion_type import LATEST, Version, parse_version
-from apimw.errors import ApimwError, ConfigError, VersionParseError
+from apimw.errors import ApimwError, ConfigError, VersionParseError, explain_missing
+
+try:
+    import requests
+except ImportError as exc:  # one line naming the extra
+    explain_missing(exc, "apimw.client", module="requests", library="requests", extra="client")
+    raise
 
 __all__ = [
     "DEFAULT_CACHE_TTL",

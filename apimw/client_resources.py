@@ -51,11 +51,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 from urllib.parse import urlsplit
 
-import requests
-
 from apimw._microversion_type import Version, parse_version
 from apimw.client import ServerRange, UnsupportedVersion, VersionedSession, endpoint_key
-from apimw.errors import ApimwError, ConfigError, VersionParseError
+from apimw.errors import ApimwError, ConfigError, VersionParseError, explain_missing
+
+try:
+    import requests
+except ImportError as exc:  # one line naming the extra
+    explain_missing(exc, "apimw.client_resources", module="requests", library="requests", extra="client")
+    raise
 
 __all__ = [
     "AUTO",

@@ -4,6 +4,7 @@ Hierarchy::
 
     ApimwError                 base of everything apimw raises on purpose
     ├── ConfigError            bad middleware configuration (raised at construction / pipeline load)
+    │   └── MissingExtraError  an optional library is not installed (also an ImportError)
     ├── StoreError             a replay store backend is unreachable or misbehaved
     ├── VersionParseError      a microversion string is malformed (also a ValueError-free type)
     └── HTTPProblem            an HTTP error answer: status, stable code, title, detail
@@ -45,9 +46,11 @@ __all__ = [
     "ApimwError",
     "ConfigError",
     "HTTPProblem",
+    "MissingExtraError",
     "StoreError",
     "VersionParseError",
     "check_profile",
+    "explain_missing",
     "flask_problem_handler",
     "render_problem",
     "respond_with_problem",
@@ -67,6 +70,24 @@ class ApimwError(Exception):
 
 class ConfigError(ApimwError):
     """A middleware option is missing, of the wrong type or out of range."""
+
+
+class MissingExtraError(ConfigError, ImportError):
+    """What was asked for needs an optional library that is not installed.
+
+    The message is one line naming the extra that installs it:
+    ``redis:// needs the redis library: pip install 'apimw[redis]'``.
+    """
+
+
+def explain_missing(exc: ImportError, needs: str, *, module: str, library: str, extra: str) -> None:
+    """Raise :class:`MissingExtraError` when *exc* is *module* itself not being installed.
+
+    For ``except ImportError as exc: explain_missing(exc, ...); raise``: any other import
+    failure (the library is there but broken) is re-raised as it was.
+    """
+    if (exc.name or "").partition(".")[0] == module:
+        raise MissingExtraError(f"{needs} needs the {library} library: pip install 'apimw[{extra}]'") from exc
 
 
 class StoreError(ApimwError):

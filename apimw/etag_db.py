@@ -31,11 +31,15 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-from sqlalchemy import and_, delete, select, update
-from sqlalchemy.exc import DBAPIError
+from apimw.errors import ApimwError, HTTPProblem, explain_missing
+from apimw.etag import IfMatch, StaleEtag
 
-from apimw.errors import ApimwError, HTTPProblem
-from apimw.etag import IfMatch, precondition_failed
+try:
+    from sqlalchemy import and_, delete, select, update
+    from sqlalchemy.exc import DBAPIError
+except ImportError as exc:  # one line naming the extra
+    explain_missing(exc, "apimw.etag_db", module="sqlalchemy", library="SQLAlchemy", extra="sqlalchemy")
+    raise
 
 if TYPE_CHECKING:
     from sqlalchemy import ColumnElement, Connection, Engine, Table
@@ -56,14 +60,6 @@ DEFAULT_BACKOFF: Final = 0.005
 _PG_RETRYABLE: Final = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
 _MYSQL_RETRYABLE: Final = frozenset({1213, 1205})  # ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
 _SQLITE_RETRYABLE: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
-
-
-class StaleEtag(HTTPProblem):
-    """412: the row's etag is no longer one the client's If-Match names."""
-
-    def __init__(self, detail: str | None = None) -> None:
-        base = precondition_failed(detail)
-        super().__init__(base.status, base.code, base.detail)
 
 
 class ResourceGone(HTTPProblem):

@@ -40,22 +40,28 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from sqlalchemy import (
-    Column,
-    DateTime,
-    Engine,
-    Index,
-    MetaData,
-    PrimaryKeyConstraint,
-    String,
-    Table,
-    delete,
-    select,
-)
-from sqlalchemy.exc import DBAPIError, IntegrityError
-
-from apimw.errors import ApimwError, HTTPProblem
+from apimw.errors import ApimwError, HTTPProblem, explain_missing
 from apimw.etag_db import DEFAULT_BACKOFF, DEFAULT_RETRIES, is_retryable, write_attempts
+
+try:
+    from sqlalchemy import (
+        Column,
+        DateTime,
+        Engine,
+        Index,
+        MetaData,
+        PrimaryKeyConstraint,
+        String,
+        Table,
+        delete,
+        select,
+    )
+    from sqlalchemy.exc import DBAPIError, IntegrityError
+except ImportError as exc:  # one line naming the extra
+    explain_missing(
+        exc, "apimw.idempotency_db", module="sqlalchemy", library="SQLAlchemy", extra="sqlalchemy"
+    )
+    raise
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection

@@ -31,10 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import webob
-
 from apimw._microversion_type import Version
-from apimw.errors import ENVIRON_PROFILE, ENVIRON_REQUEST_ID, HTTPProblem, render_problem
+from apimw.errors import ENVIRON_PROFILE, ENVIRON_REQUEST_ID, HTTPProblem, explain_missing, render_problem
 from apimw.etag import (
     ENVIRON_IF_MATCH,
     ENVIRON_IF_NONE_MATCH,
@@ -49,6 +47,12 @@ from apimw.etag import mark_enforced as _mark_enforced
 from apimw.idempotency import ENVIRON_REPLAYED, ENVIRON_STATUS
 from apimw.microversion import VersionGate
 from apimw.microversion import served_version as _served_version
+
+try:
+    import webob
+except ImportError as exc:  # one line naming the extra
+    explain_missing(exc, "apimw.webob", module="webob", library="WebOb", extra="webob")
+    raise
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import configparser
 import gc
+import io
 import json
 import re
 import uuid
@@ -33,6 +34,7 @@ import bcrypt
 import pytest
 from webob import Request
 
+from apimw.errors import ConfigError
 from tests.wsgi import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -320,7 +322,7 @@ def test_readme_paste_sample_serves_client_tokens(tmp_path: Path, monkeypatch: p
 _FLASK_SETTINGS = {
     "APIMW_MICROVERSION": {"service_type": "thing", "min_version": "1.0", "max_version": "1.50"},
     "APIMW_IDEMPOTENCY": {"store": "memory://"},  # scope = project, missing_scope = reject
-    "APIMW_ETAG": {"min_version": "1.40"},
+    "APIMW_ETAG": {"min_version": "1.40", "enforces": "PATCH"},
 }
 _PASTE_OF_FLASK = """
 [pipeline:main]
@@ -339,6 +341,7 @@ store = memory://
 [filter:etag]
 use = egg:apimw#etag
 min_version = 1.40
+enforces = PATCH
 
 [app:things]
 paste.app_factory = tests.test_docs:flask_app_factory
@@ -429,8 +432,73 @@ def test_wrap_flask_in_the_documented_order_answers_like_the_paste_pipeline(tmp_
         assert via_flask[1][2]["errors"][0]["code"] == "idempotency.scope-missing"
         assert ("Idempotent-Replayed", "true") in via_flask[3][1]
         # the reverse order stacks the other way round: the token is judged before the version
-        reverse = _flask_wrapped(("microversion", "idempotency", "etag"))
+        reverse = _flask_wrapped(("microversion", "idempotency"))
         assert _scenario(reverse)[0][0] == 400
         close_all(reverse.wsgi_app)
+        with pytest.raises(ConfigError, match="inside the microversion middleware"):  # etag outside it
+            _flask_wrapped(("microversion", "idempotency", "etag"))
     finally:
         close_all(documented.wsgi_app, pasted)
+
+
+# -- the store a paste file names is the store the pipeline builds ------------------------------
+
+
+def _paste_files() -> list[tuple[str, str]]:
+    """Every paste ini of the docs (fragments too) and the shipped one that has an idempotency filter."""
+    return [(where, text) for where, text in _ini_sources() if "egg:apimw#idempotency" in text]
+
+
+def _with_redis_store(text: str, redis_url: str, directory: Path) -> str:
+    """*text* with the Redis URL as its store: in ``[DEFAULT] store`` where the file keeps it there
+    (the filter then says ``store = %(store)s``), else in the filter's own ``store``; a database the
+    test cannot reach becomes SQLite; ``authtoken`` (keystonemiddleware, not installed) leaves the
+    pipeline, whose ``noauth`` then reads the client's X-Project-Id."""
+    parser = configparser.RawConfigParser(strict=False)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(text)
+    if parser.has_option("DEFAULT", "store"):
+        parser.set("DEFAULT", "store", redis_url)
+    else:
+        parser.set("filter:idempotency", "store", redis_url)
+    if parser.has_option("DEFAULT", "database"):
+        parser.set("DEFAULT", "database", f"sqlite:///{directory}/baremetal.sqlite")
+    for section in parser.sections():
+        if section.startswith("pipeline:"):
+            parser.set(section, "pipeline", parser.get(section, "pipeline").replace(" authtoken ", " "))
+        if section.startswith("app:") and not parser.has_option("DEFAULT", "database"):
+            parser.set(section, "database", f"sqlite:///{directory}/baremetal.sqlite")
+    out = io.StringIO()
+    parser.write(out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("where_text", _paste_files(), ids=lambda wt: wt[0])
+def test_the_store_a_paste_file_names_is_the_store_built(
+    where_text: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_server: Any
+) -> None:
+    """issue 22: ``[DEFAULT] store = redis://...`` with ``store = %(store)s`` built memory://."""
+    import redis
+
+    where, text = where_text
+    monkeypatch.chdir(tmp_path)
+    url = f"{redis_server.url.rstrip('/').rsplit('/', 1)[0]}/9"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    sample = Sample(ROOT / "paste.ini", 1, "ini", _with_redis_store(text, url, tmp_path), False)
+    app = load_ini(write_ini(sample, tmp_path))
+    try:
+        headers = {
+            "X-OpenStack-Ironic-API-Version": "latest",
+            "X-Project-Id": "p1",  # read by noauth (http_basic removes it and sets its own)
+            "X-Client-Token": uuid.uuid4().hex,
+            **_basic("alice", "alice-password"),
+        }
+        create = Request.blank("/v1/nodes", method="POST", json={"driver": "fake-hardware"}, headers=headers)
+        resp = run(app, create)
+        assert resp.status_int == 201, f"{where}: {resp.status} {resp.text}"
+        assert client.dbsize() > 0, f"{where}: the client token was not stored in the Redis it names"
+    finally:
+        close_all(app)
+        client.flushdb()
+        client.close()

@@ -28,7 +28,7 @@ import re
 from typing import Final, Protocol
 from urllib.parse import urlsplit
 
-from apimw.errors import ConfigError, StoreError
+from apimw.errors import ConfigError, StoreError, explain_missing
 
 __all__ = ["PENDING_STATE", "PREFIX_LEN", "RecordTooLarge", "Store", "StoreError", "display_url", "mask_url",
            "open_store"]
@@ -123,12 +123,18 @@ def open_store(url: str, *, timeout: float = 0.5) -> Store:
 
         return open_memory_store(url)
     if scheme == "memcached":
-        from apimw._stores.memcached_store import MemcachedStore
-
+        try:
+            from apimw._stores.memcached_store import MemcachedStore
+        except ImportError as exc:
+            explain_missing(exc, "memcached://", module="pymemcache", library="pymemcache", extra="memcached")
+            raise
         return MemcachedStore.from_url(url, timeout=timeout)
     if scheme in ("redis", "rediss", "unix", "redis+cluster", "redis+sentinel"):
-        from apimw._stores.redis_store import open_redis_store
-
+        try:
+            from apimw._stores.redis_store import open_redis_store
+        except ImportError as exc:
+            explain_missing(exc, f"{scheme}://", module="redis", library="redis", extra="redis")
+            raise
         return open_redis_store(url, timeout=timeout)
     raise ConfigError(
         f"unknown store scheme {scheme!r} in {mask_url(url)!r}: use memory://, memcached://, redis://, "

@@ -372,10 +372,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     try:
-        from baremetal_service.wsgi import check_store_processes  # memory:// is one process's
+        from baremetal_service.wsgi import check_built_store, check_store_processes
 
-        check_store_processes(args.store, args.workers)
+        check_store_processes(args.store, args.workers)  # memory:// is one process's
         app = build(args)
+        try:
+            check_built_store(app, args.workers)  # the store the pipeline holds (a paste file's own)
+        except Exception:
+            app.close()
+            raise
     except Exception as exc:  # configuration problems: one clear line, exit 2
         print(f"baremetal-service: cannot start: {exc}", file=sys.stderr)  # noqa: T201
         return 2

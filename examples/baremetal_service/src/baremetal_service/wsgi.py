@@ -68,7 +68,15 @@ from . import settings as defaults
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
-__all__ = ["MEMORY_STORE_MESSAGE", "WsgiApp", "check_store_processes", "make_application", "settings"]
+__all__ = [
+    "MEMORY_STORE_MESSAGE",
+    "WsgiApp",
+    "check_built_store",
+    "check_store_processes",
+    "make_application",
+    "replay_store",
+    "settings",
+]
 
 DEFAULT_DATABASE: Final = defaults.DATABASE
 DEFAULT_STORE: Final = defaults.STORE
@@ -127,9 +135,50 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
 
 
 def check_store_processes(store_url: str, processes: int) -> None:
-    """Refuse ``memory://`` when more than one process serves (the one-line reason is the message)."""
+    """Refuse ``memory://`` when more than one process serves (the one-line reason is the message).
+
+    Before anything is built this can only judge the configured URL; once the stack is
+    built, :func:`check_built_store` judges the store it actually holds.
+    """
     if processes > 1 and urlsplit(store_url).scheme.lower() == "memory":
         raise ConfigError(MEMORY_STORE_MESSAGE.format(processes=processes))
+
+
+#: attributes through which one layer of a built stack reaches the next (ours, apimw's, paste's)
+_INNER: Final = ("wsgi", "pipeline", "app", "_app", "application", "inner", "_closers")
+
+
+def replay_store(app: Any) -> Any:
+    """The replay store of the :class:`apimw.idempotency.IdempotencyMiddleware` in a built stack.
+
+    Walks the layers of *app* (at most 200 objects); ``None`` when the stack has none.
+    """
+    from apimw.idempotency import IdempotencyMiddleware
+
+    todo: list[Any] = [app]
+    seen: set[int] = set()
+    while todo and len(seen) < 200:
+        obj = todo.pop(0)
+        if obj is None or id(obj) in seen or isinstance(obj, (str, bytes, int, float, dict, type)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, IdempotencyMiddleware):
+            return obj.store
+        if isinstance(obj, (list, tuple)):
+            todo.extend(obj)
+            continue
+        todo.extend(getattr(obj, name, None) for name in _INNER)
+    return None
+
+
+def check_built_store(app: Any, processes: int) -> None:
+    """Refuse a built stack whose replay store is ``memory://`` when several processes serve.
+
+    Whatever the environment said: a paste file decides the store of its own pipeline.
+    """
+    store = replay_store(app)
+    if store is not None:
+        check_store_processes(store.name, processes)
 
 
 def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -222,14 +271,6 @@ def _auth_filter(conf: Mapping[str, Any]) -> Any:
     return _wrap
 
 
-def _idempotency_store(closers: Iterable[Any]) -> Any:
-    for closer in closers:
-        store = getattr(closer, "store", None)
-        if store is not None and callable(getattr(store, "claim", None)):
-            return store
-    return None
-
-
 def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
     """Build the whole service for this process from *env* (default ``os.environ``)."""
     conf = settings(env)
@@ -247,7 +288,7 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
         closers.append(pasted)
         wsgi: WSGIApplication = pasted
         service = pasted.service
-        store = _idempotency_store(getattr(pasted, "_closers", ()))
+        store = replay_store(pasted)
     else:
         from .api import create_flask_app
         from .app import wrap
@@ -271,7 +312,7 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
         except BaseException:
             service.close()
             raise
-        store = _idempotency_store(inner)
+        store = replay_store(wsgi)
     from .health import HealthRoute
 
     if conf["healthcheck"] and not isinstance(getattr(wsgi, "pipeline", None), HealthRoute):
@@ -283,7 +324,13 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
         wsgi = HealthRoute(wsgi, make_health_app(checks))
     if conf["debug_worker_header"]:
         wsgi = _WorkerPid(wsgi)
-    return WsgiApp(wsgi, closers)
+    built = WsgiApp(wsgi, closers)
+    try:
+        check_built_store(built, conf["processes"])
+    except ConfigError:
+        built.close()
+        raise
+    return built
 
 
 _APP: dict[str, WsgiApp] = {}
