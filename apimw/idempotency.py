@@ -17,18 +17,14 @@ without a store call.
 from __future__ import annotations
 
 import importlib
-import io
-import itertools
 import logging
-import os
 import re
-import secrets
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from apimw import _idempotency_parts as parts
+from apimw import _idempotency_identity as identity
+from apimw import _idempotency_records as records
 from apimw._config import (
     Option,
     as_bool,
@@ -39,8 +35,14 @@ from apimw._config import (
     as_str,
     integration,
 )
+from apimw._idempotency_body import read_body
+from apimw._idempotency_capture import Claim, Exchange, Keeping
+from apimw._idempotency_identity import ClientToken as ClientToken
+from apimw._idempotency_lease import Renewer
+from apimw._idempotency_records import NOT_STORED as NOT_STORED
+from apimw._idempotency_records import STATUS_HEADER
 from apimw._microversion_type import ENVIRON_VERSION
-from apimw._stores import PREFIX_LEN, RecordTooLarge, Store, mask_url, open_store
+from apimw._stores import PREFIX_LEN, Store, mask_url, open_store
 from apimw.errors import (
     ENVIRON_REQUEST_ID,
     ConfigError,
@@ -80,12 +82,22 @@ LOG = logging.getLogger("apimw.idempotency")
 GROUP: Final = "apimw_idempotency"
 FLASK_CONFIG_KEY: Final = "APIMW_IDEMPOTENCY"
 
-# environ keys and headers
-ENV_CLIENT_TOKEN: Final = "HTTP_X_CLIENT_TOKEN"  # noqa: S105 - a header name
-ENV_IDEMPOTENCY_KEY: Final = "HTTP_IDEMPOTENCY_KEY"
-ENV_PROJECT_ID: Final = "HTTP_X_PROJECT_ID"
-ENV_TENANT_ID: Final = "HTTP_X_TENANT_ID"
-ENV_USER_ID: Final = "HTTP_X_USER_ID"
+# headers
+CLIENT_TOKEN_HEADER: Final = "X-Client-Token"  # noqa: S105 - a header name
+IDEMPOTENCY_KEY_HEADER: Final = "Idempotency-Key"
+#: Added (value ``true``) to a replayed answer (the ``replay_header`` option's default).
+REPLAYED_HEADER: Final = "Idempotent-Replayed"
+#: ``unprotected`` on an answer the app gave unprotected (store down, ``fail_open``), and
+#: ``not-stored`` (:data:`NOT_STORED`) on a first answer that will not be replayed.
+UNPROTECTED_HEADER: Final = STATUS_HEADER
+
+# environ keys: the request headers read ...
+ENVIRON_CLIENT_TOKEN: Final = "HTTP_X_CLIENT_TOKEN"  # noqa: S105 - an environ key
+ENVIRON_IDEMPOTENCY_KEY: Final = "HTTP_IDEMPOTENCY_KEY"
+ENVIRON_PROJECT_ID: Final = "HTTP_X_PROJECT_ID"
+ENVIRON_TENANT_ID: Final = "HTTP_X_TENANT_ID"
+ENVIRON_USER_ID: Final = "HTTP_X_USER_ID"
+# ... and what the middleware leaves there for the app and the outer middlewares
 #: ``True`` on a replayed answer, ``False`` when the app ran under a claim.
 ENVIRON_REPLAYED: Final = "apimw.idempotency.replayed"
 #: ``"claimed"`` (the app runs protected) or ``"unprotected"`` (fail-open, store down).
@@ -93,11 +105,13 @@ ENVIRON_STATUS: Final = "apimw.idempotency.status"
 #: The request's :class:`ClientToken`, for an app that records it in its own database
 #: (:mod:`apimw.idempotency_db`); read it with :func:`client_token`.
 ENVIRON_TOKEN: Final = "apimw.idempotency.token"  # noqa: S105 - an environ key
-UNPROTECTED_HEADER: Final = "Idempotency-Status"
-#: On a first answer that was sent but not stored for replay (too large, or the store refused
-#: it): a retry gets 409 ``idempotency.replay-unavailable`` (or, if even the tombstone could not
-#: be written, runs again after the lease).
-NOT_STORED: Final = (UNPROTECTED_HEADER, "not-stored")
+
+# the names before the convention (ENVIRON_<NAME> for environ keys), kept working
+ENV_CLIENT_TOKEN: Final = ENVIRON_CLIENT_TOKEN
+ENV_IDEMPOTENCY_KEY: Final = ENVIRON_IDEMPOTENCY_KEY
+ENV_PROJECT_ID: Final = ENVIRON_PROJECT_ID
+ENV_TENANT_ID: Final = ENVIRON_TENANT_ID
+ENV_USER_ID: Final = ENVIRON_USER_ID
 
 DEFAULT_FINGERPRINT_HEADERS: Final = ("OpenStack-API-Version", "X-OpenStack-*-API-Version")
 DEFAULT_RELEASE_STATUSES: Final = (408, 409, 423, 425, 429)
@@ -106,100 +120,12 @@ DEFAULT_REQUEST_ID_HEADERS: Final = (
     "X-OpenStack-Request-Id", "OpenStack-Request-Id", "X-Compute-Request-Id", "X-Request-Id", "Request-Id",
 )  # fmt: skip
 SHARED_SCOPE: Final = "*shared*"
-_READ_CHUNK: Final = 65536
-
-
-class _UnreadableBody(Exception):
-    """The server's ``wsgi.input`` failed while the body was read."""
-
-
-def _read(stream: Any, size: int) -> bytes:
-    """``stream.read(size)``; any failure of the server's input stream is :class:`_UnreadableBody`.
-
-    What a server raises there is its own: an ``OSError`` when the client goes away
-    mid-body, gunicorn's ``ParseException`` subclasses (``InvalidChunkSize``,
-    ``ChunkMissingTerminator``; not ``OSError``) for a malformed chunked body,
-    werkzeug's ``ClientDisconnected``.  All of them mean the same to the client: 400.
-    """
-    try:
-        data = stream.read(size)
-    except Exception as exc:
-        raise _UnreadableBody(type(exc).__name__) from exc
-    return bytes(data)
-
-
-# -- owner ids: unique per claim, cheap (no urandom per request), new per forked process --------
-
-_OWNER = {"nonce": secrets.token_hex(8), "counter": itertools.count()}
-
-
-def _new_owner_nonce() -> None:
-    _OWNER["nonce"] = secrets.token_hex(8)
-    _OWNER["counter"] = itertools.count()
-
-
-os.register_at_fork(after_in_child=_new_owner_nonce)
-
-
-def _owner_id() -> bytes:
-    """32 hex characters: a random per-process nonce and a counter."""
-    return f"{_OWNER['nonce']}{next(_OWNER['counter']):016x}".encode()  # type: ignore[call-overload]
 
 
 def _request_id(environ: WSGIEnvironment) -> str:
     """The id an outer request_id middleware gave this request (its logs carry it), else a new one."""
     found = environ.get(ENVIRON_REQUEST_ID)
-    return found if isinstance(found, str) and found else parts.new_request_id()
-
-
-# -- what the app sees -------------------------------------------------------------------------
-
-
-class ClientToken:
-    """The token of a request the app runs under the middleware (claimed, or unprotected).
-
-    ``scope``: whose token it is (the project under the default ``scope = project``; project
-    and user under ``user``; ``*shared*`` in a shared scope).  ``token``: the client's
-    token.  ``fingerprint``: the request's identity (method, path, query, body,
-    microversion), the one the middleware compares a retry with.  ``project``: the
-    authenticated project, if any.  ``mismatch_status``: the status the middleware answers
-    a reused token with (its ``mismatch_status`` option, 409 or 422), for the app's own
-    answer (:class:`apimw.idempotency_db.TokenReused`).  ``reused``: set by
-    :mod:`apimw.idempotency_db` when the database found the token recorded for another
-    request; the middleware then releases the claim instead of storing that answer, so the
-    token stays the first request's.
-    """
-
-    __slots__ = ("fingerprint", "mismatch_status", "project", "reused", "scope", "token")
-
-    def __init__(
-        self,
-        scope: str,
-        token: str,
-        fingerprint: str,
-        project: str | None = None,
-        *,
-        mismatch_status: int = 409,
-    ) -> None:
-        self.scope = scope
-        self.token = token
-        self.fingerprint = fingerprint
-        self.project = project
-        self.mismatch_status = mismatch_status
-        self.reused = False
-
-    def __repr__(self) -> str:  # never the token itself (it may end up in logs)
-        return f"<ClientToken scope={self.scope!r} fingerprint={self.fingerprint[:12]}...>"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ClientToken):
-            return NotImplemented
-        return (self.scope, self.token, self.fingerprint, self.project) == (
-            other.scope, other.token, other.fingerprint, other.project,
-        )  # fmt: skip
-
-    def __hash__(self) -> int:
-        return hash((self.scope, self.token, self.fingerprint))
+    return found if isinstance(found, str) and found else records.new_request_id()
 
 
 def client_token(environ: WSGIEnvironment) -> ClientToken | None:
@@ -213,13 +139,13 @@ def client_token(environ: WSGIEnvironment) -> ClientToken | None:
 
 def project_scope(environ: WSGIEnvironment) -> str | None:
     """The project auth_token authenticated (``X-Project-Id``, legacy ``X-Tenant-Id``)."""
-    return environ.get(ENV_PROJECT_ID) or environ.get(ENV_TENANT_ID) or None
+    return environ.get(ENVIRON_PROJECT_ID) or environ.get(ENVIRON_TENANT_ID) or None
 
 
 def user_scope(environ: WSGIEnvironment) -> str | None:
     """Project and user: the same token from two users of one project are two requests."""
     project = project_scope(environ)
-    user = environ.get(ENV_USER_ID)
+    user = environ.get(ENVIRON_USER_ID)
     return f"{project}\x1f{user}" if project and user else None
 
 
@@ -249,21 +175,6 @@ def _resolve_scope(scope: str | Callable[[WSGIEnvironment], str | None]) -> Call
         if callable(func):
             return func  # type: ignore[no-any-return]
     raise ConfigError(f"idempotency: scope must be project, user, shared or 'module:function'; got {scope!r}")
-
-
-def _header_matcher(names: Iterable[str]) -> tuple[frozenset[str], re.Pattern[str] | None]:
-    """Header names (``*`` allowed) -> exact environ keys and one regex for the patterns."""
-    exact: set[str] = set()
-    patterns: list[str] = []
-    for name in names:
-        key = "HTTP_" + name.strip().upper().replace("-", "_")
-        if not re.fullmatch(r"HTTP_[A-Z0-9_*]+", key):
-            raise ConfigError(f"idempotency: bad header name in fingerprint_headers: {name!r}")
-        if "*" in key:
-            patterns.append(re.escape(key).replace(r"\*", "[A-Z0-9_]*"))
-        else:
-            exact.add(key)
-    return frozenset(exact), re.compile("|".join(patterns)) if patterns else None
 
 
 def _as_status_list(value: str | Iterable[str | int]) -> list[int]:
@@ -331,7 +242,7 @@ OPTIONS: Final = (
     Option("mismatch_status", as_int, 409,
            "Status for a reused token with a different request: 409 (OpenStack) or 422 (IETF draft).",
            kind="int"),
-    Option("replay_header", as_str, "Idempotent-Replayed",
+    Option("replay_header", as_str, REPLAYED_HEADER,
            "Header added (value true) to a replayed answer."),
     Option("drop_headers", as_list, [], "More response headers never stored or replayed.", kind="list"),
     Option("request_id_headers", as_list, list(DEFAULT_REQUEST_ID_HEADERS),
@@ -368,7 +279,7 @@ class IdempotencyMiddleware:
         on_store_error: str = "fail_closed",
         retry_after: int = 1,
         mismatch_status: int = 409,
-        replay_header: str = "Idempotent-Replayed",
+        replay_header: str = REPLAYED_HEADER,
         drop_headers: Iterable[str] = (),
         request_id_headers: Iterable[str] = DEFAULT_REQUEST_ID_HEADERS,
         key_prefix: str = "apimw:",
@@ -391,7 +302,7 @@ class IdempotencyMiddleware:
             raise ConfigError(f"idempotency: missing_scope must be reject or shared, got {missing_scope!r}")
         self._missing_shared = missing_scope == "shared"
         headers = list(fingerprint_headers)
-        self._fp_exact, self._fp_pattern = _header_matcher(headers)
+        self._fp_exact, self._fp_pattern = identity.header_matcher(headers)
         # literal start of each wildcard name: a cheap filter before the regex
         self._fp_prefixes = tuple(
             "HTTP_" + h.strip().upper().replace("-", "_").split("*", 1)[0] for h in headers if "*" in h
@@ -405,14 +316,12 @@ class IdempotencyMiddleware:
             if not value > 0:
                 raise ConfigError(f"idempotency: {name} must be > 0 seconds, got {value!r}")
         self._lease = float(lease)
-        self._renewer = _Renewer(self.store, self._lease) if renew_lease else None
-        self._retention = float(retention)
+        self._renewer = Renewer(self.store, self._lease) if renew_lease else None
         if max_request_bytes < 0 or max_response_bytes < 1024:
             raise ConfigError("idempotency: max_request_bytes must be >= 0 and max_response_bytes >= 1024")
         self._max_request = int(max_request_bytes)
         self._max_response = int(max_response_bytes)
-        self._store_5xx = bool(store_5xx)
-        self._release = frozenset(_as_status_list(release_statuses))
+        release = frozenset(_as_status_list(release_statuses))
         if on_store_error not in ("fail_closed", "fail_open"):
             raise ConfigError(f"idempotency: bad on_store_error {on_store_error!r} (fail_closed, fail_open)")
         self._fail_open = on_store_error == "fail_open"
@@ -426,7 +335,6 @@ class IdempotencyMiddleware:
             raise ConfigError(f"idempotency: bad replay_header {replay_header!r}")
         self._replayed = (replay_header, "true")
         extra_drop = {h.strip().lower() for h in drop_headers} | {replay_header.lower()}
-        self._drop = parts.DROPPED_HEADERS | extra_drop
         request_ids = [h.strip() for h in request_id_headers]
         if not all(re.fullmatch(r"[A-Za-z0-9-]+", h) for h in request_ids):
             raise ConfigError(f"idempotency: bad header name in request_id_headers: {request_ids!r}")
@@ -435,6 +343,15 @@ class IdempotencyMiddleware:
             raise ConfigError("idempotency: key_prefix must be at most 100 visible ASCII characters")
         self._key_prefix = key_prefix
         self._profile = check_profile(error_profile) if error_profile else None
+        self._keeping = Keeping(
+            max_response=self._max_response,
+            retention=float(retention),
+            drop=records.DROPPED_HEADERS | extra_drop,
+            replayed=self._replayed,
+            release=release,
+            store_5xx=bool(store_5xx),
+            profile=self._profile,
+        )
         self._probe_store()
 
     def __repr__(self) -> str:
@@ -482,8 +399,8 @@ class IdempotencyMiddleware:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") not in self._methods:
             return self._app(environ, start_response)
-        client_token = environ.get(ENV_CLIENT_TOKEN)
-        key_header = environ.get(ENV_IDEMPOTENCY_KEY) if self._accept_key else None
+        client_token = environ.get(ENVIRON_CLIENT_TOKEN)
+        key_header = environ.get(ENVIRON_IDEMPOTENCY_KEY) if self._accept_key else None
         if client_token is None and key_header is None:
             if self._require_token:
                 return self._problem(environ, start_response, 400, "idempotency.token-required",
@@ -514,8 +431,8 @@ class IdempotencyMiddleware:
         key_header: str | None,
     ) -> Iterable[bytes]:
         try:
-            token = parts.resolve_token(client_token, key_header)
-        except parts.TokenError as exc:
+            token = identity.resolve_token(client_token, key_header)
+        except identity.TokenError as exc:
             return self._problem(environ, start_response, 400, exc.code, exc.detail)
         assert token is not None  # noqa: S101 - one of the headers is present
         scope = self._scope_fn(environ)
@@ -529,10 +446,10 @@ class IdempotencyMiddleware:
                     "scope = shared (or missing_scope = shared) in the idempotency options.",
                 )  # fmt: skip
             scope = SHARED_SCOPE
-        body = self._read_body(environ)
+        body = read_body(environ, self._max_request)
         if isinstance(body, HTTPProblem):
             return respond_with_problem(environ, start_response, body, profile=self._profile)
-        fp = parts.fingerprint(
+        fp = identity.fingerprint(
             method=environ["REQUEST_METHOD"],
             path=environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""),
             query=environ.get("QUERY_STRING", ""),
@@ -546,12 +463,12 @@ class IdempotencyMiddleware:
                 "idempotency: the %s store lives in one process but this server runs several: "
                 "workers do not see each other's tokens; use redis:// or memcached://", self.store.name,
             )  # fmt: skip
-        environ[ENVIRON_TOKEN] = ClientToken(
+        handed = environ[ENVIRON_TOKEN] = ClientToken(
             scope, token, fp, project_scope(environ), mismatch_status=self._mismatch_status
         )
-        key = parts.store_key(self._key_prefix, scope, token)
-        owner = _owner_id()
-        pending = parts.encode_pending(owner, fp, scope, time.time())
+        key = identity.store_key(self._key_prefix, scope, token)
+        owner = records.owner_id()
+        pending = records.encode_pending(owner, fp, scope, time.time())
         try:
             current = self._claim(key, pending)
         except StoreError as exc:
@@ -559,7 +476,13 @@ class IdempotencyMiddleware:
         if current is None:
             environ[ENVIRON_STATUS] = "claimed"
             environ[ENVIRON_REPLAYED] = False
-            return _Exchange(self, environ, start_response, key, pending[:PREFIX_LEN], owner, fp, scope).run()
+            claim = Claim(key, pending[:PREFIX_LEN], owner, fp, scope)
+            exchange = Exchange(self._app, self.store, self._renewer, self._keeping, environ, start_response,
+                                claim, handed)  # fmt: skip
+            result = exchange.run()
+            if exchange.replayed:  # the database guard answered: the store had lost the token
+                environ[ENVIRON_REPLAYED] = True
+            return result
         return self._answer_existing(environ, start_response, current, fp, scope)
 
     def _version_headers(self, environ: WSGIEnvironment) -> list[tuple[str, str]]:
@@ -573,54 +496,6 @@ class IdempotencyMiddleware:
         if served is not None:
             found.append((ENVIRON_VERSION, str(served)))
         return found
-
-    def _read_body(self, environ: WSGIEnvironment) -> bytes | HTTPProblem:
-        """Buffer the request body (capped), then hand the app an equivalent input."""
-        try:
-            return self._read_body_unsafe(environ)
-        except _UnreadableBody:
-            return HTTPProblem(400, "idempotency.body-incomplete",
-                               "The request body could not be read completely.")  # fmt: skip
-
-    def _read_body_unsafe(self, environ: WSGIEnvironment) -> bytes | HTTPProblem:
-        length_text = environ.get("CONTENT_LENGTH") or ""
-        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
-        stream = environ.get("wsgi.input")
-        if length_text and not chunked:
-            if not length_text.isdigit() or not length_text.isascii():
-                return HTTPProblem(400, "idempotency.content-length-invalid",
-                                   "Content-Length is not a number.")  # fmt: skip
-            length = int(length_text)
-            if length > self._max_request:
-                return self._too_large()
-            body = _read(stream, length) if stream is not None and length else b""
-            if len(body) != length:
-                return HTTPProblem(400, "idempotency.body-incomplete",
-                                   f"Content-Length is {length} but {len(body)} bytes arrived.")  # fmt: skip
-        elif stream is not None and (chunked or environ.get("wsgi.input_terminated")):
-            pieces: list[bytes] = []
-            size = 0
-            while True:
-                piece = _read(stream, _READ_CHUNK)
-                if not piece:
-                    break
-                size += len(piece)
-                if size > self._max_request:
-                    return self._too_large()
-                pieces.append(piece)
-            body = b"".join(pieces)
-        else:
-            body = b""
-        environ["wsgi.input"] = io.BytesIO(body)
-        environ["CONTENT_LENGTH"] = str(len(body))
-        environ.pop("HTTP_TRANSFER_ENCODING", None)
-        return body
-
-    def _too_large(self) -> HTTPProblem:
-        return HTTPProblem(
-            413, "idempotency.body-too-large",
-            f"A request with X-Client-Token may carry at most {self._max_request} bytes.",
-        )  # fmt: skip
 
     def _claim(self, key: str, pending: bytes) -> bytes | None:
         """``None`` if this request owns the key now, else the record there."""
@@ -667,37 +542,27 @@ class IdempotencyMiddleware:
         fp: str,
         scope: str,
     ) -> Iterable[bytes]:
-        if not current:
+        verdict, record = records.judge(current, fp, scope)
+        if verdict == records.IN_FLIGHT:
             return self._problem(
                 environ, start_response, 409, "idempotency.in-flight",
                 "A request with this X-Client-Token is in progress; retry later.",
                 headers=[self._retry_after],
             )  # fmt: skip
-        try:
-            record = parts.decode_record(current)
-        except parts.RecordError:
+        if verdict == records.UNREADABLE:
             LOG.error("idempotency store %s holds an unreadable record", self.store.name)
             return self._problem(
                 environ, start_response, 409, "idempotency.record-unreadable",
                 "The stored record for this X-Client-Token cannot be read; use a new token.",
             )  # fmt: skip
-        # The draft: "If there is an attempt to reuse an idempotency key with a different request
-        # payload, the resource server SHOULD reply with a HTTP 422" (OpenStack and EC2 use 409).
-        if record.scope != scope or record.fp != fp:
+        if verdict == records.MISMATCH:
             return self._problem(
                 environ, start_response, self._mismatch_status, "idempotency.fingerprint-mismatch",
                 "This X-Client-Token was already used for a different request "
                 "(method, path, query, body or microversion differ).",
             )  # fmt: skip
-        # The draft: "The request was retried before the original request completed. The
-        # resource server MUST respond with a resource conflict error."
-        if record.state == parts.PENDING:
-            return self._problem(
-                environ, start_response, 409, "idempotency.in-flight",
-                "A request with this X-Client-Token is in progress; retry later.",
-                headers=[self._retry_after],
-            )  # fmt: skip
-        if record.state == parts.TOMBSTONE:
+        assert record is not None  # noqa: S101 - a tombstone or a replay
+        if verdict == records.TOMBSTONED:
             headers = [("Location", record.location)] if record.location else []
             return self._problem(
                 environ, start_response, 409, "idempotency.replay-unavailable",
@@ -708,323 +573,12 @@ class IdempotencyMiddleware:
                        "location": record.location},
             )  # fmt: skip
         environ[ENVIRON_REPLAYED] = True
-        headers = parts.with_request_id(record.headers, self._request_ids, lambda: _request_id(environ))
+        headers = records.with_request_id(record.headers, self._request_ids, lambda: _request_id(environ))
         headers += [("Content-Length", str(len(record.body))), self._replayed]
         start_response(record.status, headers)
         if environ.get("REQUEST_METHOD") == "HEAD":
             return []
         return [record.body]
-
-    # -- used by _Exchange ----------------------------------------------------------------------
-
-    def _should_release(self, status: str) -> bool:
-        code = int(status[:3]) if status[:3].isdigit() else 500
-        return code in self._release or (code >= 500 and not self._store_5xx)
-
-    def _fenced(self, what: str, key: str, call: Callable[[], bool]) -> bool:
-        """Run a fenced store write; True if it was written (failures are logged, never raised)."""
-        try:
-            if call():
-                return True
-            LOG.warning(
-                "idempotency: %s of key %s... refused: the claim expired and another request took "
-                "it over (raise the lease above the request time)", what, key[-64:][:12],
-            )  # fmt: skip
-        except StoreError as exc:
-            LOG.warning("idempotency: %s of key %s... failed: %s", what, key[-64:][:12], exc)
-        return False
-
-
-class _Exchange:
-    """One claimed request: capture the app's answer, store it, then send it.
-
-    Implements PEP 3333 towards the app (``start_response`` with ``exc_info``, the
-    ``write()`` callable, lazy ``start_response``) and calls the app iterable's
-    ``close()`` exactly once on every path.
-    """
-
-    __slots__ = ("chunks", "environ", "fp", "headers", "key", "mw", "owner", "prefix", "real_start_response",
-                 "real_write", "scope", "settled", "size", "status", "streaming")  # fmt: skip
-
-    def __init__(
-        self,
-        mw: IdempotencyMiddleware,
-        environ: WSGIEnvironment,
-        start_response: StartResponse,
-        key: str,
-        prefix: bytes,
-        owner: bytes,
-        fp: str,
-        scope: str,
-    ) -> None:
-        self.mw = mw
-        self.environ = environ
-        self.real_start_response = start_response
-        self.key = key
-        self.prefix = prefix
-        self.owner = owner
-        self.fp = fp
-        self.scope = scope
-        self.status: str | None = None
-        self.headers: list[tuple[str, str]] = []
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.streaming = False
-        self.real_write: Callable[[bytes], object] | None = None
-        self.settled = False  # the claim was completed, tombstoned or released
-
-    # the start_response and write() the app sees
-    def start_response(
-        self, status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
-    ) -> Callable[[bytes], object]:
-        if exc_info is not None and exc_info[0] is not None:
-            try:
-                if self.streaming:  # our headers went to the server: it decides (and re-raises if sent)
-                    return self.real_start_response(status, headers, exc_info)
-            finally:
-                exc_info = None  # no traceback cycle
-        elif self.status is not None:
-            raise RuntimeError("start_response called a second time without exc_info (PEP 3333)")
-        self.status, self.headers = status, list(headers)
-        if not self.streaming:
-            for name, value in headers:
-                if len(name) == 14 and name.lower() == "content-length":
-                    if value.isdigit() and int(value) > self.mw._max_response:
-                        self.go_streaming()
-                    break
-        return self.write
-
-    def write(self, data: bytes) -> None:
-        if self.streaming:
-            assert self.real_write is not None  # noqa: S101
-            self.real_write(data)
-            return
-        self.add(data)
-        if self.size > self.mw._max_response:
-            self.go_streaming()
-            assert self.real_write is not None  # noqa: S101
-            for chunk in self.take():
-                self.real_write(chunk)
-
-    def add(self, data: bytes) -> None:
-        if data:
-            self.chunks.append(data)
-            self.size += len(data)
-
-    def take(self) -> list[bytes]:
-        chunks, self.chunks = self.chunks, []
-        return chunks
-
-    def unrenew(self) -> None:
-        renewer = self.mw._renewer
-        if renewer is not None:
-            renewer.remove(self.key, self.prefix)
-
-    def should_release(self, status: str) -> bool:
-        """A transient status, or the database guard found the token recorded for another
-        request: that answer is not the token's (it must not shadow the first request's)."""
-        if self.mw._should_release(status):
-            return True
-        token = self.environ.get(ENVIRON_TOKEN)
-        return isinstance(token, ClientToken) and token.reused
-
-    def release(self) -> None:
-        if not self.settled:
-            self.settled = True
-            self.unrenew()
-            self.mw._fenced("release", self.key, lambda: self.mw.store.release(self.key, self.prefix))
-
-    def go_streaming(self) -> None:
-        """Too large (or a file) to store: leave a tombstone so a retry never runs it again."""
-        if self.status is None:
-            raise RuntimeError("the application sent a body before calling start_response (PEP 3333)")
-        self.streaming = True
-        headers = self.headers
-        if self.should_release(self.status):
-            self.release()
-        elif not self.settled:
-            self.settle(None)
-            headers = [*headers, NOT_STORED]
-        self.real_write = self.real_start_response(self.status, headers)
-
-    def settle(self, record: bytes | None) -> bool:
-        """Complete the claim with *record*, or with a tombstone when it is None or the store refuses
-        it as too large.  True when *record* itself was stored (the answer will be replayed).
-        """
-        assert self.status is not None  # noqa: S101 - settled only after start_response
-        self.settled = True
-        self.unrenew()
-        mw, key, prefix, retention = self.mw, self.key, self.prefix, self.mw._retention
-        store = mw.store
-        if record is not None:
-            try:
-                if store.complete(key, prefix, record, retention):
-                    return True
-                LOG.warning(
-                    "idempotency: complete of key %s... refused: the claim expired and another request "
-                    "took it over (raise the lease above the request time)", key[-64:][:12],
-                )  # fmt: skip
-                return False
-            except RecordTooLarge as exc:
-                LOG.warning("idempotency: answer of key %s... not stored: %s; a tombstone is stored instead",
-                            key[-64:][:12], exc)  # fmt: skip
-            except StoreError as exc:
-                LOG.warning("idempotency: complete of key %s... failed: %s", key[-64:][:12], exc)
-                return False
-        tombstone = parts.encode_tombstone(self.owner, self.fp, self.scope, self.status,
-                                           parts.location_of(self.headers))  # fmt: skip
-        mw._fenced("tombstone", key, lambda: store.complete(key, prefix, tombstone, retention))
-        return False
-
-    def run(self) -> Iterable[bytes]:
-        if self.mw._renewer is not None:
-            self.mw._renewer.add(self.key, self.prefix)
-        try:
-            try:
-                result = self.mw._app(self.environ, self.start_response)
-            except HTTPProblem as problem:
-                if self.streaming:
-                    raise
-                # a deliberate error answer from the app: render it here so it is stored like any 4xx
-                self.status, self.chunks, self.size = None, [], 0
-                result = respond_with_problem(
-                    self.environ, self.start_response, problem, profile=self.mw._profile
-                )
-        except BaseException:
-            if not self.streaming:
-                self.release()
-            raise
-        wrapper = self.environ.get("wsgi.file_wrapper")
-        try:
-            if isinstance(wrapper, type) and isinstance(result, wrapper) and self.status is not None:
-                if not self.streaming:
-                    self.go_streaming()
-                return result  # the server may send the file itself
-            iterator = iter(result)
-            if not self.streaming:
-                for chunk in iterator:
-                    self.add(chunk)
-                    if self.size > self.mw._max_response:
-                        self.go_streaming()
-                        break
-            if self.streaming:
-                return _Streamed(self.take(), iterator, result)
-        except BaseException:
-            if not self.streaming:
-                self.release()
-            _close(result)
-            raise
-        try:
-            _close(result)
-        except BaseException:
-            self.release()
-            raise
-        return self.finish()
-
-    def finish(self) -> list[bytes]:
-        status = self.status
-        if status is None:
-            self.release()
-            raise RuntimeError("the application returned without calling start_response (PEP 3333)")
-        body = b"".join(self.take())
-        headers = self.headers
-        if self.should_release(status):
-            self.release()
-        else:
-            kept = parts.stored_headers(self.headers, self.mw._drop)
-            record = parts.encode_complete(self.owner, self.fp, self.scope, status, kept, body)
-            # Stored before the first byte is sent: a client that times out and retries gets the replay.
-            # Larger than max_response_bytes: a tombstone instead.
-            if not self.settle(record if len(record) <= self.mw._max_response else None):
-                headers = [*headers, NOT_STORED]
-        self.real_start_response(status, headers)
-        return [body] if body else []
-
-
-class _Renewer:
-    """One daemon thread that renews the leases of the claims whose app is still running.
-
-    Each renewal is owner-checked (``Store.extend``), so a claim that was lost is never
-    renewed for its new owner.  A claim is removed before it is completed, released or
-    tombstoned; the lock makes that wait for a renewal in progress.
-    """
-
-    def __init__(self, store: Store, lease: float) -> None:
-        self.store = store
-        self.lease = lease
-        self.every = lease / 3
-        self.claims: dict[tuple[str, bytes], float] = {}
-        self.lock = threading.Lock()
-        self.wake = threading.Event()
-        self.stopped = False
-        self.thread: threading.Thread | None = None
-
-    def add(self, key: str, prefix: bytes) -> None:
-        with self.lock:
-            self.claims[(key, prefix)] = time.monotonic() + self.every
-            if self.thread is None or not self.thread.is_alive():
-                self.stopped = False
-                self.thread = threading.Thread(target=self._loop, name="apimw-idempotency-renew", daemon=True)
-                self.thread.start()
-
-    def remove(self, key: str, prefix: bytes) -> None:
-        with self.lock:
-            self.claims.pop((key, prefix), None)
-
-    def stop(self) -> None:
-        self.stopped = True
-        self.wake.set()
-        thread = self.thread
-        if thread is not None:
-            thread.join(5)
-        self.wake.clear()
-
-    def _loop(self) -> None:
-        while not self.stopped:
-            now = time.monotonic()
-            with self.lock:
-                due = [claim for claim, at in self.claims.items() if at <= now]
-                nearest = min(self.claims.values(), default=now + self.every)
-            for claim in due:
-                with self.lock:  # held across the store call: remove() waits for it
-                    if claim not in self.claims:
-                        continue
-                    try:
-                        kept = self.store.extend(claim[0], claim[1], self.lease)
-                    except StoreError as exc:
-                        LOG.warning("idempotency: renewing a claim failed: %s", exc)
-                        kept = True  # try again next time; the lease may still hold
-                    if kept:
-                        self.claims[claim] = time.monotonic() + self.every
-                    else:
-                        del self.claims[claim]
-            self.wake.wait(max(0.01, nearest - time.monotonic()))
-
-
-def _close(result: Iterable[bytes]) -> None:
-    close = getattr(result, "close", None)
-    if close is not None:
-        close()
-
-
-class _Streamed:
-    """The rest of an answer too large to store: buffered head, then the app's iterator."""
-
-    def __init__(self, head: list[bytes], rest: Iterator[bytes], result: Iterable[bytes]) -> None:
-        self._head = head
-        self._rest = rest
-        self._result = result
-        self._closed = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        head, self._head = self._head, []
-        yield from head
-        yield from self._rest
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            _close(self._result)
 
 
 # -- configuration --------------------------------------------------------------------------

@@ -211,6 +211,7 @@ def _found(row: Any, token: ClientToken) -> AlreadyCreated:
     if row.fingerprint != token.fingerprint:
         token.reused = True  # the middleware releases its claim: the token stays the first request's
         raise TokenReused(token.mismatch_status)
+    token.replayed = True  # the app answers with what the first execution made: a replay
     return AlreadyCreated(row.resource_kind, row.resource_id, row.created_at)
 
 

@@ -297,6 +297,10 @@ def test_readme_paste_sample_serves_client_tokens(tmp_path: Path, monkeypatch: p
     assert "%(here)s/htpasswd" in path.read_text()  # the sample's own user file, not a substitute
     app = load_ini(path)
     try:
+        # the health check needs no credentials (issue 21: it answered 401 behind http_basic)
+        health = run(app, Request.blank("/healthcheck", headers={"Accept": "application/json"}))
+        assert health.status_int == 200, health.text
+        assert health.json["reasons"] == ["database: OK; idempotency store: OK"]
         latest = {"X-OpenStack-Ironic-API-Version": "latest"}
         # no credentials: 401, after the version check (it carries the served version)
         denied = run(app, Request.blank("/v1/nodes", headers=latest))
@@ -502,3 +506,172 @@ def test_the_store_a_paste_file_names_is_the_store_built(
         close_all(app)
         client.flushdb()
         client.close()
+
+
+# -- the README's shell lines for a newcomer ----------------------------------------------------
+
+
+def _shell_lines(page: Path, command: str) -> list[str]:
+    return [line.strip() for s in samples_of(page) if s.lang == "sh" for line in s.text.splitlines()
+            if line.strip().startswith(command)]  # fmt: skip
+
+
+def test_readme_port_command_serves_on_that_port(tmp_path: Path) -> None:
+    """issue 21: the README says how to choose the port; the command it shows serves there."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import requests
+
+    from tests.servers import HOST, free_port
+
+    (line,) = _shell_lines(ROOT / "README.md", "baremetal-service --port")
+    args = shlex.split(line.partition("#")[0])[1:]
+    documented = args[args.index("--port") + 1]
+    port = free_port()
+    args[args.index("--port") + 1] = str(port)
+    helped = subprocess.run([sys.executable, "-m", "baremetal_service.cli", "--help"],
+                            capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    assert "--port PORT" in helped.stdout and "--host HOST" in helped.stdout
+    assert "(default 6385)" in helped.stdout
+    log = tmp_path / "service.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "baremetal_service.cli", *args], stdout=out, stderr=subprocess.STDOUT,
+            cwd=tmp_path, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+    try:
+        deadline, resp = time.monotonic() + 30, None
+        while resp is None and time.monotonic() < deadline and proc.poll() is None:
+            try:
+                resp = requests.get(f"http://{HOST}:{port}/v1/nodes", timeout=5)
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        assert resp is not None, log.read_text()
+        assert resp.status_code == 200 and resp.json() == {"nodes": []}
+        assert documented.isdigit() and f"serving on http://{HOST}:{port}" in log.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+# -- docs/production.md's recipes run as written --------------------------------------------------
+
+
+def _sh_block(page: Path, starts: str) -> str:
+    (text,) = [s.text for s in samples_of(page) if s.lang == "sh" and s.text.lstrip().startswith(starts)]
+    return text
+
+
+def test_production_htpasswd_recipe_makes_a_user_http_basic_accepts(tmp_path: Path) -> None:
+    """issue 21: the recipe was elided (``python -c "import bcrypt; ..."``). It runs as written,
+    with /etc/baremetal in a temporary directory and the test's python as the service's python3."""
+    import shlex
+    import subprocess
+    import sys
+
+    from baremetal_service.auth import BasicAuthMiddleware
+
+    script = _sh_block(ROOT / "docs" / "production.md", "mkdir -p /etc/baremetal")
+    python = shlex.quote(sys.executable)
+    script = script.replace("/etc/baremetal", str(tmp_path / "etc")).replace("python3 -c", f"{python} -c")
+    # no controlling terminal (a new session): getpass reads the password from stdin
+    subprocess.run(["bash", "-e", "-c", script], input="alice-s3cret\n", capture_output=True, text=True,
+                   check=True, timeout=60, start_new_session=True)  # fmt: skip
+    users = tmp_path / "etc" / "htpasswd"
+    assert users.stat().st_mode & 0o777 == 0o600
+    assert users.read_text().startswith("alice:$2b$")  # bcrypt, the only digest http_basic takes
+
+    def app(environ: Any, start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [environ["HTTP_X_USER_ID"].encode()]
+
+    guarded = BasicAuthMiddleware(app, user_file=str(users))
+    ok = run(guarded, Request.blank("/v1/nodes", headers=_basic("alice", "alice-s3cret")))
+    assert ok.status_int == 200 and ok.text == "alice"
+    assert run(guarded, Request.blank("/v1/nodes", headers=_basic("alice", "wrong"))).status_int == 401
+
+
+def test_production_postgres_recipe_gives_the_service_its_database(
+    tmp_path: Path, postgres_server: Any
+) -> None:
+    """issue 21: the role and database creation was missing. The psql block runs as written against
+    a real PostgreSQL (``sudo -u postgres psql`` becomes psql as the superuser on the test server),
+    then the service starts on the documented BAREMETAL_DATABASE, migrates and creates a node."""
+    import subprocess
+
+    import psycopg
+    from baremetal_service.wsgi import make_application
+
+    from tests.servers import HOST
+
+    page = ROOT / "docs" / "production.md"
+    script = _sh_block(page, "sudo -u postgres psql")
+    psql = f"psql -h {HOST} -p {postgres_server.port} -U postgres"
+    admin = f"host={HOST} port={postgres_server.port} user=postgres dbname=postgres"
+
+    def drop() -> None:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS baremetal WITH (FORCE)")
+            conn.execute("DROP ROLE IF EXISTS baremetal")
+
+    drop()
+    try:
+        done = subprocess.run(["bash", "-e", "-c", script.replace("sudo -u postgres psql", psql)],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        (documented,) = re.findall(r"^export BAREMETAL_DATABASE=(\S+)", page.read_text(), flags=re.M)
+        url = documented.replace("@db.internal/", f"@{HOST}:{postgres_server.port}/")
+        app = make_application({"BAREMETAL_DATABASE": url, "BAREMETAL_CONDUCTOR_WORKERS": "0"})
+        try:
+            create = Request.blank("/v1/nodes", method="POST", json={"driver": "fake-hardware"},
+                                   headers={"X-OpenStack-Ironic-API-Version": "latest"})  # fmt: skip
+            assert run(app, create).status_int == 201
+        finally:
+            app.close()
+        with psycopg.connect(admin.replace("dbname=postgres", "dbname=baremetal"), autocommit=True) as conn:
+            owner = conn.execute("SELECT tableowner FROM pg_tables WHERE tablename = 'nodes'").fetchone()
+        assert owner == ("baremetal",)  # the service's role made its tables
+    finally:
+        drop()
+
+
+# -- option tables: a required option is marked required -----------------------------------------
+
+
+@pytest.mark.parametrize("name", ["microversion", "etag", "idempotency"])
+def test_option_tables_mark_the_required_options(name: str) -> None:
+    """issue 22: docs/microversion.md gave service_type, min_version and max_version the default
+    ``None``, though leaving them out is an error. Every table row of an option says
+    "required" in its default column exactly when the option is required."""
+    import importlib
+
+    from apimw._config import options_table
+
+    options = importlib.import_module(f"apimw.{name}").OPTIONS
+    page = (ROOT / "docs" / f"{name}.md").read_text(encoding="utf-8")
+    table = {opt.name: opt for opt in options}
+    checked = 0
+    for text in (page, options_table(options, f"apimw_{name}")):
+        header: list[str] = []
+        for line in text.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+            if "option" in cells and "default" in cells:
+                header = cells
+                continue
+            if not header or len(cells) != len(header) or not cells[0].startswith("`"):
+                continue
+            opt = table.get(cells[0].strip("`"))
+            if opt is not None:
+                checked += 1
+                default = cells[header.index("default")]
+                assert ("required" in default) == opt.required, f"{name}: {line}"
+    assert checked >= 2 * len(options)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from oslo_middleware.request_id import RequestId
 
-from apimw._idempotency_parts import encode_pending
+from apimw._idempotency_records import encode_pending
 from apimw.errors import ENVIRON_REQUEST_ID, HTTPProblem
 from apimw.idempotency import ENVIRON_REPLAYED, IdempotencyMiddleware
 from tests.idempotency_support import Answer, Backend, CreateApp, call, environ_for, post
@@ -433,7 +433,7 @@ def test_dead_workers_claim_blocks_until_the_lease_ends_then_one_execution(backe
     """
     mw, app = make(backend)
     tok = token()
-    from apimw._idempotency_parts import fingerprint, store_key
+    from apimw._idempotency_identity import fingerprint, store_key
 
     env = environ_for(token=tok)
     fp = fingerprint(method="POST", path="/v1/nodes", query="", content_type="application/json",
@@ -867,7 +867,7 @@ def test_replay_carries_the_same_answer_for_head_free_methods_with_error_profile
 def test_an_unreadable_record_is_a_conflict_never_absent(backend: Backend) -> None:
     mw, app = make(backend)
     tok = token()
-    from apimw._idempotency_parts import store_key
+    from apimw._idempotency_identity import store_key
 
     assert mw.store.claim(store_key(backend.prefix, "project-a", tok), b"garbage", 30) is None
     answer = post(mw, tok)

@@ -18,11 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from oslo_middleware.request_id import RequestId
 from sqlalchemy import Column, Engine, Integer, MetaData, String, Table, create_engine, func, select
 from sqlalchemy.engine import Connection
 
 from apimw.errors import HTTPProblem
-from apimw.idempotency import ENVIRON_TOKEN, ClientToken, IdempotencyMiddleware, client_token
+from apimw.idempotency import (
+    ENVIRON_REPLAYED,
+    ENVIRON_TOKEN,
+    ClientToken,
+    IdempotencyMiddleware,
+    client_token,
+    open_replay_store,
+)
 from apimw.idempotency_db import (
     DEFAULT_RETENTION,
     AlreadyCreated,
@@ -34,6 +42,7 @@ from apimw.idempotency_db import (
     record_token,
     run_create,
 )
+from tests.idempotency_support import call, environ_for
 from tests.servers import Server
 
 FP_A = "a" * 64
@@ -415,3 +424,89 @@ def test_check_token_looks_the_token_up_before_the_apps_checks(db: tuple[Engine,
     assert (reused.value.status, reused.value.code) == (422, "idempotency.fingerprint-mismatch")
     assert other.reused is True
     assert check_token(engine, tokens, token("look", scope="project-b")) is None
+
+
+# -- a retry answered from the database is a replay too ---------------------------------------
+
+
+class _IronicRequestId(RequestId):
+    """Ironic's request_id middleware, which sits inside apimw under Ironic's hook."""
+
+    compat_headers = ["openstack-request-id"]
+
+
+def _checked_things_app(engine: Engine, tokens: Table, things: Table) -> Any:
+    """Creates a thing per POST under the guard; a retry whose thing was deleted gets ``gone()``."""
+    import json
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        body = json.loads(environ["wsgi.input"].read())
+        new_uuid = str(uuid.uuid4())
+        tok = client_token(environ)
+
+        def once(conn: Connection) -> None:
+            if tok is not None:
+                record_token(conn, tokens, tok, kind="thing", resource_id=new_uuid)
+            conn.execute(things.insert(), {"uuid": new_uuid, "name": body["name"]})
+
+        try:
+            run_create(engine, once)
+        except AlreadyCreated as done:
+            with engine.connect() as conn:
+                found = conn.execute(select(things.c.uuid).where(things.c.uuid == done.resource_id)).first()
+            if found is None:
+                raise done.gone() from None
+            new_uuid = done.resource_id
+        start_response("201 Created", [("Content-Type", "application/json"), ("Location", f"/t/{new_uuid}")])
+        return [json.dumps({"uuid": new_uuid}).encode()]
+
+    return app
+
+
+def test_a_retry_answered_from_the_database_is_marked_as_a_replay(db: tuple[Engine, Table, Table]) -> None:
+    """The store forgot the token (a new, empty memory store); the database guard answers the
+    retry with the first thing: ``Idempotent-Replayed: true`` as a store replay, and a request
+    id of its own."""
+    engine, tokens, things = db
+    seen: list[Any] = []
+    mw = IdempotencyMiddleware(_IronicRequestId(_checked_things_app(engine, tokens, things)), scope="shared")
+
+    def pipeline(environ: dict[str, Any], start_response: Any) -> Any:
+        result = mw(environ, start_response)
+        seen.append(environ.get(ENVIRON_REPLAYED))
+        return result
+
+    body = b'{"name": "one"}'
+    try:
+        first = call(pipeline, environ_for("/things", body=body, token="tok-db"))
+        mw.store.close()
+        mw.store = open_replay_store("memory://")  # the store lost every record
+        from_db = call(pipeline, environ_for("/things", body=body, token="tok-db"))
+        from_store = call(pipeline, environ_for("/things", body=body, token="tok-db"))
+    finally:
+        mw.close()
+    assert first.status == from_db.status == from_store.status == 201
+    assert first.json == from_db.json == from_store.json
+    assert count(engine, things) == 1
+    assert [a.header("Idempotent-Replayed") for a in (first, from_db, from_store)] == [None, "true", "true"]
+    assert seen == [False, True, True]
+    ids = [a.header("X-OpenStack-Request-Id") for a in (first, from_db, from_store)]
+    assert all(i and i.startswith("req-") for i in ids) and len(set(ids)) == 3
+    assert [a.header("OpenStack-Request-Id") for a in (first, from_db, from_store)] == ids
+
+
+def test_a_deleted_resources_409_from_the_database_is_not_a_replay(db: tuple[Engine, Table, Table]) -> None:
+    engine, tokens, things = db
+    mw = IdempotencyMiddleware(_checked_things_app(engine, tokens, things), scope="shared")
+    body = b'{"name": "gone"}'
+    try:
+        assert call(mw, environ_for("/things", body=body, token="tok-gone")).status == 201
+        with engine.begin() as conn:
+            conn.execute(things.delete())
+        mw.store.close()
+        mw.store = open_replay_store("memory://")
+        again = call(mw, environ_for("/things", body=body, token="tok-gone"))
+    finally:
+        mw.close()
+    assert (again.status, again.code) == (409, "idempotency.resource-gone")
+    assert again.header("Idempotent-Replayed") is None

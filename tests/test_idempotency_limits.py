@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from apimw._idempotency_parts import encode_complete, encode_pending
+from apimw._idempotency_records import encode_complete, encode_pending
 from apimw._stores import open_store
 from apimw._stores.memory_store import DEFAULT_MAX_BYTES, MemoryStore
 from apimw.errors import ConfigError, StoreError
@@ -227,7 +227,7 @@ def test_an_answer_under_max_response_bytes_is_stored_and_replayed(store_url: st
 
 
 def _key(mw: IdempotencyMiddleware, token: str) -> str:
-    from apimw._idempotency_parts import store_key
+    from apimw._idempotency_identity import store_key
 
     return store_key(mw._key_prefix, "project-a", token)
 

@@ -1,4 +1,4 @@
-"""Sans-IO parts (tokens, keys, fingerprints, records) and the three ways to configure the middleware."""
+"""Sans-IO identity (tokens, keys, fingerprints), records, and the three ways to configure."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apimw import _canonical_json as canon
-from apimw import _idempotency_parts as parts
+from apimw import _idempotency_identity as identity
+from apimw import _idempotency_records as records
 from apimw._stores.memcached_store import THIRTY_DAYS, memcached_expire
 from apimw.errors import ConfigError
 from apimw.idempotency import GROUP, OPTIONS, IdempotencyMiddleware, filter_factory, list_opts, wrap_flask
@@ -32,7 +33,7 @@ def fp(body: bytes, **kw: Any) -> str:
     args: dict[str, Any] = {"method": "POST", "path": "/v1/nodes", "query": "",
                             "content_type": "application/json", "versions": [], "body": body}  # fmt: skip
     args.update(kw)
-    return parts.fingerprint(**args)
+    return identity.fingerprint(**args)
 
 
 def shuffled(doc: Any, rng: random.Random) -> Any:
@@ -69,7 +70,7 @@ def test_fast_canonical_json_is_byte_for_byte_the_stdlib_one(
         expected = b"json:" + canon._ASCII_CANONICAL.encode(json.loads(body)).encode()
     except ValueError:
         expected = b"raw:" + body
-    assert parts.canonical_body("application/json", body) == expected
+    assert identity.canonical_body("application/json", body) == expected
 
 
 def test_fast_canonical_json_is_used_for_plain_documents() -> None:
@@ -120,40 +121,40 @@ def test_non_json_bodies_are_compared_raw() -> None:
 
 @given(scope=st.text(max_size=300), token=VISIBLE)
 def test_store_key_is_short_ascii_and_never_holds_the_token(scope: str, token: str) -> None:
-    key = parts.store_key("apimw:", scope, token)
+    key = identity.store_key("apimw:", scope, token)
     assert re.fullmatch(r"apimw:idem:v1:[0-9a-f]{64}", key)
     assert len(key.encode()) <= 250
-    assert parts.store_key("apimw:", scope + "x", token) != key
+    assert identity.store_key("apimw:", scope + "x", token) != key
 
 
 @given(token=VISIBLE)
 def test_idempotency_key_quoted_or_bare_is_the_same_token(token: str) -> None:
     quoted = '"' + token.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    assert parts.parse_idempotency_key(quoted) == token
+    assert identity.parse_idempotency_key(quoted) == token
     if not token.startswith('"'):
-        assert parts.parse_idempotency_key(token) == token
-    assert parts.resolve_token(token, quoted) == token
+        assert identity.parse_idempotency_key(token) == token
+    assert identity.resolve_token(token, quoted) == token
 
 
 @pytest.mark.parametrize("raw", ['"unterminated', '"bad \\x escape"', '"a";param=1', '""', '"with space"'])
 def test_malformed_idempotency_keys(raw: str) -> None:
-    with pytest.raises(parts.TokenError) as info:
-        parts.parse_idempotency_key(raw)
+    with pytest.raises(identity.TokenError) as info:
+        identity.parse_idempotency_key(raw)
     assert info.value.code == "idempotency.token-invalid"
 
 
 def test_record_round_trip_keeps_binary_bodies_and_header_order() -> None:
     owner = b"0" * 32
     headers = [("Location", "/v1/nodes/1"), ("X-Multi", "a"), ("X-Multi", "b")]
-    raw = parts.encode_complete(owner, "f" * 64, "scope", "201 Created", headers, b"\x00\n\xff\r\n")
-    rec = parts.decode_record(raw)
-    assert (rec.state, rec.status, rec.headers, rec.body) == (parts.COMPLETE, "201 Created", headers,
+    raw = records.encode_complete(owner, "f" * 64, "scope", "201 Created", headers, b"\x00\n\xff\r\n")
+    rec = records.decode_record(raw)
+    assert (rec.state, rec.status, rec.headers, rec.body) == (records.COMPLETE, "201 Created", headers,
                                                               b"\x00\n\xff\r\n")  # fmt: skip
-    tomb = parts.decode_record(parts.encode_tombstone(owner, "f" * 64, "scope", "201 Created", "/x"))
-    assert (tomb.state, tomb.location) == (parts.TOMBSTONE, "/x")
+    tomb = records.decode_record(records.encode_tombstone(owner, "f" * 64, "scope", "201 Created", "/x"))
+    assert (tomb.state, tomb.location) == (records.TOMBSTONE, "/x")
     for garbage in (b"", b"x" * 40, owner + b"Q{}\n", owner + b"C{\n", owner + b'C{"v":2}\n'):
-        with pytest.raises(parts.RecordError):
-            parts.decode_record(garbage)
+        with pytest.raises(records.RecordError):
+            records.decode_record(garbage)
 
 
 ANY_TEXT = st.text(st.characters(blacklist_categories=()), max_size=12)  # lone surrogates too
@@ -168,8 +169,8 @@ def test_any_header_text_and_scope_survive_a_record_round_trip(
     headers: list[tuple[str, str]], scope: str, body: bytes
 ) -> None:
     """Non-ASCII and even lone surrogates (which the fast JSON path refuses) come back unchanged."""
-    raw = parts.encode_complete(b"0" * 32, "f" * 64, scope, "201 Created", headers, body)
-    rec = parts.decode_record(raw)
+    raw = records.encode_complete(b"0" * 32, "f" * 64, scope, "201 Created", headers, body)
+    rec = records.decode_record(raw)
     assert (rec.scope, rec.status, rec.headers, rec.body) == (scope, "201 Created", headers, body)
 
 
@@ -315,13 +316,13 @@ _PROBE = r"""
 import json, sys
 if sys.argv[1] == "blocked":
     sys.modules["orjson"] = None  # not importable
-from apimw import _canonical_json, _idempotency_parts as parts
+from apimw import _canonical_json, _idempotency_identity as identity, _idempotency_records as records
 bodies = [b'{"b": [1, {"y": null, "x": true}], "a": "t\\u00e9xt"}',
           b'{"n": 2.5, "big": 123456789012345678901234}', b'[1, 2, "\\u001f"]', b'not json']
-canon = [parts.canonical_body("application/json", b).decode("latin-1") for b in bodies]
-raw = parts.encode_complete(b"o" * (parts.PREFIX_LEN - 1), "fp", "proj", "201 Created",
+canon = [identity.canonical_body("application/json", b).decode("latin-1") for b in bodies]
+raw = records.encode_complete(b"o" * (records.PREFIX_LEN - 1), "fp", "proj", "201 Created",
                             [("Location", "/v1/nodes/1"), ("X-Odd", "\u00e9")], b"body")
-rec = parts.decode_record(raw)
+rec = records.decode_record(raw)
 print(json.dumps({"canon": canon, "record": [rec.status, rec.headers, rec.body.decode()],
                   "orjson": _canonical_json.orjson_module() is not None}))
 """
@@ -341,3 +342,41 @@ def test_fingerprints_and_records_are_the_same_without_orjson() -> None:
     assert with_orjson["orjson"] is True and without["orjson"] is False
     assert with_orjson["canon"] == without["canon"]
     assert with_orjson["record"] == without["record"]
+
+
+_OWNER = b"o" * (records.PREFIX_LEN - 1)
+
+
+@pytest.mark.parametrize(
+    ("current", "verdict"),
+    [
+        pytest.param(b"", records.IN_FLIGHT, id="vanished"),
+        pytest.param(b"not a record", records.UNREADABLE, id="unreadable"),
+        pytest.param(records.encode_pending(_OWNER, "fp", "p", 0.0), records.IN_FLIGHT, id="pending"),
+        pytest.param(records.encode_pending(_OWNER, "other", "p", 0.0), records.MISMATCH, id="other-request"),
+        pytest.param(records.encode_complete(_OWNER, "fp", "q", "201 Created", [], b""), records.MISMATCH,
+                     id="other-scope"),
+        pytest.param(records.encode_tombstone(_OWNER, "fp", "p", "201 Created", "/x"), records.TOMBSTONED,
+                     id="tombstone"),
+        pytest.param(records.encode_complete(_OWNER, "fp", "p", "201 Created", [("A", "b")], b"{}"),
+                     records.REPLAY, id="complete"),
+    ],
+)  # fmt: skip
+def test_what_a_found_record_answers(current: bytes, verdict: str) -> None:
+    """The protocol's decision for a request that lost the claim, without WSGI or a store."""
+    judged = records.judge(current, "fp", "p")
+    assert judged.verdict == verdict
+    if verdict == records.REPLAY:
+        assert judged.record is not None
+        assert (judged.record.headers, judged.record.body) == ([("A", "b")], b"{}")
+
+
+def test_the_environ_key_names_before_the_convention_still_work() -> None:
+    from apimw import idempotency
+
+    for name, key in (("CLIENT_TOKEN", "HTTP_X_CLIENT_TOKEN"), ("IDEMPOTENCY_KEY", "HTTP_IDEMPOTENCY_KEY"),
+                      ("PROJECT_ID", "HTTP_X_PROJECT_ID"), ("TENANT_ID", "HTTP_X_TENANT_ID"),
+                      ("USER_ID", "HTTP_X_USER_ID")):  # fmt: skip
+        assert getattr(idempotency, f"ENV_{name}") == getattr(idempotency, f"ENVIRON_{name}") == key
+    assert idempotency.CLIENT_TOKEN_HEADER == "X-Client-Token"
+    assert idempotency.REPLAYED_HEADER == "Idempotent-Replayed"

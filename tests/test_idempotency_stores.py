@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from apimw._idempotency_parts import store_key
+from apimw._idempotency_identity import store_key
 from apimw._stores import open_store
 from apimw._stores.memcached_store import MemcachedStore
 from apimw.errors import ConfigError, StoreError

@@ -63,6 +63,9 @@ def test_a_node_retried_after_the_store_forgot_is_the_same_node(api: Api, forget
     assert again.status_code == 201, again.text
     assert again.json()["uuid"] == first.json()["uuid"]
     assert again.headers["Location"] == first.headers["Location"]
+    # answered from the database, a replay all the same (issue 21), with a request id of its own
+    assert again.headers.get("Idempotent-Replayed") == "true"
+    assert again.headers["X-OpenStack-Request-Id"] != first.headers["X-OpenStack-Request-Id"]
     assert again.json()["name"] == "once"
     assert [n["uuid"] for n in api.get("/v1/nodes").json()["nodes"]] == [first.json()["uuid"]]
     # and the store learnt the answer again: the next retry is a plain replay
@@ -188,7 +191,7 @@ def test_a_memcached_restart_does_not_create_twice(memcached_service: Server, me
             again = post(api, "/v1/nodes", {"driver": "fake-hardware", "name": f"m{i}"}, t)
             assert again.status_code == 201, again.text
             assert again.json()["uuid"] == firsts[t].json()["uuid"]
-            assert again.headers.get("Idempotent-Replayed") is None  # answered from the database
+            assert again.headers.get("Idempotent-Replayed") == "true"  # answered from the database
         assert len(api.get("/v1/nodes").json()["nodes"]) == len(tokens)
     finally:
         api.close()
@@ -480,7 +483,7 @@ def test_after_the_lease_of_a_stuck_first_execution_its_retry_gets_the_same_node
                 break
         assert again.status_code == 201, again.text
         assert again.json()["uuid"] == nodes[0]["uuid"]
-        assert again.headers.get("Idempotent-Replayed") is None  # answered from the database
+        assert again.headers.get("Idempotent-Replayed") == "true"  # answered from the database
         assert [n["uuid"] for n in api.get("/v1/nodes").json()["nodes"]] == [nodes[0]["uuid"]]
     finally:
         resume.set()

@@ -1,0 +1,306 @@
+"""One claimed request: capture the app's answer, store it, then send it (PEP 3333 towards the app).
+
+The answer is stored **before** its first byte is sent, so a client that times out and
+retries gets the replay.  An answer too large to store (or a ``wsgi.file_wrapper`` body)
+is streamed through and a tombstone is stored instead; a transient status releases the
+claim so that a retry runs again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from apimw import _idempotency_records as records
+from apimw._stores import RecordTooLarge, Store
+from apimw.errors import HTTPProblem, StoreError, respond_with_problem
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+    from apimw._idempotency_identity import ClientToken
+    from apimw._idempotency_lease import Renewer
+
+    ExcInfo = tuple[type[BaseException], BaseException, TracebackType] | tuple[None, None, None]
+
+LOG: Final = logging.getLogger("apimw.idempotency")
+
+
+class Keeping(NamedTuple):
+    """How the middleware keeps answers: decided once, at its construction."""
+
+    max_response: int
+    retention: float
+    drop: frozenset[str]
+    replayed: tuple[str, str]
+    release: frozenset[int]
+    store_5xx: bool
+    profile: str | None
+
+
+class Claim(NamedTuple):
+    """The claim a request won: its store key, the record prefix that fences it, its owner."""
+
+    key: str
+    prefix: bytes
+    owner: bytes
+    fp: str
+    scope: str
+
+
+def fenced(what: str, key: str, call: Callable[[], bool]) -> bool:
+    """Run a fenced store write; True if it was written (failures are logged, never raised)."""
+    try:
+        if call():
+            return True
+        LOG.warning(
+            "idempotency: %s of key %s... refused: the claim expired and another request took "
+            "it over (raise the lease above the request time)", what, key[-64:][:12],
+        )  # fmt: skip
+    except StoreError as exc:
+        LOG.warning("idempotency: %s of key %s... failed: %s", what, key[-64:][:12], exc)
+    return False
+
+
+class Exchange:
+    """One claimed request: capture the app's answer, store it, then send it.
+
+    Implements PEP 3333 towards the app (``start_response`` with ``exc_info``, the
+    ``write()`` callable, lazy ``start_response``) and calls the app iterable's
+    ``close()`` exactly once on every path.  ``replayed`` is True once the answer sent is
+    the database guard's replay (:attr:`ClientToken.replayed`).
+    """
+
+    __slots__ = ("app", "chunks", "claim", "environ", "headers", "keeping", "real_start_response",
+                 "real_write", "renewer", "replayed", "settled", "size", "status", "store", "streaming",
+                 "token")  # fmt: skip
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        store: Store,
+        renewer: Renewer | None,
+        keeping: Keeping,
+        environ: WSGIEnvironment,
+        start_response: StartResponse,
+        claim: Claim,
+        token: ClientToken,
+    ) -> None:
+        self.app = app
+        self.store = store
+        self.renewer = renewer
+        self.keeping = keeping
+        self.environ = environ
+        self.real_start_response = start_response
+        self.claim = claim
+        self.token = token
+        self.status: str | None = None
+        self.headers: list[tuple[str, str]] = []
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.streaming = False
+        self.real_write: Callable[[bytes], object] | None = None
+        self.settled = False  # the claim was completed, tombstoned or released
+        self.replayed = False
+
+    # the start_response and write() the app sees
+    def start_response(
+        self, status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
+    ) -> Callable[[bytes], object]:
+        if exc_info is not None and exc_info[0] is not None:
+            try:
+                if self.streaming:  # our headers went to the server: it decides (and re-raises if sent)
+                    return self.real_start_response(status, headers, exc_info)
+            finally:
+                exc_info = None  # no traceback cycle
+        elif self.status is not None:
+            raise RuntimeError("start_response called a second time without exc_info (PEP 3333)")
+        self.status, self.headers = status, list(headers)
+        if not self.streaming:
+            for name, value in headers:
+                if len(name) == 14 and name.lower() == "content-length":
+                    if value.isdigit() and int(value) > self.keeping.max_response:
+                        self.go_streaming()
+                    break
+        return self.write
+
+    def write(self, data: bytes) -> None:
+        if self.streaming:
+            assert self.real_write is not None  # noqa: S101
+            self.real_write(data)
+            return
+        self.add(data)
+        if self.size > self.keeping.max_response:
+            self.go_streaming()
+            assert self.real_write is not None  # noqa: S101
+            for chunk in self.take():
+                self.real_write(chunk)
+
+    def add(self, data: bytes) -> None:
+        if data:
+            self.chunks.append(data)
+            self.size += len(data)
+
+    def take(self) -> list[bytes]:
+        chunks, self.chunks = self.chunks, []
+        return chunks
+
+    def unrenew(self) -> None:
+        if self.renewer is not None:
+            self.renewer.remove(self.claim.key, self.claim.prefix)
+
+    def should_release(self, status: str) -> bool:
+        """A transient status, or the database guard found the token recorded for another
+        request: that answer is not the token's (it must not shadow the first request's)."""
+        keeping = self.keeping
+        return records.releases(status, keeping.release, keeping.store_5xx) or self.token.reused
+
+    def sent_headers(self, status: str, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The headers the client gets: a 2xx the database guard answered is marked as a replay."""
+        if self.token.replayed and status[:1] == "2":
+            self.replayed = True
+            return [*headers, self.keeping.replayed]
+        return headers
+
+    def release(self) -> None:
+        if not self.settled:
+            self.settled = True
+            self.unrenew()
+            key, prefix, store = self.claim.key, self.claim.prefix, self.store
+            fenced("release", key, lambda: store.release(key, prefix))
+
+    def go_streaming(self) -> None:
+        """Too large (or a file) to store: leave a tombstone so a retry never runs it again."""
+        if self.status is None:
+            raise RuntimeError("the application sent a body before calling start_response (PEP 3333)")
+        self.streaming = True
+        headers = self.headers
+        if self.should_release(self.status):
+            self.release()
+        elif not self.settled:
+            self.settle(None)
+            headers = [*headers, records.NOT_STORED]
+        self.real_write = self.real_start_response(self.status, self.sent_headers(self.status, headers))
+
+    def settle(self, record: bytes | None) -> bool:
+        """Complete the claim with *record*, or with a tombstone when it is None or the store refuses
+        it as too large.  True when *record* itself was stored (the answer will be replayed).
+        """
+        assert self.status is not None  # noqa: S101 - settled only after start_response
+        self.settled = True
+        self.unrenew()
+        claim, store, retention = self.claim, self.store, self.keeping.retention
+        key, prefix = claim.key, claim.prefix
+        if record is not None:
+            try:
+                if store.complete(key, prefix, record, retention):
+                    return True
+                LOG.warning(
+                    "idempotency: complete of key %s... refused: the claim expired and another request "
+                    "took it over (raise the lease above the request time)", key[-64:][:12],
+                )  # fmt: skip
+                return False
+            except RecordTooLarge as exc:
+                LOG.warning("idempotency: answer of key %s... not stored: %s; a tombstone is stored instead",
+                            key[-64:][:12], exc)  # fmt: skip
+            except StoreError as exc:
+                LOG.warning("idempotency: complete of key %s... failed: %s", key[-64:][:12], exc)
+                return False
+        tombstone = records.encode_tombstone(claim.owner, claim.fp, claim.scope, self.status,
+                                             records.location_of(self.headers))  # fmt: skip
+        fenced("tombstone", key, lambda: store.complete(key, prefix, tombstone, retention))
+        return False
+
+    def run(self) -> Iterable[bytes]:
+        if self.renewer is not None:
+            self.renewer.add(self.claim.key, self.claim.prefix)
+        try:
+            try:
+                result = self.app(self.environ, self.start_response)
+            except HTTPProblem as problem:
+                if self.streaming:
+                    raise
+                # a deliberate error answer from the app: render it here so it is stored like any 4xx
+                self.status, self.chunks, self.size = None, [], 0
+                result = respond_with_problem(
+                    self.environ, self.start_response, problem, profile=self.keeping.profile
+                )
+        except BaseException:
+            if not self.streaming:
+                self.release()
+            raise
+        wrapper = self.environ.get("wsgi.file_wrapper")
+        try:
+            if isinstance(wrapper, type) and isinstance(result, wrapper) and self.status is not None:
+                if not self.streaming:
+                    self.go_streaming()
+                return result  # the server may send the file itself
+            iterator = iter(result)
+            if not self.streaming:
+                for chunk in iterator:
+                    self.add(chunk)
+                    if self.size > self.keeping.max_response:
+                        self.go_streaming()
+                        break
+            if self.streaming:
+                return Streamed(self.take(), iterator, result)
+        except BaseException:
+            if not self.streaming:
+                self.release()
+            close(result)
+            raise
+        try:
+            close(result)
+        except BaseException:
+            self.release()
+            raise
+        return self.finish()
+
+    def finish(self) -> list[bytes]:
+        status = self.status
+        if status is None:
+            self.release()
+            raise RuntimeError("the application returned without calling start_response (PEP 3333)")
+        body = b"".join(self.take())
+        headers = self.headers
+        if self.should_release(status):
+            self.release()
+        else:
+            kept = records.stored_headers(self.headers, self.keeping.drop)
+            claim = self.claim
+            record = records.encode_complete(claim.owner, claim.fp, claim.scope, status, kept, body)
+            # Stored before the first byte is sent: a client that times out and retries gets the replay.
+            # Larger than max_response_bytes: a tombstone instead.
+            if not self.settle(record if len(record) <= self.keeping.max_response else None):
+                headers = [*headers, records.NOT_STORED]
+        self.real_start_response(status, self.sent_headers(status, headers))
+        return [body] if body else []
+
+
+def close(result: Iterable[bytes]) -> None:
+    close_result = getattr(result, "close", None)
+    if close_result is not None:
+        close_result()
+
+
+class Streamed:
+    """The rest of an answer too large to store: buffered head, then the app's iterator."""
+
+    def __init__(self, head: list[bytes], rest: Iterator[bytes], result: Iterable[bytes]) -> None:
+        self._head = head
+        self._rest = rest
+        self._result = result
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        head, self._head = self._head, []
+        yield from head
+        yield from self._rest
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            close(self._result)
