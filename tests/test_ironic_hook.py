@@ -328,6 +328,8 @@ def test_openstacksdk_functional_suite_passes_through_the_wrapped_ironic(
     result, summary, passed = run_suite(fresh_ironic.url, tmp_path)
     out = result.stdout + result.stderr
     failures = failures_by_test(result.stdout)
+    # the figure, shown with -rP
+    print(f"openstacksdk's suite through the wrapped Ironic: {summary}; failed: {sorted(failures)}")
     failed = int(m.group(1)) if (m := re.search(r"(\d+) failed", summary)) else 0
     assert len(failures) == failed, out[-6000:]  # each failure's report found
     unexplained = {name for name, report in failures.items() if name not in KNOWN_SDK_FAILURES
