@@ -43,33 +43,26 @@ def _clouds_yaml(url: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_suite(url: str, workdir: Path) -> tuple[subprocess.CompletedProcess[str], str, int]:
-    """Run the suite against *url* from *workdir*: (the run, pytest's summary line, tests passed)."""
+def test_openstacksdk_functional_baremetal_suite_passes(tmp_path: Path) -> None:
     assert SUITE.is_dir(), f"openstacksdk without its functional tests: {SUITE}"
-    clouds = workdir / "clouds.yaml"
-    clouds.write_text(_clouds_yaml(url))
-    env = {
-        **os.environ,
-        "OS_CLIENT_CONFIG_FILE": str(clouds),
-        "OS_CLOUD": "devstack-admin",
-        "OS_TEST_TIMEOUT": "120",
-        "OPENSTACKSDK_FUNC_TEST_TIMEOUT": "120",
-    }
-    result = subprocess.run(  # noqa: S603 - our interpreter, the installed suite
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-         "-o", "filterwarnings=", "-rfE", "--rootdir", str(workdir), str(SUITE)],
-        env=env, cwd=workdir, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
+    with cli_service(tmp_path, "--threads", "8") as url:
+        clouds = tmp_path / "clouds.yaml"
+        clouds.write_text(_clouds_yaml(url))
+        env = {
+            **os.environ,
+            "OS_CLIENT_CONFIG_FILE": str(clouds),
+            "OS_CLOUD": "devstack-admin",
+            "OS_TEST_TIMEOUT": "120",
+            "OPENSTACKSDK_FUNC_TEST_TIMEOUT": "120",
+        }
+        result = subprocess.run(  # noqa: S603 - our interpreter, the installed suite
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+             "-o", "filterwarnings=", "-rfE", "--rootdir", str(tmp_path), str(SUITE)],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
     out = result.stdout + result.stderr
     summary = out.strip().splitlines()[-1] if out.strip() else ""
     passed = int(m.group(1)) if (m := re.search(r"(\d+) passed", summary)) else 0
-    return result, summary, passed
-
-
-def test_openstacksdk_functional_baremetal_suite_passes(tmp_path: Path) -> None:
-    with cli_service(tmp_path, "--threads", "8") as url:
-        result, summary, passed = run_suite(url, tmp_path)
-    out = result.stdout + result.stderr
     assert result.returncode == 0 and "failed" not in summary and "error" not in summary, out[-6000:]
     # the suite's size when this test was written (openstacksdk 4.x): nothing silently skipped away
     assert passed >= 96, summary
