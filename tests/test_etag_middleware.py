@@ -522,6 +522,69 @@ def test_close_called_exactly_once(method: str, headers: dict[str, str], ack: bo
     assert made[0].closed == 1
 
 
+class LazyTracked(Tracked):
+    """An app iterable that calls start_response from its first next() (PEP 3333 allows it)."""
+
+    def __init__(self, start: Callable[[], object], chunks: list[bytes], *, fail: bool = False) -> None:
+        super().__init__(chunks)
+        self.start = start
+        self.fail = fail
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.start()
+        yield from self.chunks
+        if self.fail:
+            raise OSError("the backend went away mid-body")
+
+
+@pytest.mark.parametrize(
+    ("ctype", "chunks", "etag"),
+    [
+        pytest.param("application/json", [b'{"etag": ', b'"W/\\"ab\\""}'], 'W/"ab"', id="json-held"),
+        pytest.param("application/json", [b'{"nodes": ', b"[]}"], None, id="json-without-etag"),
+        pytest.param("text/plain", [b'{"etag": ', b'"W/\\"ab\\""}'], None, id="not-json-streamed"),
+    ],
+)
+def test_get_with_start_response_called_from_the_iterator(
+    ctype: str, chunks: list[bytes], etag: str | None
+) -> None:
+    made: list[LazyTracked] = []
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> LazyTracked:
+        made.append(LazyTracked(lambda: start_response("200 OK", [("Content-Type", ctype)]), chunks))
+        return made[0]
+
+    resp = run(stack(app), req("/v1/nodes"))
+    assert resp.status_int == 200 and resp.body == b"".join(chunks)
+    assert resp.headers.get("ETag") == etag
+    assert made[0].closed == 1
+
+
+def test_get_whose_body_fails_while_held_for_its_etag_closes_the_app_once() -> None:
+    made: list[LazyTracked] = []
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> LazyTracked:
+        start = lambda: start_response("200 OK", [("Content-Type", "application/json")])  # noqa: E731
+        made.append(LazyTracked(start, [b'{"etag": '], fail=True))
+        return made[0]
+
+    with pytest.raises(OSError, match="mid-body"):
+        run(stack(app), req("/v1/nodes"))
+    assert made[0].closed == 1
+
+
+def test_get_from_an_app_that_never_calls_start_response_is_an_error() -> None:
+    made: list[Tracked] = []
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Tracked:
+        made.append(Tracked([b"{}"]))
+        return made[0]
+
+    with pytest.raises(RuntimeError, match="without calling start_response"):
+        run(stack(app), req("/v1/nodes"), validate=False)
+    assert made[0].closed == 1
+
+
 def test_write_callable_and_lazy_start_response() -> None:
     def writer(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         write = start_response("200 OK", [("Content-Type", "application/json")])
