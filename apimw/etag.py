@@ -83,6 +83,7 @@ from apimw._etag_response import (
     with_etag,
 )
 from apimw._microversion_type import ENVIRON_VERSION, Version
+from apimw._wsgi import direct_call
 from apimw.errors import (
     ConfigError,
     HTTPProblem,
@@ -384,7 +385,7 @@ class ETagMiddleware:
         ignored_fields: Mapping[str, Iterable[str]] | Iterable[str] = _DEFAULT_IGNORED_LIST,
         error_profile: str | None = None,
     ) -> None:
-        self.app = app
+        self.app = app  # the property below: also sets self._call_app
         # here, not at import: apimw.etag stays cheap
         from apimw.microversion import MicroversionMiddleware, VersionGate
 
@@ -439,6 +440,16 @@ class ETagMiddleware:
             _ETAG_RESPONSE_METHODS if self.etag_on_put else _ETAG_RESPONSE_METHODS - {"PUT"}
         )
 
+    @property
+    def app(self) -> WSGIApplication:
+        """The wrapped WSGI app (may be replaced)."""
+        return self._app
+
+    @app.setter
+    def app(self, app: WSGIApplication) -> None:
+        self._app = app
+        self._call_app = direct_call(app)
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _problem(
@@ -473,7 +484,7 @@ class ETagMiddleware:
             return start_response(status, headers)
 
         try:
-            return self.app(environ, tracked)
+            return self._call_app(environ, tracked)
         except HTTPProblem as problem:
             return self._problem(environ, start_response, problem, sys.exc_info() if started else None)
 
@@ -649,7 +660,7 @@ class ETagMiddleware:
         inm: IfNoneMatch | None,
     ) -> Iterable[bytes]:
         capture = _Capture()
-        app_iter = self.app(environ, capture)
+        app_iter = self._call_app(environ, capture)
         rest: Iterator[bytes] | None = None
         try:
             if capture.status is None:
@@ -738,7 +749,7 @@ class ETagMiddleware:
             return start_response(status, headers)
 
         try:
-            app_iter = self.app(environ, etag_start_response)
+            app_iter = self._call_app(environ, etag_start_response)
         except HTTPProblem as problem:
             return self._problem(environ, start_response, problem, sys.exc_info() if forwarded else None)
         if held is None:

@@ -603,6 +603,16 @@ def test_write_callable_and_lazy_start_response() -> None:
         assert resp.json["etag"] == resp.headers["ETag"] == GEN.etag({"a": 1})
 
 
+def test_the_wrapped_app_can_be_an_instance_and_can_be_replaced() -> None:
+    first, second = NodeApp(), NodeApp(response_etag="body")
+    second.put("n1", {"name": "n1", "extra": {"second": True}})
+    mw = ETagMiddleware(first, hmac_key=KEY)
+    assert run(mw, req()).headers["ETag"] == first.nodes["n1"]["etag"] and mw.app is first
+    mw.app = second
+    assert run(mw, req()).headers["ETag"] == second.nodes["n1"]["etag"] and mw.app is second
+    assert (first.calls, second.calls) == (1, 1)
+
+
 def test_ironic_error_profile() -> None:
     node_app = NodeApp()
     resp = run(stack(node_app, error_profile="ironic"), req(method="PATCH", body={}, If_Match="bad"))
