@@ -72,7 +72,13 @@ def etag_in_body(body: bytes) -> str | None:
     # two bytes) writes a key "etag" either as the bytes "etag" or with a \u escape.
     # (bytes.find, not ``in``: ``in`` first tries the needle as an int and raises and clears a
     # TypeError for every bytes needle, which costs twice the search on a short body.)
-    if body[:1] == b"{" and body[1:2] != b"\x00" and body.find(b'"etag"') < 0 and body.find(b"\\u") < 0:
+    if (
+        len(body) > 1
+        and body[0] == 0x7B  # "{"
+        and body[1] != 0
+        and body.find(b'"etag"') < 0
+        and body.find(b"\\u") < 0
+    ):
         return None
     try:
         doc = json.loads(body)
