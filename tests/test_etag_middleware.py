@@ -151,6 +151,8 @@ def test_get_sends_etag_header_equal_to_the_body_field(source: str) -> None:
         pytest.param(b'{"name": "etag", "x": "W/\\"ab\\""}', None, id="a-value-not-a-key"),
         pytest.param(b'{"nodes": []}', None, id="no-etag"),
         pytest.param(b'[{"etag": "W/\\"ab\\""}]', None, id="a-list"),
+        pytest.param(b"", None, id="empty"),
+        pytest.param(b"{", None, id="one-byte"),
     ],
 )
 def test_the_etag_is_taken_from_the_json_body_however_it_is_spelled(body: bytes, etag: str | None) -> None:
