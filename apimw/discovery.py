@@ -2,6 +2,9 @@
 
 The documents carry both ``version`` (what Ironic and keystoneauth read as the
 maximum) and ``max_version`` (the API-SIG name, which keystoneauth prefers).
+``/v{major}`` links each resource collection; a collection that exists only from some
+microversion on (Ironic's portgroups from 1.24) is linked at the versions that have it:
+give it as ``("portgroups", "1.24")`` or ``"portgroups:1.24"``.
 """
 
 from __future__ import annotations
@@ -10,14 +13,47 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from apimw._microversion_type import Version
+from apimw._microversion_type import Version, parse_version
+from apimw.errors import ConfigError, VersionParseError
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
-__all__ = ["DiscoveryResponder", "major_document", "request_base_url", "root_document", "version_entry"]
+__all__ = [
+    "DiscoveryResponder",
+    "Resource",
+    "major_document",
+    "request_base_url",
+    "resource_windows",
+    "root_document",
+    "version_entry",
+]
 
-_CACHE_SIZE: Final = 64
+_CACHE_SIZE: Final = 256
+
+#: A resource collection linked from ``/v{major}``: its name (linked at every version), or
+#: its name and the version it appeared in, as a pair or as ``"name:X.Y"`` (the form a
+#: paste.deploy or oslo.config list can carry).
+Resource = str | tuple[str, str | Version | None]
+
+
+def resource_windows(resources: Sequence[Resource]) -> tuple[tuple[str, Version | None], ...]:
+    """*resources* as ``(name, since)`` pairs (``since`` ``None``: every version), validated:
+    a bad name or version is a :class:`ConfigError` naming ``discovery_resources``."""
+    windows: list[tuple[str, Version | None]] = []
+    for resource in resources:
+        if isinstance(resource, str):
+            name, colon, since_text = resource.partition(":")
+            since: str | Version | None = since_text if colon else None
+        else:
+            name, since = resource
+        if not name or "/" in name or any(c.isspace() for c in name):
+            raise ConfigError(f"discovery_resources: {resource!r} does not name a collection")
+        try:
+            windows.append((name, None if since is None else parse_version(since)))
+        except VersionParseError as exc:
+            raise ConfigError(f"discovery_resources: {resource!r}: {exc}") from None
+    return tuple(windows)
 
 
 def request_base_url(environ: WSGIEnvironment) -> str:
@@ -60,10 +96,16 @@ def major_document(
     base_url: str,
     min_version: Version,
     max_version: Version,
-    resources: Sequence[str] = (),
+    resources: Sequence[Resource] = (),
     media_type: str = "application/json",
+    served: Version | None = None,
 ) -> dict[str, Any]:
-    """The versioned root ``/v{major}``: id, links, media_types, version and resource links."""
+    """The versioned root ``/v{major}``: id, links, media_types, version and resource links.
+
+    A resource given with the version it appeared in is linked only when *served* (the
+    request's version; default *max_version*) is at least that version.
+    """
+    served = max_version if served is None else served
     entry = version_entry(base_url=base_url, min_version=min_version, max_version=max_version)
     major = entry["id"]
     doc: dict[str, Any] = {
@@ -71,7 +113,9 @@ def major_document(
         "links": [{"href": f"{base_url}/{major}/", "rel": "self"}],
         "media_types": {"base": "application/json", "type": media_type},
     }
-    for resource in resources:
+    for resource, since in resource_windows(resources):
+        if since is not None and served < since:
+            continue
         doc[resource] = [
             {"href": f"{base_url}/{major}/{resource}/", "rel": "self"},
             {"href": f"{base_url}/{resource}/", "rel": "bookmark"},
@@ -90,7 +134,7 @@ class DiscoveryResponder:
         max_version: Version,
         name: str = "",
         description: str = "",
-        resources: Sequence[str] = (),
+        resources: Sequence[Resource] = (),
         public_url: str | None = None,
         media_type: str = "application/json",
     ) -> None:
@@ -98,15 +142,18 @@ class DiscoveryResponder:
         self.max_version = max_version
         self.name = name
         self.description = description
-        self.resources = tuple(resources)
+        self.resources = resource_windows(resources)
+        # the /v{major} document depends on the served version when a resource has a since
+        self._per_version = any(since is not None for _, since in self.resources)
         self.public_url = public_url.rstrip("/") if public_url else None
         self.media_type = media_type
         major = f"/v{max_version.major}"
         self._kinds = {"": "root", "/": "root", major: "major", major + "/": "major"}
-        self._bodies: dict[tuple[str, str], bytes] = {}
+        self._bodies: dict[tuple[str, str, Version | None], bytes] = {}
 
-    def body(self, kind: str, base_url: str) -> bytes:
-        key = (kind, base_url)
+    def body(self, kind: str, base_url: str, served: Version | None = None) -> bytes:
+        """The document's bytes; *served* (default the maximum) selects the linked resources."""
+        key = (kind, base_url, served if kind == "major" and self._per_version else None)
         cached = self._bodies.get(key)
         if cached is None:
             lo, hi = self.min_version, self.max_version
@@ -118,7 +165,7 @@ class DiscoveryResponder:
             else:
                 doc = major_document(
                     base_url=base_url, min_version=lo, max_version=hi,
-                    resources=self.resources, media_type=self.media_type,
+                    resources=self.resources, media_type=self.media_type, served=served,
                 )  # fmt: skip
             cached = json.dumps(doc).encode("utf-8")
             if len(self._bodies) >= _CACHE_SIZE:
@@ -133,7 +180,7 @@ class DiscoveryResponder:
         method = environ.get("REQUEST_METHOD")
         if kind is None or method not in ("GET", "HEAD"):
             return None
-        body = self.body(kind, self.public_url or request_base_url(environ))
+        body = self.body(kind, self.public_url or request_base_url(environ), version)
         start_response(
             "200 OK",
             [("Content-Type", "application/json"), ("Content-Length", str(len(body))),

@@ -4,17 +4,22 @@
 answers 400/406 for malformed or unsupported versions, and puts the
 Minimum/Maximum headers, the served version and one merged ``Vary`` on every
 response.  The served :class:`~apimw.Version` goes into
-``environ["apimw.microversion"]``; app code gates features on it with
-:func:`require_version`, :class:`VersionGate` and :class:`VersionedFields`.
+``environ["apimw.microversion"]``, and into the request's version headers, so an
+app that negotiates by itself serves the same version; app code gates features on
+it with :func:`require_version`, :class:`VersionGate` and :class:`VersionedFields`.
 
-Parsing is sans-IO (:func:`select_version`) so it can be tested without WSGI.
+This module is the WSGI glue.  The rules are sans-IO, in
+:mod:`apimw._microversion_negotiation` (:func:`select_version`, re-exported here), so
+they can be tested without WSGI; the :class:`Version` value is in
+:mod:`apimw._microversion_type`.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from types import FunctionType, MethodType
+from typing import TYPE_CHECKING, Any, Final
 
 from apimw import discovery as _discovery
 from apimw._config import (
@@ -25,13 +30,22 @@ from apimw._config import (
     as_str,
     integration,
 )
-from apimw._microversion_type import ENVIRON_VERSION, LATEST, MAX_VERSION_LENGTH, Version, parse_version
+from apimw._microversion_negotiation import (
+    CODE_MALFORMED,
+    CODE_UNSUPPORTED,
+    STANDARD_HEADER,
+    Negotiator,
+    merge_response_headers,
+    select_version,
+)
+from apimw._microversion_negotiation import Selection as Selection
+from apimw._microversion_negotiation import config_version as _config_version
+from apimw._microversion_type import ENVIRON_VERSION, Version
+from apimw._microversion_type import parse_version as parse_version
 from apimw.errors import (
     ENVIRON_PROFILE,
     ConfigError,
     HTTPProblem,
-    VersionParseError,
-    check_profile,
     respond_with_problem,
 )
 
@@ -59,15 +73,11 @@ __all__ = [
     "wrap_flask",
 ]
 
-STANDARD_HEADER: Final = "OpenStack-API-Version"
-_STANDARD_ENVIRON: Final = "HTTP_OPENSTACK_API_VERSION"
+#: ``environ`` key of the standard request header
+_ENVIRON_STANDARD: Final = "HTTP_OPENSTACK_API_VERSION"
 
-CODE_MALFORMED: Final = "microversion.malformed"
-CODE_UNSUPPORTED: Final = "microversion.unsupported"
 CODE_FEATURE_UNAVAILABLE: Final = "microversion.feature-unavailable"
 
-#: Longest header value we look at; longer values are malformed (bounded work per request).
-_MAX_HEADER_LENGTH: Final = 1024
 _CACHE_SIZE: Final = 512
 
 
@@ -75,113 +85,14 @@ def _environ_key(header: str) -> str:
     return "HTTP_" + header.upper().replace("-", "_")
 
 
-def _check_token(name: str, value: str) -> str:
-    if not value or any(c.isspace() or c in ',:;"' for c in value) or not value.isascii():
-        raise ConfigError(f"{name} must be a non-empty HTTP token, got {value!r}")
-    return value
-
-
-def _config_version(name: str, value: str | Version) -> Version:
-    try:
-        return parse_version(value)
-    except VersionParseError as exc:
-        raise ConfigError(f"{name}: {exc}") from None
-
-
-# -- sans-IO selection ------------------------------------------------------------------
-
-
-class Selection(NamedTuple):  # not a dataclass: importing dataclasses costs milliseconds
-    """Outcome of reading the request headers: a served version or an error."""
-
-    version: Version | None
-    #: None, CODE_MALFORMED or CODE_UNSUPPORTED
-    error: str | None = None
-    requested: str | None = None
-    #: which header the value came from (for messages)
-    header: str | None = None
-
-
-def _from_standard(value: str, service_types: frozenset[str]) -> tuple[str | None, bool]:
-    """Our entry in an ``OpenStack-API-Version`` value: ``(version text, found)``.
-
-    Entries are comma-joined (repeated header lines arrive joined by the
-    server); the last entry for our service wins.  A matching service with no
-    version is malformed (returned as the empty string).
-    """
-    for entry in reversed(value.split(",")):
-        parts = entry.split()
-        if not parts or parts[0].lower() not in service_types:
-            continue
-        if len(parts) != 2:
-            return " ".join(parts[1:]), True
-        return parts[1], True
-    return None, False
-
-
-def _last_element(value: str) -> str | None:
-    """The last non-empty element of a comma-separated header value."""
-    for element in reversed(value.split(",")):
-        stripped = element.strip(" \t")
-        if stripped:
-            return stripped
-    return None
-
-
-def select_version(
-    standard: str | None,
-    legacy: str | None,
-    *,
-    service_types: frozenset[str],
-    min_version: Version,
-    max_version: Version,
-    legacy_header: str | None = None,
-) -> Selection:
-    """Pick the version to serve from the raw header values (``None`` when absent).
-
-    The standard header wins over the legacy one; no header -> *min_version*;
-    ``latest`` (any case) -> *max_version*.  Either header sent several times (joined
-    with commas by the server): the last value wins.
-    """
-    text: str | None = None
-    header: str | None = None
-    if standard:
-        if len(standard) > _MAX_HEADER_LENGTH:
-            return Selection(None, CODE_MALFORMED, None, STANDARD_HEADER)
-        found_text, found = _from_standard(standard, service_types)
-        if found:
-            text, header = found_text, STANDARD_HEADER
-    if header is None and legacy is not None:
-        # The same rule as the standard header: repeated lines arrive comma-joined (RFC 9110
-        # §5.3), empty list elements are skipped (§5.6.1), and the last one wins.
-        last = _last_element(legacy)
-        if last:
-            text, header = last, legacy_header
-    if header is None or text is None:
-        return Selection(min_version)
-    if text.lower() == LATEST:
-        return Selection(max_version, None, text, header)
-    try:
-        version = parse_version(text)
-    except VersionParseError:
-        return Selection(None, CODE_MALFORMED, text[:MAX_VERSION_LENGTH], header)
-    if not min_version <= version <= max_version:
-        return Selection(None, CODE_UNSUPPORTED, text, header)
-    return Selection(version, None, text, header)
-
-
-def _unsupported_detail(requested: str, lo: Version, hi: Version) -> str:
-    # Ironic's own wording, so tooling that greps it keeps working.
-    version = parse_version(requested)
-    if version.major != hi.major:
-        return (
-            f"Mutually exclusive versions requested. Version {requested} requested but not "
-            f"supported by this service. The supported version range is: [{lo}, {hi}]."
-        )
-    return (
-        f"Version {requested} was requested but the minor version is not supported by this "
-        f"service. The supported version range is: [{lo}, {hi}]."
-    )
+def _direct_call(app: WSGIApplication) -> WSGIApplication:
+    """*app*, or its bound ``__call__`` when it is an instance of a Python class (another
+    middleware): calling the instance goes through ``type.__call__``'s slot (an argument
+    tuple and a method lookup per call), the bound method is a direct call."""
+    call: Any = type(app).__call__
+    if isinstance(call, FunctionType):
+        return MethodType(call, app)
+    return app
 
 
 # -- app-side gates ---------------------------------------------------------------------
@@ -330,7 +241,14 @@ class VersionedFields:
 
 # -- the middleware ---------------------------------------------------------------------
 
-_Cached = tuple[Version, list[tuple[str, str]]] | HTTPProblem
+#: What the middleware does for one pair of raw header values, built once: for a served
+#: request ``(version, standard, legacy, headers)``: the version, the values of the standard
+#: and the legacy request headers forwarded to the app, the response headers to add
+#: (``Vary`` last); for a refused one ``(None, "", "", problem)``.
+_Outcome = tuple[Version | None, str, str, Any]  # Any: the headers, or the problem
+
+#: Read for the legacy header when the service has none: never set, so it reads ``None``.
+_NO_LEGACY_ENVIRON: Final = "apimw.microversion.no-legacy-header"
 
 
 class MicroversionMiddleware:
@@ -378,49 +296,41 @@ class MicroversionMiddleware:
         discovery: bool = False,
         discovery_name: str = "",
         discovery_description: str = "",
-        discovery_resources: Sequence[str] = (),
+        discovery_resources: Sequence[_discovery.Resource] = (),
         public_url: str | None = None,
     ) -> None:
-        self.app = app
-        self.service_type = _check_token("service_type", service_type)
-        self.min_version = _config_version("min_version", min_version)
-        self.max_version = _config_version("max_version", max_version)
-        if self.max_version < self.min_version:
-            raise ConfigError(f"max_version {self.max_version} is below min_version {self.min_version}")
-        if pin_max_version is not None:
-            pinned = _config_version("pin_max_version", pin_max_version)
-            if not self.min_version <= pinned <= self.max_version:
-                raise ConfigError(
-                    f"pin_max_version {pinned} is outside [{self.min_version}, {self.max_version}]"
-                )
-            self.max_version = pinned
-        self.error_profile = check_profile(error_profile)
-        self.malformed_status = 406 if error_profile == "ironic" else 400
-        self.service_types = frozenset(
-            _check_token("service_aliases", s).lower() for s in (service_type, *service_aliases)
+        self.app = app  # the property below: also sets self._call_app
+        negotiator = self.negotiator = Negotiator(
+            service_type=service_type,
+            min_version=min_version,
+            max_version=max_version,
+            legacy_header=legacy_header,
+            min_header=min_header,
+            max_header=max_header,
+            pin_max_version=pin_max_version,
+            error_profile=error_profile,
+            service_aliases=service_aliases,
         )
-        self.legacy_header = None if legacy_header is None else _check_token("legacy_header", legacy_header)
-        self._legacy_environ = None if legacy_header is None else _environ_key(legacy_header)
-        if legacy_header is not None and legacy_header.lower().endswith("-version"):
-            base = legacy_header[: -len("-Version")]
-        else:
-            base = "OpenStack-API"
-        self.min_header = _check_token("min_header", min_header or f"{base}-Minimum-Version")
-        self.max_header = _check_token("max_header", max_header or f"{base}-Maximum-Version")
-
-        vary_names = [STANDARD_HEADER] + ([legacy_header] if legacy_header else [])
-        self._vary_value = ", ".join(vary_names)
-        self._vary_lower = tuple(v.lower() for v in vary_names)
-        self._range_headers = [
-            (self.min_header, str(self.min_version)),
-            (self.max_header, str(self.max_version)),
-        ]
-        owned = {self.min_header, self.max_header, STANDARD_HEADER, "vary"}
-        if legacy_header:
-            owned.add(legacy_header)
-        self._owned_lower = frozenset(h.lower() for h in owned)
-        self._vary_header = ("Vary", self._vary_value)
-        self._cache: dict[tuple[str | None, str | None], _Cached] = {}
+        self.service_type = negotiator.service_type
+        self.min_version, self.max_version = negotiator.min_version, negotiator.max_version
+        self.error_profile = error_profile
+        self.malformed_status = negotiator.malformed_status
+        self.service_types = negotiator.service_types
+        self.legacy_header = negotiator.legacy_header
+        self.min_header, self.max_header = negotiator.min_header, negotiator.max_header
+        # the legacy header's environ key, read and written; a service without one reads a key
+        # that is never set and writes the standard header's value twice (cheaper than a test)
+        self._legacy_read = _NO_LEGACY_ENVIRON if legacy_header is None else _environ_key(legacy_header)
+        self._legacy_write = _ENVIRON_STANDARD if legacy_header is None else self._legacy_read
+        self._vary_value = ", ".join(negotiator.vary)
+        self._refused_headers = [*negotiator.range_headers, ("Vary", self._vary_value)]
+        #: per standard header value, per legacy header value (two lookups are cheaper than a
+        #: tuple key's hash); at most _CACHE_SIZE outcomes in all
+        self._outcomes: dict[str | None, dict[str | None, _Outcome]] = {}
+        self._outcome_count = 0
+        #: response header names, as the app spells them, known not to be ours (the hot path
+        #: checks the app's headers against it instead of lower-casing each name)
+        self._plain_names: set[str] = set()
 
         self.discovery = discovery
         if discovery:
@@ -433,111 +343,89 @@ class MicroversionMiddleware:
                 public_url=public_url,
             )
 
-    # headers for a served version, built once per version
-    def _served_headers(self, version: Version) -> list[tuple[str, str]]:
-        text = str(version)
-        headers = list(self._range_headers)
-        if self.legacy_header:
-            headers.append((self.legacy_header, text))
-        headers.append((STANDARD_HEADER, f"{self.service_type} {text}"))
-        return headers
+    @property
+    def app(self) -> WSGIApplication:
+        """The wrapped WSGI app (may be replaced)."""
+        return self._app
 
-    def _problem(self, selection: Selection) -> HTTPProblem:
-        lo, hi = self.min_version, self.max_version
-        extra = {"min_version": str(lo), "max_version": str(hi)}
-        header = selection.header or STANDARD_HEADER
-        if selection.error == CODE_UNSUPPORTED and selection.requested is not None:
-            detail = _unsupported_detail(selection.requested, lo, hi)
-            return HTTPProblem(406, CODE_UNSUPPORTED, detail, extra=extra)
-        detail = f"Invalid value for {header} header: expected MAJOR.MINOR or 'latest' within [{lo}, {hi}]."
-        return HTTPProblem(self.malformed_status, CODE_MALFORMED, detail, extra=extra)
+    @app.setter
+    def app(self, app: WSGIApplication) -> None:
+        self._app = app
+        self._call_app = _direct_call(app)
 
-    def _select(self, standard: str | None, legacy: str | None) -> _Cached:
-        key = (standard, legacy)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        selection = select_version(
-            standard,
-            legacy,
-            service_types=self.service_types,
-            min_version=self.min_version,
-            max_version=self.max_version,
-            legacy_header=self.legacy_header,
-        )
-        result: _Cached
-        if selection.version is None:
-            result = self._problem(selection)
+    def _outcome(self, standard: str | None, legacy: str | None) -> _Outcome:
+        """Negotiate once per pair of raw header values (bounded: junk cannot grow memory)."""
+        served = self.negotiator.negotiate(standard, legacy)
+        outcome: _Outcome
+        if isinstance(served, HTTPProblem):
+            outcome = (None, "", "", served)
         else:
-            result = (selection.version, self._served_headers(selection.version))
-        if len(self._cache) >= _CACHE_SIZE:
-            self._cache.clear()  # bounded: junk header values cannot grow memory
-        self._cache[key] = result
-        return result
+            # the standard header first, the legacy one last (the same entry when there is none)
+            forwarded = served.request_headers
+            headers = [*served.response_headers, ("Vary", self._vary_value)]
+            outcome = (served.version, forwarded[0][1], forwarded[-1][1], headers)
+        if self._outcome_count >= _CACHE_SIZE:
+            self._outcomes.clear()
+            self._outcome_count = 0
+        self._outcomes.setdefault(standard, {})[legacy] = outcome
+        self._outcome_count += 1
+        return outcome
 
     def _merge(self, headers: list[tuple[str, str]], ours: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The app's headers minus ours, plus ours and one merged Vary."""
-        owned = self._owned_lower
+        """The app's headers minus ours, then ours and one merged ``Vary`` (*ours* ends with ours)."""
+        owned, plain = self.negotiator.owned, self._plain_names
+        mine = False
         for name, _ in headers:
             if name.lower() in owned:
-                break
-        else:  # the usual case: the app set none of our headers
-            return [*headers, *ours, self._vary_header]
-        merged: list[tuple[str, str]] = []
-        vary_tokens: list[str] = []
-        for name, value in headers:
-            lowered = name.lower()
-            if lowered in owned:
-                if lowered == "vary":
-                    vary_tokens.extend(t.strip() for t in value.split(",") if t.strip())
-                continue
-            merged.append((name, value))
-        merged.extend(ours)
-        if not vary_tokens:
-            merged.append(("Vary", self._vary_value))
-        elif "*" in vary_tokens:
-            merged.append(("Vary", "*"))
-        else:
-            seen = {t.lower() for t in vary_tokens}
-            vary_tokens.extend(
-                v
-                for v, lo in zip(self._vary_value.split(", "), self._vary_lower, strict=True)
-                if lo not in seen
-            )
-            merged.append(("Vary", ", ".join(vary_tokens)))
-        return merged
+                mine = True
+            elif len(plain) < _CACHE_SIZE:
+                plain.add(name)
+        if not mine:
+            return [*headers, *ours]
+        return merge_response_headers(headers, ours[:-1], owned, self.negotiator.vary)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        legacy = environ.get(self._legacy_environ) if self._legacy_environ else None
-        result = self._select(environ.get(_STANDARD_ENVIRON), legacy)
+        standard = environ.get(_ENVIRON_STANDARD)
+        legacy = environ.get(self._legacy_read)
+        try:
+            version, forward_standard, forward_legacy, ours = self._outcomes[standard][legacy]
+        except KeyError:
+            version, forward_standard, forward_legacy, ours = self._outcome(standard, legacy)
         environ[ENVIRON_PROFILE] = self.error_profile
-        if isinstance(result, HTTPProblem):
+        if version is None:
             # No version was served: range headers and Vary only.
-            extra = [*self._range_headers, ("Vary", self._vary_value)]
-            return respond_with_problem(environ, start_response, result, extra_headers=extra)
-
-        version, ours = result
+            return respond_with_problem(environ, start_response, ours, extra_headers=self._refused_headers)
         environ[ENVIRON_VERSION] = version
-        merge = self._merge
+        # The request's version headers as the app should read them: an app that negotiates
+        # by itself serves what we label.
+        environ[_ENVIRON_STANDARD] = forward_standard
+        environ[self._legacy_write] = forward_legacy
+        plain = self._plain_names
         started = False
 
         def _start_response(
             status: str, headers: list[tuple[str, str]], exc_info: OptExcInfo | None = None
         ) -> Callable[[bytes], object]:
             nonlocal started
+            for name, _ in headers:
+                if name not in plain:  # ours, or not seen yet
+                    headers = self._merge(headers, ours)
+                    break
+            else:  # the usual case: the app set none of our headers
+                headers = [*headers, *ours]
             if started:  # replacing (PEP 3333): the caller needs exc_info, and re-raises it if sent
-                return start_response(status, merge(headers, ours), exc_info)
+                return start_response(status, headers, exc_info)
             # The first call: there is nothing to replace, so an error the app handled itself
             # is an answer; with exc_info, webob's get_response would re-raise it instead.
             started = True
-            return start_response(status, merge(headers, ours))
+            return start_response(status, headers)
 
         if self.discovery:
             answered = self._discovery(environ, _start_response, version)
             if answered is not None:
                 return answered
         try:
-            return self.app(environ, _start_response)
+            return self._call_app(environ, _start_response)
         except HTTPProblem as problem:
             # App code raised a gate or another apimw problem: render it here, replacing the
             # answer the app had started (if any; only then is exc_info passed).

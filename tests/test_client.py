@@ -79,16 +79,13 @@ class LiveServer:
             statuses.append(int(status.split()[0]))
             return start_response(status, headers, exc_info)
 
+        # what the client sent, read before the app runs (the microversion middleware
+        # forwards the version it negotiated in these headers)
+        sent = (environ.get(LEGACY_ENVIRON), environ.get("HTTP_OPENSTACK_API_VERSION"))
         result = self.app(environ, recording_start_response)
         body = b"".join(result)
         with self._lock:
-            self.seen.append((
-                environ["REQUEST_METHOD"],
-                environ["PATH_INFO"],
-                environ.get(LEGACY_ENVIRON),
-                environ.get("HTTP_OPENSTACK_API_VERSION"),
-                statuses[-1],
-            ))
+            self.seen.append((environ["REQUEST_METHOD"], environ["PATH_INFO"], *sent, statuses[-1]))
         return [body]
 
     def sent_versions(self) -> list[tuple[str | None, int]]:

@@ -298,10 +298,143 @@ def test_app_version_header_is_replaced_not_duplicated() -> None:
     assert [v for k, v in resp.headerlist if k == LEGACY] == ["1.3"]
 
 
+def test_an_app_that_sometimes_sets_our_headers_gets_them_merged_every_time() -> None:
+    # The middleware remembers the app's header names that are not its own: a name it has
+    # seen before must not hide one of ours that comes later.
+    calls = iter(range(100))
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        headers = [("Content-Type", "text/plain"), ("Content-Length", "0")]
+        if next(calls) % 2:
+            headers += [("vary", "Accept"), (LEGACY, "9.9"), ("X-Other", "1")]
+        start_response("200 OK", headers)
+        return [b""]
+
+    mw = make()
+    mw.app = app
+    for i in range(6):
+        resp = get(mw, headers={LEGACY: "1.3"})
+        assert [v for k, v in resp.headerlist if k == LEGACY] == ["1.3"]
+        assert vary_tokens(resp) == (["Accept", STD, LEGACY] if i % 2 else [STD, LEGACY])
+
+
+class CountingApp:
+    """A WSGI app that is an instance of a class (as the next middleware is)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body, self.calls = body, 0
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        self.calls += 1
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(self.body)))])
+        return [self.body]
+
+
+def test_the_wrapped_app_can_be_an_instance_and_can_be_replaced() -> None:
+    first, second = CountingApp(b"first"), CountingApp(b"second")
+    mw = MicroversionMiddleware(first, service_type="baremetal", min_version="1.1", max_version="1.2")
+    assert get(mw).body == b"first" and mw.app is first
+    mw.app = second
+    assert get(mw).body == b"second" and mw.app is second
+    mw.app = echo_app
+    assert served(get(mw)) == "1.1"
+    assert (first.calls, second.calls) == (1, 1)
+
+
+def test_junk_header_values_do_not_grow_memory() -> None:
+    mw = make()
+    for i in range(2000):
+        get(mw, headers={LEGACY: f"1.{i}", STD: f"compute 2.{i}"})
+    assert sum(len(per_legacy) for per_legacy in mw._outcomes.values()) <= 512
+
+
 def test_head_error_has_no_body() -> None:
     resp = run(make(), Request.blank("/v1/nodes", method="HEAD", headers={LEGACY: "99.99"}))
     assert resp.status_int == 406
     assert resp.body == b""
+
+
+# -- forwarding the negotiated version to the app -------------------------------------------
+
+
+def self_negotiating_app(reads: str) -> Callable[..., Iterable[bytes]]:
+    """An app that negotiates by itself, like Ironic: range 1.1..1.115, no header -> 1.1,
+    ``latest`` -> 1.115, from the one header it reads (*reads*: "legacy" or "standard").
+    It answers the version it served, with ``health`` only from 1.109 (as Ironic does)."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if reads == "legacy":
+            text = environ.get("HTTP_X_OPENSTACK_IRONIC_API_VERSION")
+        else:
+            service, _, text = environ.get("HTTP_OPENSTACK_API_VERSION", "").partition(" ")
+            text = text if service == "baremetal" else None
+        version = Version(1, 1) if not text else Version(1, 115) if text == "latest" else Version.parse(text)
+        doc: dict[str, Any] = {"app_version": str(version)}
+        if version >= Version(1, 109):
+            doc["health"] = "OK"
+        body = json.dumps(doc).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return app
+
+
+@pytest.mark.parametrize("reads", ["legacy", "standard"])
+@pytest.mark.parametrize(
+    ("headers", "label"),
+    [
+        pytest.param({LEGACY: "latest"}, "1.99", id="legacy-latest"),
+        pytest.param({STD: "baremetal latest"}, "1.99", id="standard-latest"),
+        pytest.param({}, "1.1", id="no-header"),
+        pytest.param({LEGACY: "1.50"}, "1.50", id="legacy-only"),
+        pytest.param({STD: "baremetal 1.50"}, "1.50", id="standard-only"),
+        pytest.param({STD: "baremetal 1.40", LEGACY: "latest"}, "1.40", id="standard-wins-over-legacy"),
+        pytest.param({STD: "ironic 1.60"}, "1.60", id="alias"),
+        pytest.param({STD: "compute 2.1, baremetal 1.70"}, "1.70", id="with-another-service"),
+        pytest.param({STD: "compute latest"}, "1.1", id="another-service-only"),
+        pytest.param({STD: "BAREMETAL 1.80"}, "1.80", id="service-type-case"),
+    ],
+)
+def test_the_app_serves_exactly_the_version_the_middleware_labels(
+    reads: str, headers: dict[str, str], label: str
+) -> None:
+    # Ironic 1.115 behind max_version 1.99: `latest` was labelled 1.99 while the app served
+    # 1.115 (issue 22).  The middleware forwards what it negotiated in the version headers.
+    app = MicroversionMiddleware(
+        self_negotiating_app(reads), service_type="baremetal", min_version="1.1", max_version="1.99",
+        legacy_header=LEGACY, service_aliases=["ironic"], error_profile="ironic",
+    )  # fmt: skip
+    resp = get(app, headers=headers)
+    assert resp.status_int == 200
+    body = json.loads(resp.body)
+    assert body["app_version"] == label
+    assert "health" not in body
+    assert resp.headers[STD] == f"baremetal {label}"
+    assert resp.headers[LEGACY] == label
+    assert (resp.headers[MIN_H], resp.headers[MAX_H]) == ("1.1", "1.99")
+    assert sorted(vary_tokens(resp)) == [STD, LEGACY]
+
+
+def test_the_forwarded_headers_are_what_the_app_sees() -> None:
+    seen: dict[str, Any] = {}
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        seen.update(environ)
+        start_response("204 No Content", [])
+        return []
+
+    mw = MicroversionMiddleware(app, service_type="baremetal", min_version="1.1", max_version="1.99",
+                                legacy_header=LEGACY)  # fmt: skip
+    get(mw, headers={STD: "compute 2.1, baremetal latest", LEGACY: "1.3"})
+    assert seen[S_ENV] == "baremetal 1.99"  # our entry only: the app negotiates on it
+    assert seen[L_ENV] == "1.99"
+    assert seen[ENVIRON_VERSION] == Version(1, 99)
+    # a service without a legacy header forwards the standard header only
+    mw = MicroversionMiddleware(app, service_type="compute", min_version="2.1", max_version="2.90")
+    seen.clear()
+    get(mw, headers={LEGACY: "1.3"})
+    assert seen[S_ENV] == "compute 2.1"
+    assert seen[L_ENV] == "1.3"
 
 
 # -- pinning ------------------------------------------------------------------------------
@@ -440,10 +573,11 @@ def test_gate_bounds_are_validated() -> None:
 
 
 def discovery_app(**kw: Any) -> MicroversionMiddleware:
-    return make(
+    options: dict[str, Any] = dict(
         discovery=True, discovery_name="OpenStack Ironic API", discovery_description="Bare metal.",
-        discovery_resources=["chassis", "nodes", "ports", "drivers"], **kw,
+        discovery_resources=["chassis", "nodes", "ports", "drivers"],
     )  # fmt: skip
+    return make(**{**options, **kw})
 
 
 def test_root_discovery_document_is_ironic_shaped() -> None:
@@ -511,6 +645,59 @@ def test_discovery_helpers_are_usable_on_their_own() -> None:
     assert root["versions"][0]["links"][0]["href"] == "http://h:6385/baremetal/v1/"
     v1 = major_document(base_url=base, min_version=lo, max_version=hi, resources=["nodes"])
     assert v1["version"]["min_version"] == "1.1" and v1["nodes"][0]["rel"] == "self"
+
+
+def resource_names(doc: dict[str, Any]) -> list[str]:
+    return [k for k, v in doc.items() if isinstance(v, list) and k != "links"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "listed"),
+    [
+        pytest.param({}, ["nodes"], id="no-header-is-the-minimum"),
+        pytest.param({LEGACY: "1.23"}, ["nodes"], id="before-both"),
+        pytest.param({LEGACY: "1.24"}, ["nodes", "portgroups"], id="from-since"),
+        pytest.param({STD: "baremetal 1.82"}, ["nodes", "portgroups", "shards"], id="string-form"),
+        pytest.param({LEGACY: "latest"}, ["nodes", "portgroups", "shards"], id="latest"),
+    ],
+)
+def test_major_discovery_links_each_resource_from_its_version(
+    headers: dict[str, str], listed: list[str]
+) -> None:
+    # Ironic lists a collection in /v1 only at versions that have it (portgroups from 1.24).
+    app = discovery_app(discovery_resources=["nodes", ("portgroups", "1.24"), "shards:1.82"])
+    resp = get(app, path="/v1/", headers=headers, HTTP_HOST="127.0.0.1:6385")
+    assert resource_names(resp.json) == listed
+    if "portgroups" in listed:
+        assert resp.json["portgroups"] == [
+            {"href": "http://127.0.0.1:6385/v1/portgroups/", "rel": "self"},
+            {"href": "http://127.0.0.1:6385/portgroups/", "rel": "bookmark"},
+        ]
+    head = run(app, Request.blank("/v1/", method="HEAD", headers=headers))
+    assert head.headers["Content-Length"] == str(len(get(app, path="/v1/", headers=headers).body))
+
+
+def test_major_document_links_resources_at_the_served_version() -> None:
+    from apimw.discovery import major_document
+
+    lo, v124, hi = Version(1, 1), Version(1, 24), Version(1, 99)
+    resources = ["nodes", ("portgroups", v124), "shards:1.82"]
+    doc = major_document(base_url="", min_version=lo, max_version=hi, resources=resources, served=lo)
+    assert resource_names(doc) == ["nodes"]
+    doc = major_document(base_url="", min_version=lo, max_version=hi, resources=resources, served=v124)
+    assert resource_names(doc) == ["nodes", "portgroups"]
+    doc = major_document(base_url="", min_version=lo, max_version=hi, resources=resources)  # the max
+    assert resource_names(doc) == ["nodes", "portgroups", "shards"]
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [pytest.param(("portgroups", "1.x"), id="bad-version"), pytest.param("shards:", id="empty-version"),
+     pytest.param(":1.2", id="no-name"), pytest.param(("a/b", "1.2"), id="not-a-path-segment")],
+)  # fmt: skip
+def test_bad_discovery_resources_fail_at_construction(resource: Any) -> None:
+    with pytest.raises(ConfigError, match="discovery_resources"):
+        discovery_app(discovery_resources=["nodes", resource])
 
 
 def test_without_discovery_the_root_reaches_the_app() -> None:
