@@ -272,12 +272,23 @@ def parse_if_none_match(
     return IfNoneMatch(parsed, raw=raw)
 
 
+_STALE: Final = (
+    "The resource was modified since you read it: the If-Match etag does not match its "
+    "current etag. Fetch the resource again, then retry with the new etag."
+)
+
+
+class StaleEtag(HTTPProblem):
+    """412 ``etag.precondition-failed``: the resource's etag is no longer one If-Match names.
+
+    Raise it from the app's write (or its data layer) below an apimw middleware, which
+    renders it in the deployment's error profile.
+    """
+
+    def __init__(self, detail: str | None = None) -> None:
+        super().__init__(412, "etag.precondition-failed", detail or _STALE)
+
+
 def precondition_failed(detail: str | None = None) -> HTTPProblem:
-    """The 412 answer (``etag.precondition-failed``) for a stale If-Match."""
-    return HTTPProblem(
-        412,
-        "etag.precondition-failed",
-        detail
-        or "The resource was modified since you read it: the If-Match etag does not match its "
-        "current etag. Fetch the resource again, then retry with the new etag.",
-    )
+    """The 412 answer (``etag.precondition-failed``) for a stale If-Match: a :class:`StaleEtag`."""
+    return StaleEtag(detail)

@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from apimw.errors import ApimwError, HTTPProblem, explain_missing
-from apimw.etag import IfMatch, precondition_failed
+from apimw.etag import IfMatch, StaleEtag
 
 try:
     from sqlalchemy import and_, delete, select, update
@@ -60,14 +60,6 @@ DEFAULT_BACKOFF: Final = 0.005
 _PG_RETRYABLE: Final = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
 _MYSQL_RETRYABLE: Final = frozenset({1213, 1205})  # ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
 _SQLITE_RETRYABLE: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
-
-
-class StaleEtag(HTTPProblem):
-    """412: the row's etag is no longer one the client's If-Match names."""
-
-    def __init__(self, detail: str | None = None) -> None:
-        base = precondition_failed(detail)
-        super().__init__(base.status, base.code, base.detail)
 
 
 class ResourceGone(HTTPProblem):

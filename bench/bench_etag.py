@@ -171,9 +171,11 @@ def bench_middleware() -> None:
 
     baseline = _us(bare_app, get)
     app_alone = _us(etag_app, patch)
-    plain = ETagMiddleware(etag_app)
+    plain = ETagMiddleware(etag_app, enforces="*")  # etag_app acknowledges (mark_enforced)
     from_body = ETagMiddleware(bare_app)
-    with_lookup = ETagMiddleware(etag_app, current_etag=lambda environ: tags.get(environ["PATH_INFO"]))
+    with_lookup = ETagMiddleware(
+        etag_app, enforces="*", current_etag=lambda environ: tags.get(environ["PATH_INFO"])
+    )
     rows = [
         ("bare app, GET (baseline)", baseline),
         ("app alone (acknowledges, names its etag), PATCH", app_alone),

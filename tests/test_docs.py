@@ -34,6 +34,7 @@ import bcrypt
 import pytest
 from webob import Request
 
+from apimw.errors import ConfigError
 from tests.wsgi import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -325,7 +326,7 @@ def test_readme_paste_sample_serves_client_tokens(tmp_path: Path, monkeypatch: p
 _FLASK_SETTINGS = {
     "APIMW_MICROVERSION": {"service_type": "thing", "min_version": "1.0", "max_version": "1.50"},
     "APIMW_IDEMPOTENCY": {"store": "memory://"},  # scope = project, missing_scope = reject
-    "APIMW_ETAG": {"min_version": "1.40"},
+    "APIMW_ETAG": {"min_version": "1.40", "enforces": "PATCH"},
 }
 _PASTE_OF_FLASK = """
 [pipeline:main]
@@ -344,6 +345,7 @@ store = memory://
 [filter:etag]
 use = egg:apimw#etag
 min_version = 1.40
+enforces = PATCH
 
 [app:things]
 paste.app_factory = tests.test_docs:flask_app_factory
@@ -434,9 +436,11 @@ def test_wrap_flask_in_the_documented_order_answers_like_the_paste_pipeline(tmp_
         assert via_flask[1][2]["errors"][0]["code"] == "idempotency.scope-missing"
         assert ("Idempotent-Replayed", "true") in via_flask[3][1]
         # the reverse order stacks the other way round: the token is judged before the version
-        reverse = _flask_wrapped(("microversion", "idempotency", "etag"))
+        reverse = _flask_wrapped(("microversion", "idempotency"))
         assert _scenario(reverse)[0][0] == 400
         close_all(reverse.wsgi_app)
+        with pytest.raises(ConfigError, match="inside the microversion middleware"):  # etag outside it
+            _flask_wrapped(("microversion", "idempotency", "etag"))
     finally:
         close_all(documented.wsgi_app, pasted)
 

@@ -140,7 +140,7 @@ def patch_app(engine: Engine, table: Table, barrier: threading.Barrier | None, r
         start_response("200 OK", headers)
         return [payload]
 
-    return ETagMiddleware(app, hmac_key=KEY, current_etag=lookup)
+    return ETagMiddleware(app, hmac_key=KEY, current_etag=lookup, enforces="PATCH")
 
 
 def patch_request(tag: str, n: int) -> Request:

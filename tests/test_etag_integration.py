@@ -91,6 +91,7 @@ ETAG_FILTER = f"""min_version = 1.40
 hmac_key = {KEY}
 current_etag = tests.test_etag_integration:lookup
 require_if_match = PATCH /v1/nodes
+enforces = PATCH /v1/nodes
 not_modified = true
 error_profile = ironic"""
 
@@ -148,7 +149,8 @@ def test_bad_ini_fails_at_load(tmp_path: Path, lines: str, message: str) -> None
 
 def test_oslo_config_file_and_ini_precedence(tmp_path: Path) -> None:
     conf = tmp_path / "service.conf"
-    conf.write_text(f"[apimw_etag]\nmin_version = 1.40\nhmac_key = {KEY}\nrequire_if_match = PATCH\n")
+    conf.write_text(f"[apimw_etag]\nmin_version = 1.40\nhmac_key = {KEY}\nrequire_if_match = PATCH\n"
+                    "enforces = PATCH\n")
     app = loadapp(write_ini(tmp_path, f"oslo_config_file = {conf}\nmin_version = 1.46"))
     tag = STORE["n1"]["etag"]
     assert run(app, patch(None, version="1.46")).status_int == 428  # require_if_match from oslo.config
@@ -195,7 +197,7 @@ def make_flask() -> flask.Flask:
 
 def test_flask_one_call_wrapper() -> None:
     app = make_flask()
-    app.config["APIMW_ETAG"] = {"hmac_key": KEY, "require_if_match": "PATCH"}
+    app.config["APIMW_ETAG"] = {"hmac_key": KEY, "require_if_match": "PATCH", "enforces": "PATCH"}
     wrap_flask(app, strict_rfc9110=False)
     client = app.test_client()
     got = client.get("/v1/nodes/n1")
@@ -224,7 +226,8 @@ def test_two_if_match_header_lines_over_real_http() -> None:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = make_server("127.0.0.1", 0, ETagMiddleware(node_app, hmac_key=KEY), handler_class=Quiet)
+    etag = ETagMiddleware(node_app, hmac_key=KEY, enforces="*")
+    server = make_server("127.0.0.1", 0, etag, handler_class=Quiet)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

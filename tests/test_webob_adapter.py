@@ -101,8 +101,8 @@ def things(req: webob.Request) -> webob.Response:
 def stack() -> Iterator[tuple[Any, NodesApp]]:
     """request_id -> microversion (ironic profile) -> idempotency -> etag -> the webob app."""
     app = NodesApp()
-    idem = IdempotencyMiddleware(ETagMiddleware(app, hmac_key=KEY, min_version="1.4"), scope="shared",
-                                 store=f"memory://webob-{uuid.uuid4().hex}")  # fmt: skip
+    etag = ETagMiddleware(app, hmac_key=KEY, min_version="1.4", enforces="*")
+    idem = IdempotencyMiddleware(etag, scope="shared", store=f"memory://webob-{uuid.uuid4().hex}")
     mv = MicroversionMiddleware(idem, service_type="baremetal", min_version="1.1", max_version="1.9",
                                 legacy_header=LEGACY, error_profile="ironic")  # fmt: skip
     yield RequestId(mv), app

@@ -285,17 +285,17 @@ def gated(environ: dict[str, Any], start_response: Any) -> Any:
 # -- ETagMiddleware ----------------------------------------------------------------------------
 
 ETAG_CASES = [
-    pytest.param(lambda: ETagMiddleware(raising(StaleEtag), hmac_key=KEY),
+    pytest.param(lambda: ETagMiddleware(raising(StaleEtag), hmac_key=KEY, enforces="*"),
                  Req("PATCH", headers={"If-Match": TAG}), 412, "etag.precondition-failed",
                  id="412-stale-etag-raised-by-the-app"),
-    pytest.param(lambda: ETagMiddleware(raising(ResourceGone), hmac_key=KEY),
+    pytest.param(lambda: ETagMiddleware(raising(ResourceGone), hmac_key=KEY, enforces="*"),
                  Req("DELETE", headers={"If-Match": TAG}), 404, "etag.not-found",
                  id="404-raised-under-if-match"),
     pytest.param(lambda: ETagMiddleware(raising(ResourceGone), hmac_key=KEY),
                  Req("DELETE"), 404, "etag.not-found", id="404-raised-without-if-match"),
     pytest.param(lambda: ETagMiddleware(raising(ResourceGone), hmac_key=KEY),
                  Req("GET"), 404, "etag.not-found", id="404-raised-on-get"),
-    pytest.param(lambda: ETagMiddleware(raising(ResourceGone), hmac_key=KEY, min_version="1.5"),
+    pytest.param(lambda: microversion(ETagMiddleware(raising(ResourceGone), hmac_key=KEY, min_version="1.5")),
                  Req("GET"), 404, "etag.not-found", id="404-raised-below-the-etag-version"),
     pytest.param(lambda: ETagMiddleware(raising(ResourceGone), hmac_key=KEY, not_modified=True),
                  Req("GET", headers={"If-None-Match": TAG}), 404, "etag.not-found",
@@ -312,18 +312,22 @@ ETAG_CASES = [
     pytest.param(lambda: ETagMiddleware(ok_app, hmac_key=KEY),
                  Req("POST", path="/v1/nodes", headers={"If-Match": TAG}), 400, "etag.if-match-unsupported",
                  id="400-if-match-on-post"),
-    pytest.param(lambda: ETagMiddleware(ok_app, hmac_key=KEY, require_if_match=["PATCH"]),
+    pytest.param(lambda: ETagMiddleware(ok_app, hmac_key=KEY),
+                 Req("PATCH", headers={"If-Match": TAG}), 400, "etag.if-match-unsupported",
+                 id="400-if-match-where-the-app-does-not-enforce-it"),
+    pytest.param(lambda: ETagMiddleware(ok_app, hmac_key=KEY, require_if_match=["PATCH"], enforces="*"),
                  Req("PATCH"), 428, "etag.if-match-required", id="428-if-match-required"),
-    pytest.param(lambda: ETagMiddleware(ok_app, hmac_key=KEY, current_etag=lambda env: OTHER_TAG),
+    pytest.param(lambda: ETagMiddleware(ok_app, hmac_key=KEY, enforces="*",
+                                        current_etag=lambda env: OTHER_TAG),
                  Req("PATCH", headers={"If-Match": TAG}), 412, "etag.precondition-failed",
                  id="412-from-the-pre-check"),
-    pytest.param(lambda: ETagMiddleware(ok_app, hmac_key=KEY, min_version="1.5"),
+    pytest.param(lambda: microversion(ETagMiddleware(ok_app, hmac_key=KEY, min_version="1.5")),
                  Req("PATCH", headers={"If-Match": TAG}), 406, "microversion.feature-unavailable",
                  id="406-if-match-below-the-etag-version"),
-    pytest.param(lambda: ETagMiddleware(ok_app, hmac_key=KEY),
+    pytest.param(lambda: ETagMiddleware(ok_app, hmac_key=KEY, enforces="*"),
                  Req("PATCH", headers={"If-Match": TAG}), 500, "etag.precondition-not-enforced",
                  id="500-not-enforced"),
-    pytest.param(lambda: ETagMiddleware(etag_of_body, hmac_key=KEY),
+    pytest.param(lambda: ETagMiddleware(etag_of_body, hmac_key=KEY, enforces="*"),
                  Req("PATCH", headers={"If-Match": TAG}, body=b'{"description": "\\ud800"}'),
                  400, "etag.canonicalization-failed", id="400-lone-surrogate-in-the-document"),
     pytest.param(lambda: ETagMiddleware(etag_of_body, hmac_key=KEY),
@@ -342,8 +346,9 @@ def test_etag_errors_reach_every_caller(caller: Any, wrap: Any, make: Any, req: 
 def test_a_stale_etag_behind_the_microversion_middleware_keeps_the_version_headers(
     caller: Any, wrap: Any
 ) -> None:
-    app = MicroversionMiddleware(ETagMiddleware(raising(StaleEtag), hmac_key=KEY), service_type="baremetal",
-                                 min_version="1.1", max_version="1.9", error_profile="ironic")  # fmt: skip
+    app = MicroversionMiddleware(ETagMiddleware(raising(StaleEtag), hmac_key=KEY, enforces="*"),
+                                 service_type="baremetal", min_version="1.1", max_version="1.9",
+                                 error_profile="ironic")  # fmt: skip
     req = Req("PATCH", headers={"If-Match": TAG, "OpenStack-API-Version": "baremetal 1.4"})
     reply = caller(wrap(app), req)
     check(reply, 412, "etag.precondition-failed", wrap is RequestId)
@@ -357,7 +362,7 @@ def test_an_app_that_renders_its_own_error_with_exc_info_is_not_turned_into_an_e
 ) -> None:
     # Nothing was sent yet, so the middleware has nothing to replace: the app's handled error
     # goes out as its answer (not re-raised by webob / werkzeug's client).
-    app = ETagMiddleware(own_error_page, hmac_key=KEY)
+    app = ETagMiddleware(own_error_page, hmac_key=KEY, enforces="*")
     reply = caller(wrap(app), Req(method, headers={"If-Match": TAG} if method == "PATCH" else {}))
     check(reply, 500, "app.crashed", wrap is RequestId, rendered=False)
 
@@ -368,7 +373,7 @@ def test_a_problem_raised_after_start_response_replaces_the_answer(
 ) -> None:
     # PEP 3333: a second start_response needs exc_info (without it, the server's AssertionError
     # is a 500); webob and werkzeug's client re-raise on any exc_info, by their own design.
-    app = ETagMiddleware(started_then_raises(ResourceGone), hmac_key=KEY)
+    app = ETagMiddleware(started_then_raises(ResourceGone), hmac_key=KEY, enforces="*")
     reply = replacing_caller(app, Req(method, headers={"If-Match": TAG} if method == "PATCH" else {}))
     check(reply, 404, "etag.not-found", False)
 
@@ -553,7 +558,7 @@ def test_idempotency_app_rendering_its_own_error_with_exc_info(caller: Any, wrap
 
 def test_the_documented_pipeline_answers_412_under_request_id(caller: Any) -> None:
     """request_id -> microversion -> idempotency -> etag -> app, the stale PATCH of docs/etag.md."""
-    etag = ETagMiddleware(raising(StaleEtag), hmac_key=KEY)
+    etag = ETagMiddleware(raising(StaleEtag), hmac_key=KEY, enforces="*")
     stack = RequestId(microversion(idempotency(etag, methods=["POST", "PATCH"]), error_profile="ironic"))
     req = Req("PATCH", headers={"If-Match": TAG, "X-Client-Token": "t-1", "X-Project-Id": "p1"}, body=b"[]")
     check(caller(stack, req), 412, "etag.precondition-failed", True)

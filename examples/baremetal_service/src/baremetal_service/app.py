@@ -53,6 +53,9 @@ ETAG_OPTIONS: Final[dict[str, Any]] = {
     # The API sets the ETag header itself on single-resource answers; lists have none, so
     # the middleware must not parse every list body looking for one.
     "etag_from_body": False,
+    # Every write the API takes If-Match on is conditional in the data layer, which marks it
+    # enforced: If-Match is welcome on every write method (elsewhere apimw refuses it, 400).
+    "enforces": "*",
 }
 
 #: The idempotency middleware's settings: tokens are scoped per project; requests without

@@ -1,0 +1,81 @@
+"""Which etag a response carries, sans-IO: the app's etag checked, the ETag header, the body field.
+
+Plain values in and out (header lists, bytes), shared by every middleware that sends ETags.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Final
+
+from apimw.errors import ApimwError
+
+ETAG_HEADER: Final = "ETag"
+
+
+def header_value(headers: list[tuple[str, str]], name: str) -> str | None:
+    """The value of the first *name* header (case-insensitive), or ``None``."""
+    lowered = name.lower()
+    for key, value in headers:
+        if key.lower() == lowered:
+            return value
+    return None
+
+
+#: A wire-form entity-tag (RFC 9110 §8.8.3), weak or strong.
+VALID_WIRE_ETAG: Final = re.compile(r'(W/)?"[\x21\x23-\x7e\x80-\xff]*"')
+
+
+def check_wire(etag: str) -> str:
+    # Cheap checks on the hot path (no regex): quoted, one pair of quotes, no CR/LF/controls.
+    if (
+        etag[-1:] == '"'
+        and (etag[:3] == 'W/"' or etag[:1] == '"')
+        and etag.count('"') == 2
+        and etag.isprintable()
+        and " " not in etag
+    ):
+        return etag
+    raise ApimwError(f"the app supplied an invalid etag {etag!r}; build it with format_etag()")
+
+
+def with_etag(headers: list[tuple[str, str]], etag: str) -> list[tuple[str, str]]:
+    """*headers* with ``ETag: etag`` (replacing one the app set)."""
+    if not etag.isprintable():  # never a CR/LF into the response head
+        check_wire(etag)
+    for name, _ in headers:
+        if len(name) == 4 and name.lower() == "etag":
+            headers = [h for h in headers if len(h[0]) != 4 or h[0].lower() != "etag"]
+            break
+    return [*headers, (ETAG_HEADER, etag)]
+
+
+def body_etag_wanted(headers: list[tuple[str, str]]) -> bool:
+    """No ETag header yet, and a JSON body that may carry an ``etag`` field."""
+    ctype = ""
+    for key, value in headers:
+        lowered = key.lower()
+        if lowered == "etag":
+            return False
+        if lowered == "content-type":
+            ctype = value
+    return "json" in ctype.lower()
+
+
+def etag_in_body(body: bytes) -> str | None:
+    """The top-level ``etag`` string of a JSON object body (a list's items are not the resource)."""
+    # Without a JSON parse when the body cannot hold an "etag" key: a UTF-8 object that starts
+    # with "{" (json.loads reads UTF-16/32 too, which it tells by a BOM or a NUL in the first
+    # two bytes) writes a key "etag" either as the bytes "etag" or with a \u escape.
+    if body[:1] == b"{" and body[1:2] != b"\x00" and b'"etag"' not in body and b"\\u" not in body:
+        return None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(doc, dict):
+        value = doc.get("etag")
+        if isinstance(value, str) and VALID_WIRE_ETAG.fullmatch(value):
+            return value
+    return None
