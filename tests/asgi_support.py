@@ -120,7 +120,9 @@ def _scope(environ: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
             name = key
         else:
             continue
-        headers.append((name.lower().replace("_", "-").encode("latin-1"), str(value).encode("latin-1")))
+        text = str(value)
+        raw = text.encode("latin-1") if text.isascii() or max(text) <= "\xff" else text.encode("utf-8")
+        headers.append((name.lower().replace("_", "-").encode("latin-1"), raw))
     stream = environ.get("wsgi.input")
     length = environ.get("CONTENT_LENGTH") or ""
     chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
