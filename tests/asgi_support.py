@@ -110,8 +110,8 @@ def _run_wsgi(app: Any, environ: dict[str, Any]) -> tuple[int, list[tuple[str, s
     return int(got[0][:3]), list(got[1]), b"".join(written)
 
 
-def _scope(environ: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-    """The ASGI scope and body of the request a test's WSGI environ describes."""
+def _scope(environ: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+    """The ASGI scope and body of the request a test's WSGI environ describes (None: a disconnect)."""
     headers = []
     for key, value in environ.items():
         if key.startswith("HTTP_"):
@@ -126,14 +126,18 @@ def _scope(environ: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     stream = environ.get("wsgi.input")
     length = environ.get("CONTENT_LENGTH") or ""
     chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
-    if stream is None:
-        body = b""
-    elif length.isdigit() and not chunked:
-        body = stream.read(int(length))
-    elif chunked or environ.get("wsgi.input_terminated"):
-        body = b"".join(iter(lambda: stream.read(65536), b""))
-    else:
-        body = b""
+    body: bytes | None
+    try:
+        if stream is None:
+            body = b""
+        elif length.isdigit() and not chunked:
+            body = stream.read(int(length))
+        elif chunked or environ.get("wsgi.input_terminated"):
+            body = b"".join(iter(lambda: stream.read(65536), b""))
+        else:
+            body = b""
+    except OSError:  # the client went away mid-body: ASGI says http.disconnect
+        body = None
     root = environ.get("SCRIPT_NAME", "")
     scope: dict[str, Any] = {
         "type": "http",
@@ -162,6 +166,16 @@ class DriveASGI:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.app, name)
 
+    @property
+    def store(self) -> Any:
+        """The ASGI idempotency middleware's asyncio store, called from the test's thread."""
+        return _Blocking(self.app.store)
+
+    def close(self) -> None:
+        aclose = getattr(self.app, "aclose", None)
+        if aclose is not None:
+            run_async(aclose())
+
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         scope, body = _scope(environ)
         status, headers, out, seen = run_async(self._request(scope, body))
@@ -170,8 +184,10 @@ class DriveASGI:
         start_response(f"{status} {_reason(status)}", headers)
         return [out] if out else []
 
-    async def _request(self, scope: dict[str, Any], body: bytes) -> Any:
-        messages = [{"type": "http.request", "body": body, "more_body": False}]
+    async def _request(self, scope: dict[str, Any], body: bytes | None) -> Any:
+        messages: list[dict[str, Any]] = [
+            {"type": "http.disconnect"} if body is None else {"type": "http.request", "body": body, "more_body": False}
+        ]
         disconnected = asyncio.Event()
 
         async def receive() -> dict[str, Any]:
@@ -194,6 +210,22 @@ class DriveASGI:
         out = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in start["headers"]]
         return start["status"], headers, out, environ
+
+
+class _Blocking:
+    """An asyncio store's methods as blocking calls (run on the shared loop)."""
+
+    def __init__(self, store: Any) -> None:
+        self.aio = store
+        self.name = store.name
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.aio, name)
+
+        def blocking(*args: Any) -> Any:
+            return run_async(method(*args))
+
+        return blocking
 
 
 def _reason(status: int) -> str:
