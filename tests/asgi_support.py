@@ -169,7 +169,7 @@ class DriveASGI:
     @property
     def store(self) -> Any:
         """The ASGI idempotency middleware's asyncio store, called from the test's thread."""
-        return _Blocking(self.app.store)
+        return blocking(self.app.store)
 
     def close(self) -> None:
         aclose = getattr(self.app, "aclose", None)
@@ -210,6 +210,11 @@ class DriveASGI:
         out = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in start["headers"]]
         return start["status"], headers, out, environ
+
+
+def blocking(store: Any) -> Any:
+    """An asyncio store's methods as blocking calls (run on the shared loop)."""
+    return _Blocking(store)
 
 
 class _Blocking:
