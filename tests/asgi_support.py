@@ -186,7 +186,9 @@ class DriveASGI:
 
     async def _request(self, scope: dict[str, Any], body: bytes | None) -> Any:
         messages: list[dict[str, Any]] = [
-            {"type": "http.disconnect"} if body is None else {"type": "http.request", "body": body, "more_body": False}
+            {"type": "http.disconnect"}
+            if body is None
+            else {"type": "http.request", "body": body, "more_body": False}
         ]
         disconnected = asyncio.Event()
 

@@ -29,7 +29,7 @@ from apimw import microversion as _microversion
 from apimw._etag_conditions import IfMatch
 from apimw._microversion_type import Version
 from apimw._stores import Store
-from apimw._stores.aio import AsyncStore, asyncio_twin, is_async_store
+from apimw._stores.aio import AsyncStore, asyncio_twin, is_async_store, open_async_store
 from apimw.errors import ConfigError, explain_missing
 
 try:
@@ -49,9 +49,19 @@ __all__ = [
     "client_token",
     "if_match",
     "mark_enforced",
+    "open_replay_store",
     "served_version",
     "set_response_etag",
 ]
+
+
+def open_replay_store(url: str, *, timeout: float = 0.5) -> AsyncStore:
+    """The asyncio replay store of *url* (``memory://``, ``redis://...``, ``memcached://...``).
+
+    Pass it as the middleware's ``store`` to close it yourself at shutdown (a lifespan
+    handler: ``await store.aclose()``).  No connection is made here.
+    """
+    return open_async_store(url, timeout=timeout)
 
 
 def if_match(scope: MutableMapping[str, Any]) -> IfMatch | None:
