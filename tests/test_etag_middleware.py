@@ -117,7 +117,8 @@ def stack(app: Any, **etag_options: Any) -> Any:
     etag_options.setdefault("min_version", "1.40")
     etag_options.setdefault("hmac_key", KEY)
     etag_options.setdefault("enforces", "*")  # these apps enforce If-Match (or test the fail-closed check)
-    microversion = {"service_type": "baremetal", "min_version": "1.1", "max_version": "1.50", "legacy_header": LEGACY}
+    microversion = {"service_type": "baremetal", "min_version": "1.1", "max_version": "1.50",
+                    "legacy_header": LEGACY}  # fmt: skip
     return layered(FLAVOUR, app, (MicroversionMiddleware, microversion), (ETagMiddleware, etag_options))
 
 

@@ -290,8 +290,10 @@ def test_cluster_and_sentinel_urls_claim_replay_conflict_and_fence(
 # -- the store contract, the same on every backend -------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "memcached", "redis", "redis-lua",
-                        "asyncio-memory", "asyncio-memcached", "asyncio-redis", "asyncio-redis-lua"])  # fmt: skip
+STORE_KINDS = ["memory", "memcached", "redis", "redis-lua"]
+
+
+@pytest.fixture(params=[*STORE_KINDS, *(f"asyncio-{kind}" for kind in STORE_KINDS)])
 def any_store(request: pytest.FixtureRequest) -> Iterator[Any]:
     """Every store, and every asyncio store of the ASGI middleware (called here through the test loop)."""
     name = request.param.removeprefix("asyncio-")
