@@ -29,7 +29,7 @@ from apimw import microversion as _microversion
 from apimw._etag_conditions import IfMatch
 from apimw._microversion_type import Version
 from apimw._stores import Store
-from apimw._stores.aio import AsyncStore, asyncio_twin, is_async_store, open_async_store
+from apimw._stores.aio import AsyncStore, InlineStore, asyncio_twin, is_async_store, open_async_store
 from apimw.errors import ConfigError, explain_missing
 
 try:
@@ -70,15 +70,32 @@ def if_match(scope: MutableMapping[str, Any]) -> IfMatch | None:
     return found if isinstance(found, IfMatch) else None
 
 
-class MicroversionMiddleware:
-    """:class:`apimw.microversion.MicroversionMiddleware` for ASGI: the same options and answers."""
+class _Twin:
+    """An ASGI middleware whose requests its WSGI twin (``self.wsgi``) runs.
 
-    def __init__(self, app: ASGIApp, **options: Any) -> None:
+    Adjacent apimw middlewares run as one WSGI stack in one greenlet: an outer one wraps
+    the inner one's twin directly (the WSGI stack of the same order, its answers exactly).
+    """
+
+    wsgi: Any
+
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.wsgi = _microversion.MicroversionMiddleware(CallASGI(app), **options)
+
+    def wsgi_app(self) -> Any:
+        """What the WSGI twin wraps: the inner apimw middleware's twin, else the ASGI app."""
+        return self.app.wsgi if isinstance(self.app, _Twin) else CallASGI(self.app)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await serve(self.wsgi, self.app, scope, receive, send)
+
+
+class MicroversionMiddleware(_Twin):
+    """:class:`apimw.microversion.MicroversionMiddleware` for ASGI: the same options and answers."""
+
+    def __init__(self, app: ASGIApp, **options: Any) -> None:
+        super().__init__(app)
+        self.wsgi = _microversion.MicroversionMiddleware(self.wsgi_app(), **options)
 
 
 def _awaited(call: Callable[..., Any] | str | None) -> Callable[..., Any] | str | None:
@@ -97,20 +114,17 @@ def _is_coroutine_function(call: object) -> bool:
     return inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(type(call).__call__)
 
 
-class ETagMiddleware:
+class ETagMiddleware(_Twin):
     """:class:`apimw.etag.ETagMiddleware` for ASGI: the same options and answers.
 
     ``current_etag`` may also be an ``async def`` of the scope (a database lookup).
     """
 
     def __init__(self, app: ASGIApp, **options: Any) -> None:
-        self.app = app
+        super().__init__(app)
         if "current_etag" in options:
             options["current_etag"] = _awaited(options["current_etag"])
-        self.wsgi = _etag.ETagMiddleware(CallASGI(app), **options)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await serve(self.wsgi, self.app, scope, receive, send)
+        self.wsgi = _etag.ETagMiddleware(self.wsgi_app(), **options)
 
 
 class _AwaitedStore:
@@ -142,7 +156,7 @@ class _AwaitedStore:
         """Closed by :meth:`IdempotencyMiddleware.aclose` (closing awaits)."""
 
 
-class IdempotencyMiddleware:
+class IdempotencyMiddleware(_Twin):
     """:class:`apimw.idempotency.IdempotencyMiddleware` for ASGI: the same options and answers.
 
     ``store`` is a URL (the records of a WSGI service on the same store are shared), a
@@ -159,7 +173,7 @@ class IdempotencyMiddleware:
         store_timeout: float = 0.5,
         **options: Any,
     ) -> None:
-        self.app = app
+        super().__init__(app)
         self._blocking: Store | None = None
         if is_async_store(store):
             if options.get("renew_lease"):
@@ -168,20 +182,18 @@ class IdempotencyMiddleware:
                 )
             self.store: AsyncStore = store  # type: ignore[assignment]
             self.wsgi = _idempotency.IdempotencyMiddleware(
-                CallASGI(app), store=_AwaitedStore(self.store), store_timeout=store_timeout, **options
+                self.wsgi_app(), store=_AwaitedStore(self.store), store_timeout=store_timeout, **options
             )
         else:
             blocking: str | Store = store  # type: ignore[assignment]
             self.wsgi = _idempotency.IdempotencyMiddleware(
-                CallASGI(app), store=blocking, store_timeout=store_timeout, **options
+                self.wsgi_app(), store=blocking, store_timeout=store_timeout, **options
             )
             url = store if isinstance(store, str) else None
             self.store = asyncio_twin(self.wsgi.store, url=url, timeout=store_timeout)
             self._blocking = self.wsgi.store
-            self.wsgi.store = _AwaitedStore(self.store)  # the renewer keeps the blocking one
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await serve(self.wsgi, self.app, scope, receive, send)
+            if not isinstance(self.store, InlineStore):  # memory:// never waits: called as it is
+                self.wsgi.store = _AwaitedStore(self.store)  # the renewer keeps the blocking one
 
     async def aclose(self) -> None:
         """Close the store's connections (at shutdown; reconnects if used again)."""
