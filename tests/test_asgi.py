@@ -303,3 +303,71 @@ def test_await_only_outside_a_request_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="outside a request"):
         await_only(coroutine)
     coroutine.close()
+
+
+# -- the database guard from async code ----------------------------------------------------
+
+
+def test_the_database_guard_from_async_code_answers_a_retry_the_store_forgot(postgres_server: Server) -> None:
+    """An async route records its token with apimw.idempotency_db on SQLAlchemy's asyncio engine
+    (``AsyncConnection.run_sync``): a retry after the store lost its record gets the first
+    resource, another request with the token 409; one row either way."""
+    from sqlalchemy import Column, MetaData, String, Table, create_engine, func, select
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from apimw._stores.memory_store import MemoryStore
+    from apimw.asgi import client_token
+    from apimw.idempotency_db import AlreadyCreated, client_tokens_table, record_token
+
+    metadata = MetaData()
+    tokens = client_tokens_table(metadata, name=f"tokens_{uuid.uuid4().hex[:8]}")
+    things = Table(f"things_{uuid.uuid4().hex[:8]}", metadata, Column("uuid", String(36), primary_key=True),
+                   Column("name", String(64)))  # fmt: skip
+    url = postgres_server.url  # type: ignore[attr-defined]
+    sync_engine = create_engine(url)
+    metadata.create_all(sync_engine)
+    store = open_replay_store("memory://")
+
+    async def scenario() -> list[httpx.Response]:
+        engine = create_async_engine(url)
+
+        async def create(request: Any) -> JSONResponse:
+            body = await request.json()
+            token = client_token(request.scope)
+            new = str(uuid.uuid4())
+            try:
+                async with engine.begin() as conn:
+                    if token is not None:
+                        await conn.run_sync(record_token, tokens, token, kind="thing", resource_id=new)
+                    await conn.execute(things.insert(), {"uuid": new, "name": body["name"]})
+            except AlreadyCreated as done:
+                new = done.resource_id
+            return JSONResponse({"uuid": new}, status_code=201)
+
+        app = Starlette(routes=[Route("/things", create, methods=["POST"])],
+                        middleware=[Middleware(IdempotencyMiddleware, store=store, scope="shared")])  # fmt: skip
+        transport = httpx.ASGITransport(app=app)
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+                headers = {"X-Client-Token": "tok-db"}
+                first = await client.post("/things", json={"name": "one"}, headers=headers)
+                store.store = MemoryStore()  # type: ignore[attr-defined]  # the store lost every record
+                retry = await client.post("/things", json={"name": "one"}, headers=headers)
+                store.store = MemoryStore()  # type: ignore[attr-defined]
+                other = await client.post("/things", json={"name": "two"}, headers=headers)
+                return [first, retry, other]
+        finally:
+            await engine.dispose()
+
+    try:
+        first, retry, other = asyncio.run(scenario())
+        with sync_engine.connect() as conn:
+            rows = conn.execute(select(func.count()).select_from(things)).scalar_one()
+    finally:
+        metadata.drop_all(sync_engine)
+        sync_engine.dispose()
+    assert first.status_code == retry.status_code == 201
+    assert retry.json() == first.json()
+    assert retry.headers.get("Idempotent-Replayed") == "true"  # answered from the database
+    assert other.status_code == 409 and other.json()["errors"][0]["code"] == "idempotency.fingerprint-mismatch"
+    assert rows == 1
