@@ -344,8 +344,8 @@ def test_the_database_guard_from_async_code_answers_a_retry_the_store_forgot(pos
                 new = done.resource_id
             return JSONResponse({"uuid": new}, status_code=201)
 
-        app = Starlette(routes=[Route("/things", create, methods=["POST"])],
-                        middleware=[Middleware(IdempotencyMiddleware, store=store, scope="shared")])  # fmt: skip
+        guarded = Middleware(IdempotencyMiddleware, store=store, scope="shared")
+        app = Starlette(routes=[Route("/things", create, methods=["POST"])], middleware=[guarded])
         transport = httpx.ASGITransport(app=app)
         try:
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
@@ -369,5 +369,7 @@ def test_the_database_guard_from_async_code_answers_a_retry_the_store_forgot(pos
     assert first.status_code == retry.status_code == 201
     assert retry.json() == first.json()
     assert retry.headers.get("Idempotent-Replayed") == "true"  # answered from the database
-    assert other.status_code == 409 and other.json()["errors"][0]["code"] == "idempotency.fingerprint-mismatch"
+    assert (
+        other.status_code == 409 and other.json()["errors"][0]["code"] == "idempotency.fingerprint-mismatch"
+    )
     assert rows == 1
