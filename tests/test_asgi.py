@@ -373,3 +373,15 @@ def test_the_database_guard_from_async_code_answers_a_retry_the_store_forgot(pos
         other.status_code == 409 and other.json()["errors"][0]["code"] == "idempotency.fingerprint-mismatch"
     )
     assert rows == 1
+
+
+def test_without_greenlet_apimw_asgi_is_one_line_naming_the_extra(tmp_path: Path) -> None:
+    code = "import sys\nsys.modules['greenlet'] = None\nimport apimw.asgi\n"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last == (
+        "apimw.errors.MissingExtraError: apimw.asgi needs the greenlet library: pip install 'apimw[asgi]'"
+    ), out.stderr
