@@ -385,3 +385,44 @@ def test_without_greenlet_apimw_asgi_is_one_line_naming_the_extra(tmp_path: Path
     assert last == (
         "apimw.errors.MissingExtraError: apimw.asgi needs the greenlet library: pip install 'apimw[asgi]'"
     ), out.stderr
+
+
+def test_a_body_in_several_messages_is_one_request_to_the_fingerprint_and_the_app() -> None:
+    seen: list[bytes] = []
+
+    async def create(request: Any) -> JSONResponse:
+        seen.append(await request.body())
+        return JSONResponse({"n": len(seen)}, status_code=201)
+
+    app = Starlette(
+        routes=[Route("/v1/nodes", create, methods=["POST"])],
+        middleware=[Middleware(IdempotencyMiddleware, scope="shared")],
+    )
+
+    async def post(pieces: list[bytes]) -> tuple[int, bytes]:
+        messages = [
+            {"type": "http.request", "body": p, "more_body": i < len(pieces) - 1}
+            for i, p in enumerate(pieces)
+        ]
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/v1/nodes", "root_path": "", "query_string": b"",
+                 "headers": [(b"content-type", b"application/json"), (b"x-client-token", b"multi")],
+                 "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 5000)}  # fmt: skip
+        await app(scope, receive, send)
+        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        return sent[0]["status"], body
+
+    first = asyncio.run(post([b'{"name": ', b'"n1", "driver"', b': "ipmi"}']))
+    again = asyncio.run(post([b'{"name": "n1", "driver": "ipmi"}']))  # the same request in one piece
+    other = asyncio.run(post([b'{"name": "n2", ', b'"driver": "ipmi"}']))
+    assert seen == [b'{"name": "n1", "driver": "ipmi"}']
+    assert first == again == (201, b'{"n":1}')
+    assert other[0] == 409
