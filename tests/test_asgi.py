@@ -426,3 +426,50 @@ def test_a_body_in_several_messages_is_one_request_to_the_fingerprint_and_the_ap
     assert seen == [b'{"name": "n1", "driver": "ipmi"}']
     assert first == again == (201, b'{"n":1}')
     assert other[0] == 409
+
+
+def test_an_inner_apimw_middleware_reads_the_body_through_the_middlewares_between() -> None:
+    """apimw microversion -> a body-rewriting ASGI middleware -> apimw idempotency -> app: the
+    idempotency middleware fingerprints, and the app reads, the rewritten body."""
+    seen: list[bytes] = []
+
+    async def create(request: Any) -> JSONResponse:
+        seen.append(await request.body())
+        return JSONResponse({"got": seen[-1].decode()}, status_code=201)
+
+    class Upper:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            async def upper() -> Any:
+                message = await receive()
+                if message["type"] == "http.request":
+                    message = {**message, "body": message.get("body", b"").upper()}
+                return message
+
+            await self.app(scope, upper, send)
+
+    app = Starlette(
+        routes=[Route("/v1/nodes", create, methods=["POST"])],
+        middleware=[
+            Middleware(
+                MicroversionMiddleware, service_type="baremetal", min_version="1.1", max_version="1.9"
+            ),
+            Middleware(Upper),
+            Middleware(IdempotencyMiddleware, scope="shared"),
+        ],
+    )
+
+    async def run() -> list[httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            token = {"X-Client-Token": "up"}
+            return [
+                await client.post("/v1/nodes", content=b'{"a": "x"}', headers=token),
+                await client.post("/v1/nodes", content=b'{"a": "X"}', headers=token),  # the same, rewritten
+            ]
+
+    first, retry = asyncio.run(run())
+    assert seen == [b'{"A": "X"}']
+    assert first.json() == {"got": '{"A": "X"}'}
+    assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "true"

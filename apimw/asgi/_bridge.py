@@ -220,6 +220,10 @@ def _headers_environ(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
 def environ_for(scope: Scope, receive: Receive) -> WSGIEnvironment:
     """The request's environ: *scope* (an outer apimw ASGI middleware's) or a copy with CGI keys."""
     if isinstance(scope, Environ):
+        # an outer apimw middleware's, reached through other middlewares: the body comes
+        # through the receive they hand on (they may transform it)
+        scope["wsgi.input"] = Input(receive)
+        scope[_ENVIRON_RECEIVE] = receive
         return scope
     environ = Environ(scope)
     path = scope.get("path", "/")
