@@ -293,6 +293,12 @@ def test_options_are_validated_by_the_wsgi_twin() -> None:
         IdempotencyMiddleware(inner, mismatch_status=418)
     with pytest.raises(TypeError):
         ETagMiddleware(inner, no_such_option=True)
+    # the order check of the WSGI etag middleware holds for the ASGI stack too
+    microversion = MicroversionMiddleware(
+        inner, service_type="baremetal", min_version="1.1", max_version="1.2"
+    )
+    with pytest.raises(ConfigError, match="inside the microversion"):
+        ETagMiddleware(microversion)
 
 
 def test_await_only_outside_a_request_is_an_error() -> None:
