@@ -301,9 +301,10 @@ def make_filter_factory(
         global_conf = global_conf if isinstance(global_conf, Mapping) else {}
         ini = paste_ini(global_conf, local, group)
         _check_not_hidden(ini, options, global_conf)
-        settings = {key: value for key, value in global_conf.items() if key in table}
-        settings.update(local)
-        kwargs.update(convert_strings(options, settings, where=ini.where))
+        inherited = {key: value for key, value in global_conf.items() if key in table and key not in local}
+        from_global = f"{ini.where} (from [DEFAULT] or a 'set' line)"
+        kwargs.update(convert_strings(options, inherited, where=from_global))
+        kwargs.update(convert_strings(options, local, where=ini.where))
         check_required(options, kwargs, where=ini.where)
 
         def _filter(app: WSGIApplication) -> WSGIApplication:

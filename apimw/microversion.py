@@ -248,7 +248,7 @@ class VersionedFields:
 _Outcome = tuple[Version | None, str, str, Any]  # Any: the headers, or the problem
 
 #: Read for the legacy header when the service has none: never set, so it reads ``None``.
-_NO_LEGACY_ENVIRON: Final = "apimw.microversion.no-legacy-header"
+_ENVIRON_NO_LEGACY: Final = "apimw.microversion.no-legacy-header"
 
 
 class MicroversionMiddleware:
@@ -320,7 +320,7 @@ class MicroversionMiddleware:
         self.min_header, self.max_header = negotiator.min_header, negotiator.max_header
         # the legacy header's environ key, read and written; a service without one reads a key
         # that is never set and writes the standard header's value twice (cheaper than a test)
-        self._legacy_read = _NO_LEGACY_ENVIRON if legacy_header is None else _environ_key(legacy_header)
+        self._legacy_read = _ENVIRON_NO_LEGACY if legacy_header is None else _environ_key(legacy_header)
         self._legacy_write = _ENVIRON_STANDARD if legacy_header is None else self._legacy_read
         self._vary_value = ", ".join(negotiator.vary)
         self._refused_headers = [*negotiator.range_headers, ("Vary", self._vary_value)]

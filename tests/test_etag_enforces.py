@@ -248,3 +248,42 @@ def test_etag_db_reexports_the_same_stale_etag() -> None:
 
     assert apimw.etag_db.StaleEtag is apimw.etag.StaleEtag
     assert "StaleEtag" in apimw.etag.__all__ and "StaleEtag" in apimw.etag_db.__all__
+
+
+# -- the sans-IO policy a future ASGI middleware shares ------------------------------------------
+
+METHODS = frozenset({"PUT", "PATCH", "DELETE"})
+
+
+@pytest.mark.parametrize(
+    ("entries", "method", "path", "matches"),
+    [
+        pytest.param(["*"], "DELETE", "/anything", True, id="star"),
+        pytest.param(["PATCH /v1/nodes"], "PATCH", "/v1/nodes", True, id="the-prefix-itself"),
+        pytest.param(["PATCH /v1/nodes/"], "PATCH", "/v1/nodes/n1", True, id="trailing-slash"),
+        pytest.param(["PATCH /v1/nodes"], "PATCH", "/v1/nodes2", False, id="prefix-ends-at-a-slash"),
+        pytest.param(["PATCH /v1/nodes"], "PUT", "/v1/nodes/n1", False, id="other-method"),
+        pytest.param([], "PATCH", "/v1/nodes/n1", False, id="empty"),
+    ],
+)
+def test_route_matches(entries: list[str], method: str, path: str, matches: bool) -> None:
+    from apimw._etag_policy import parse_policy, route_matches
+
+    assert route_matches(parse_policy(entries, METHODS, option="enforces"), method, path) is matches
+
+
+@pytest.mark.parametrize(
+    ("required", "enforced", "missing"),
+    [
+        pytest.param(["PATCH /v1/nodes"], ["PATCH /v1"], [], id="covered-by-a-shorter-prefix"),
+        pytest.param(["PATCH"], ["PATCH /v1"], ["PATCH"], id="everywhere-needs-everywhere"),
+        pytest.param(["*"], ["PATCH", "PUT", "DELETE"], [], id="star-by-each-method"),
+        pytest.param(["*"], ["PATCH", "PUT"], ["*"], id="star-missing-one"),
+        pytest.param(["DELETE /v1/ports"], ["* /"], [], id="slash-is-everywhere"),
+    ],
+)
+def test_uncovered_required_routes(required: list[str], enforced: list[str], missing: list[str]) -> None:
+    from apimw._etag_policy import parse_policy, uncovered
+
+    rules = [parse_policy(x, METHODS, option="o") for x in (required, enforced)]
+    assert uncovered(rules[0], rules[1], METHODS) == missing

@@ -360,7 +360,7 @@ def test_the_wrapped_app_can_be_an_instance_and_can_be_replaced() -> None:
 @pytest.mark.wsgi_only  # the WSGI middleware's own attributes or PEP 3333 mechanics
 def test_junk_header_values_do_not_grow_memory() -> None:
     mw = make()
-    for i in range(2000):
+    for i in range(1100):  # over twice the bound
         get(mw, headers={LEGACY: f"1.{i}", STD: f"compute 2.{i}"})
     assert sum(len(per_legacy) for per_legacy in mw._outcomes.values()) <= 512
 

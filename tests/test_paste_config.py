@@ -81,7 +81,7 @@ def test_unknown_global_keys_are_not_options(tmp_path: Path) -> None:
 
 
 def test_a_bad_global_value_names_the_filter(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"\[filter:idempotency\] in .*'lease'"):
+    with pytest.raises(ConfigError, match=r"\[filter:idempotency\] in .* \(from \[DEFAULT\] .*'lease'"):
         load(tmp_path, "lease = soon", "")
 
 

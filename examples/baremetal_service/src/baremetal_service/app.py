@@ -111,6 +111,8 @@ def make_service(
     run_conductor: bool = settings.RUN_CONDUCTOR,
     enabled_hardware_types: Iterable[str] = DEFAULT_HARDWARE_TYPES,
     etag_key: str | bytes | None = None,
+    fast_reads: bool = settings.FAST_READS,
+    fast_writes: bool = settings.FAST_WRITES,
 ) -> BaremetalService:
     """The domain facade on *database_url*: schema migrated, conductor workers started.
 
@@ -122,6 +124,8 @@ def make_service(
         etag_key=etag_key,
         conductor_workers=1 if run_conductor else 0,
         enabled_hardware_types=tuple(enabled_hardware_types),
+        fast_reads=fast_reads,
+        fast_writes=fast_writes,
     )
 
 
@@ -207,24 +211,37 @@ def build_app(
     healthcheck: bool = True,
     request_id: str = settings.REQUEST_ID,
     fast_validation: bool = settings.FAST_VALIDATION,
+    fast_reads: bool = settings.FAST_READS,
+    fast_writes: bool = settings.FAST_WRITES,
+    lease: float = settings.IDEMPOTENCY_LEASE,
+    public_endpoint: str | None = settings.PUBLIC_ENDPOINT,
 ) -> ServiceApp:
     """The whole service: domain facade, conductor worker, power sync, Flask app and middleware stack.
 
     *healthcheck*: serve ``/healthcheck`` in front of the stack (as wsgi.py does by default).
     *request_id*: the request-id middleware, ``builtin`` or ``oslo`` (see :func:`wrap`).
     *fast_validation*: request bodies accepted by the compiled checks (``False``: jsonschema
-    decides every body; see api/fast_schema.py).
+    decides every body; see api/fast_schema.py).  *fast_reads*, *fast_writes*: the driver-cursor
+    statements (see :mod:`baremetal_service.settings`).  *lease*: the idempotency claim's
+    lifetime (:func:`wrap`).  *public_endpoint*: the base URL of links and ``Location``
+    headers (``None``: the request's Host header; see :func:`baremetal_service.api.create_flask_app`).
     """
     service = make_service(
         database_url,
         run_conductor=run_conductor,
         enabled_hardware_types=enabled_hardware_types,
         etag_key=etag_key,
+        fast_reads=fast_reads,
+        fast_writes=fast_writes,
     )
     try:
         closers: list[Any] = start_power_sync(service, power_sync_interval) if run_conductor else []
-        flask_app = create_flask_app(service, fast_validation=fast_validation)
-        wsgi = wrap(flask_app.wsgi_app, store_url=store_url, closers=closers, request_id=request_id)
+        flask_app = create_flask_app(
+            service, fast_validation=fast_validation, public_endpoint=public_endpoint
+        )
+        wsgi = wrap(
+            flask_app.wsgi_app, store_url=store_url, closers=closers, request_id=request_id, lease=lease
+        )
         if healthcheck:
             wsgi = with_healthcheck(wsgi, service, closers)
     except BaseException:
@@ -250,6 +267,7 @@ def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp
     run_conductor = run in ("1", "true", "yes", "on")
     types = local_conf.get("enabled_hardware_types", global_conf.get("enabled_hardware_types"))
     interval = local_conf.get("power_sync_interval", global_conf.get("power_sync_interval"))
+    endpoint = settings.public_endpoint(local_conf.get("public_endpoint", global_conf.get("public_endpoint")))
     instance = global_conf.get("instance")
     etag_key = _ETAG_KEYS.get(str(instance)) if instance else None
     if etag_key is None:
@@ -268,7 +286,7 @@ def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp
         service.close()
         raise ValueError(f"power_sync_interval must be a number of seconds, got {interval!r}") from None
     closers = start_power_sync(service, sync_interval) if run_conductor else []
-    app = ServiceApp(create_flask_app(service).wsgi_app, service, closers)
+    app = ServiceApp(create_flask_app(service, public_endpoint=endpoint).wsgi_app, service, closers)
     if instance:
         _CREATED[str(instance)] = app
     return app
@@ -307,8 +325,10 @@ def load_paste_app(
     run_conductor: bool = settings.RUN_CONDUCTOR,
     name: str = "main",
     etag_key: str | bytes | None = None,
+    public_endpoint: str | None = None,
 ) -> _PasteApp:
-    """Load the pipeline from *ini_path* with the given database, store and etag key."""
+    """Load the pipeline from *ini_path* with the given database, store and etag key (and the
+    public endpoint, which overrides the ini's ``public_endpoint``)."""
     from paste.deploy import loadapp
 
     instance = uuid.uuid4().hex
@@ -318,6 +338,8 @@ def load_paste_app(
         "store": store_url,
         "run_conductor": "true" if run_conductor else "false",
     }
+    if public_endpoint:
+        global_conf["public_endpoint"] = public_endpoint
     if etag_key is not None:
         _ETAG_KEYS[instance] = etag_key
     try:
