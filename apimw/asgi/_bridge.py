@@ -202,14 +202,27 @@ class Environ(dict[str, Any]):
         self.pop(key)
 
 
+#: header name (as the server gives it) -> CGI key; names repeat from request to request
+_KEYS: dict[bytes, str] = {}
+_KEYS_MAX: Final = 1024
+
+
+def _header_key(name: bytes) -> str:
+    """The environ key of the request header *name* (``HTTP_X_CLIENT_TOKEN``, ``CONTENT_TYPE``)."""
+    key = _KEYS.get(name)
+    if key is None:
+        key = name.decode("latin-1").upper().replace("-", "_")
+        if key != "CONTENT_TYPE" and key != "CONTENT_LENGTH":
+            key = "HTTP_" + key
+        if len(_KEYS) < _KEYS_MAX:
+            _KEYS[name] = key
+    return key
+
+
 def _headers_environ(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     found: dict[str, str] = {}
     for name, value in raw:
-        key = name.decode("latin-1").upper().replace("-", "_")
-        if key == "CONTENT_TYPE" or key == "CONTENT_LENGTH":
-            pass
-        else:
-            key = "HTTP_" + key
+        key = _header_key(name)
         text = value.decode("latin-1")
         if key in found:  # repeated lines are joined, as WSGI servers join them
             text = found[key] + ("; " if key == "HTTP_COOKIE" else ",") + text
@@ -256,11 +269,6 @@ def environ_for(scope: Scope, receive: Receive) -> WSGIEnvironment:
         "wsgi.input_terminated": True,
     })  # fmt: skip
     return environ
-
-
-def _header_key(name: bytes) -> str:
-    key = name.decode("latin-1").upper().replace("-", "_")
-    return key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key
 
 
 def _sync_headers(environ: Environ) -> None:
