@@ -43,6 +43,7 @@ from apimw._idempotency_records import NOT_STORED as NOT_STORED
 from apimw._idempotency_records import STATUS_HEADER
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import PREFIX_LEN, Store, mask_url, open_store
+from apimw._wsgi import WrappedApp
 from apimw.errors import (
     ENVIRON_REQUEST_ID,
     ConfigError,
@@ -285,7 +286,7 @@ class IdempotencyMiddleware:
         key_prefix: str = "apimw:",
         error_profile: str | None = None,
     ) -> None:
-        self._app = app
+        self.app = app  # the property below: also sets self._call_app
         if isinstance(store, str):
             if store_timeout <= 0:
                 raise ConfigError(f"idempotency: store_timeout must be > 0, got {store_timeout}")
@@ -354,6 +355,11 @@ class IdempotencyMiddleware:
         )
         self._probe_store()
 
+    app = WrappedApp()  # the wrapped WSGI app (may be replaced)
+    _call_app: WSGIApplication  # what calls it, bound by WrappedApp
+
+    _app = app  # the name before ``app``, kept
+
     def __repr__(self) -> str:
         return f"<IdempotencyMiddleware store={self.store.name} methods={sorted(self._methods)}>"
 
@@ -398,14 +404,14 @@ class IdempotencyMiddleware:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") not in self._methods:
-            return self._app(environ, start_response)
+            return self._call_app(environ, start_response)
         client_token = environ.get(ENVIRON_CLIENT_TOKEN)
         key_header = environ.get(ENVIRON_IDEMPOTENCY_KEY) if self._accept_key else None
         if client_token is None and key_header is None:
             if self._require_token:
                 return self._problem(environ, start_response, 400, "idempotency.token-required",
                                      "This request needs an X-Client-Token header.")  # fmt: skip
-            return self._app(environ, start_response)
+            return self._call_app(environ, start_response)
         return self._protected(environ, start_response, client_token, key_header)
 
     # -- protected requests -------------------------------------------------------------------

@@ -92,6 +92,10 @@ class Server:
     def preexec(self) -> Callable[[], None] | None:
         return None
 
+    def cwd(self) -> Path:
+        """The process's working directory (its work directory, unless said otherwise)."""
+        return self.workdir
+
     def environment(self) -> Mapping[str, str] | None:
         """The process's environment (None: the test process's own)."""
         return None
@@ -140,7 +144,7 @@ class Server:
                 self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                cwd=self.workdir,
+                cwd=self.cwd(),
                 env=self.environment(),
                 preexec_fn=self.preexec(),  # noqa: PLW1509
                 start_new_session=True,
@@ -223,8 +227,11 @@ class Service(Server):
         ready_path: str = "/",
         preexec: Callable[[], None] | None = None,
         start_timeout: float = SERVICE_START_TIMEOUT,
+        cwd: Path | None = None,
     ) -> None:
+        """*workdir* holds the log (``<name>.log``) and is the working directory unless *cwd*."""
         super().__init__(name, free_port(), workdir)
+        self._cwd = cwd
         self.argv = argv
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.ready_path = ready_path
@@ -240,6 +247,9 @@ class Service(Server):
 
     def environment(self) -> Mapping[str, str]:
         return self.env
+
+    def cwd(self) -> Path:
+        return self._cwd or self.workdir
 
     def preexec(self) -> Callable[[], None] | None:
         return self._preexec

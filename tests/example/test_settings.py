@@ -49,15 +49,32 @@ def test_the_paste_pipeline_defaults_are_the_settings() -> None:
     assert defaults["database"] == settings.DATABASE
     assert defaults["store"] == settings.STORE
     assert defaults["run_conductor"] == str(settings.RUN_CONDUCTOR).lower()
-    # and what the paste app factory falls back to when the ini says nothing
-    loader = inspect.signature(app.load_paste_app).parameters
-    assert loader["database_url"].default == settings.DATABASE
-    assert loader["store_url"].default == settings.STORE
     built = inspect.signature(app.build_app).parameters
     assert built["enabled_hardware_types"].default == settings.HARDWARE_TYPES
     assert built["power_sync_interval"].default == settings.POWER_SYNC_INTERVAL
     assert built["run_conductor"].default is settings.RUN_CONDUCTOR
     assert built["request_id"].default == settings.REQUEST_ID
+
+
+def test_a_paste_file_naming_no_store_or_database_gets_the_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What load_paste_app falls back to when neither the caller nor the file's [DEFAULT] names one."""
+    ini = tmp_path / "bare.ini"
+    ini.write_text(
+        "[pipeline:main]\npipeline = noauth idempotency baremetal\n\n"
+        "[filter:noauth]\npaste.filter_factory = baremetal_service.api.noauth:filter_factory\n\n"
+        "[filter:idempotency]\nuse = egg:apimw#idempotency\nstore = %(store)s\n\n"
+        "[app:baremetal]\npaste.app_factory = baremetal_service.app:app_factory\n"
+        "database = %(database)s\nrun_conductor = false\n"
+    )
+    monkeypatch.chdir(tmp_path)  # the default database is a SQLite file in the current directory
+    built = app.load_paste_app(ini, run_conductor=False)
+    try:
+        assert wsgi.replay_store(built).name == settings.STORE
+        assert (tmp_path / settings.DATABASE.removeprefix("sqlite:///")).exists()
+    finally:
+        built.close()
 
 
 def test_the_idempotency_lease_default_is_the_middleware_default() -> None:

@@ -19,6 +19,7 @@ carries out provision and power actions); ``app.close()`` stops it.
 
 from __future__ import annotations
 
+import configparser
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
@@ -320,24 +321,32 @@ class _PasteApp:
 def load_paste_app(
     ini_path: str | Path = PASTE_INI,
     *,
-    database_url: str = settings.DATABASE,
-    store_url: str = settings.STORE,
+    database_url: str | None = None,
+    store_url: str | None = None,
     run_conductor: bool = settings.RUN_CONDUCTOR,
     name: str = "main",
     etag_key: str | bytes | None = None,
     public_endpoint: str | None = None,
 ) -> _PasteApp:
     """Load the pipeline from *ini_path* with the given database, store and etag key (and the
-    public endpoint, which overrides the ini's ``public_endpoint``)."""
+    public endpoint, which overrides the ini's ``public_endpoint``).
+
+    A *database_url* or *store_url* given here overrides the file's ``[DEFAULT]``; one not given
+    leaves the file's own ``[DEFAULT] database`` / ``store`` in force, and the built-in default
+    fills in only where the file names none.  (paste's global conf overrides ``[DEFAULT]``: a
+    default passed whatever the file said would silently replace the store the file names.)
+    """
     from paste.deploy import loadapp
 
     instance = uuid.uuid4().hex
-    global_conf = {
-        "instance": instance,
-        "database": database_url,
-        "store": store_url,
-        "run_conductor": "true" if run_conductor else "false",
-    }
+    named = _paste_defaults(ini_path)
+    global_conf = {"instance": instance, "run_conductor": "true" if run_conductor else "false"}
+    for key, given, fallback in (("database", database_url, settings.DATABASE),
+                                 ("store", store_url, settings.STORE)):  # fmt: skip
+        if given is not None:
+            global_conf[key] = given
+        elif key not in named:
+            global_conf[key] = fallback
     if public_endpoint:
         global_conf["public_endpoint"] = public_endpoint
     if etag_key is not None:
@@ -350,6 +359,13 @@ def load_paste_app(
     if inner is None:
         raise RuntimeError(f"{ini_path}: the pipeline does not end in baremetal_service.app:app_factory")
     return _PasteApp(pipeline, inner, _closables(pipeline))
+
+
+def _paste_defaults(ini_path: str | Path) -> frozenset[str]:
+    """The keys the paste file's own ``[DEFAULT]`` section names."""
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.read(ini_path)
+    return frozenset(parser.defaults())
 
 
 def _closables(app: Any) -> list[Any]:

@@ -58,13 +58,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument(
         "--database",
-        default=os.environ.get("BAREMETAL_DATABASE", DEFAULT_DATABASE),
-        help="SQLAlchemy database URL (default: a SQLite file in the current directory)",
+        default=None,
+        help="SQLAlchemy database URL (default: BAREMETAL_DATABASE, else a SQLite file in the current "
+        "directory; with --paste, else the file's [DEFAULT] database)",
     )
     parser.add_argument(
         "--store",
-        default=os.environ.get("BAREMETAL_STORE", DEFAULT_STORE),
-        help="idempotency replay store URL: memory://, redis://..., memcached://... (default memory://)",
+        default=None,
+        help="idempotency replay store URL: memory://, redis://..., memcached://... (default: "
+        "BAREMETAL_STORE, else memory://; with --paste, else the file's [DEFAULT] store)",
     )
     parser.add_argument("--paste", default=None, help="build the pipeline from this api-paste.ini")
     parser.add_argument(
@@ -157,6 +159,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--idle-timeout must be at least 1 second")
     if args.power_sync_interval < 0:
         parser.error("--power-sync-interval must be 0 (off) or a positive number of seconds")
+    # What the command line or the environment names; with --paste, the file decides the rest.
+    args.configured = {
+        "database_url": args.database or os.environ.get("BAREMETAL_DATABASE") or None,
+        "store_url": args.store or os.environ.get("BAREMETAL_STORE") or None,
+    }
+    args.database = args.configured["database_url"] or DEFAULT_DATABASE
+    args.store = args.configured["store_url"] or DEFAULT_STORE
     return args
 
 
@@ -186,7 +195,7 @@ def build(args: argparse.Namespace) -> Any:
     etag_key = read_etag_key(args.etag_key_file, os.environ)
     if args.paste:
         return load_paste_app(
-            args.paste, database_url=args.database, store_url=args.store, run_conductor=not args.no_conductor,
+            args.paste, **args.configured, run_conductor=not args.no_conductor,
             etag_key=etag_key, public_endpoint=endpoint,
         )  # fmt: skip
     if args.auth_strategy != "noauth":  # the production stack of wsgi.py (auth, /healthcheck)
@@ -423,7 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from baremetal_service.wsgi import check_built_store, check_store_processes
 
-        check_store_processes(args.store, args.workers)  # memory:// is one process's
+        if not args.paste:  # a paste file's own store is judged once built, below
+            check_store_processes(args.store, args.workers)  # memory:// is one process's
         app = build(args)
         try:
             check_built_store(app, args.workers)  # the store the pipeline holds (a paste file's own)

@@ -240,7 +240,7 @@ def settings(env: Mapping[str, str] | None = None, *, check_processes: bool = Tr
         raise ConfigError(
             f"BAREMETAL_REQUEST_ID must be one of {', '.join(REQUEST_ID_FILTERS)}, got {conf['request_id']!r}"
         )
-    if check_processes:
+    if check_processes and not conf["paste_ini"]:  # a paste file's own store is judged once built
         check_store_processes(conf["store"], conf["processes"])
     return conf
 
@@ -302,10 +302,11 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
     if conf["paste_ini"]:
         from .app import load_paste_app
 
-        pasted = load_paste_app(
+        named = os.environ if env is None else env
+        pasted = load_paste_app(  # the file's [DEFAULT] decides what the environment does not name
             conf["paste_ini"],
-            database_url=conf["database"],
-            store_url=conf["store"],
+            database_url=named.get("BAREMETAL_DATABASE") or None,
+            store_url=named.get("BAREMETAL_STORE") or None,
             run_conductor=conf["conductor_workers"] > 0,
             etag_key=conf["etag_key"],
             public_endpoint=conf["public_endpoint"],
