@@ -23,10 +23,15 @@ CYCLES = 10
 HEADERS = {"X-OpenStack-Ironic-API-Version": "latest"}
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+# The services of one (database, processes) pair serve both tests of the module (each test
+# writes a node of its own): half the service start-ups.  One xdist worker runs them.
+pytestmark = pytest.mark.xdist_group(__name__)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'counter.db'}"
+        yield f"sqlite:///{tmp_path_factory.mktemp('counter') / 'counter.db'}"
         return
     server: Server = request.getfixturevalue("postgres_server")
     name = f"counter_{uuid.uuid4().hex[:12]}"
@@ -48,8 +53,11 @@ def _service(database: str, key_file: Path, workdir: Path) -> Service:
     )  # fmt: skip
 
 
-@pytest.fixture(params=[1, 2], ids=["one-process", "two-processes"])
-def urls(request: pytest.FixtureRequest, database: str, tmp_path: Path) -> Iterator[list[str]]:
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-process", "two-processes"])
+def urls(
+    request: pytest.FixtureRequest, database: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[str]]:
+    tmp_path = tmp_path_factory.mktemp("services")
     key_file = tmp_path / "etag.key"
     key_file.write_text(uuid.uuid4().hex)
     with ExitStack() as services:
