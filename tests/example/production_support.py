@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -51,14 +52,15 @@ class Gunicorn(Service):
         return [sys.executable, "-m", "gunicorn", "-c", GUNICORN_CONF, *self.options,
                 "-b", f"{HOST}:{port}", "baremetal_service.wsgi:application"]  # fmt: skip
 
-    def worker_pids(self, *, want: int, attempts: int = 200) -> set[int]:
-        """Worker pids seen answering /healthcheck (bounded; stops once *want* were seen)."""
+    def worker_pids(self, *, want: int, timeout: float = 60.0) -> set[int]:
+        """Worker pids seen answering /healthcheck, in bursts of 8 until *want* were seen or
+        *timeout* seconds passed (a worker still booting on a loaded machine answers later)."""
         seen: set[int] = set()
-        for _ in range(attempts // 8):
+        deadline = time.monotonic() + timeout
+        while len(seen) < want and time.monotonic() < deadline:
             for resp in burst(8, lambda _i: requests.get(self.url + "/healthcheck", timeout=5)):
                 seen.add(int(resp.headers[PID_HEADER]))
-            if len(seen) >= want:
-                break
+            time.sleep(0.05)
         return seen
 
 
