@@ -39,6 +39,7 @@ from apimw._idempotency_body import read_body
 from apimw._idempotency_capture import Claim, Exchange, Keeping
 from apimw._idempotency_identity import ClientToken as ClientToken
 from apimw._idempotency_lease import Renewer
+from apimw._idempotency_metered import MeteredStore
 from apimw._idempotency_records import NOT_STORED as NOT_STORED
 from apimw._idempotency_records import STATUS_HEADER
 from apimw._microversion_type import ENVIRON_VERSION
@@ -51,6 +52,7 @@ from apimw.errors import (
     check_profile,
     respond_with_problem,
 )
+from apimw.metrics import Metrics, as_metrics, problem_outcome
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -251,6 +253,9 @@ OPTIONS: Final = (
     Option("key_prefix", as_str, "apimw:", "Prefix of every store key."),
     Option("error_profile", as_optional_str, None,
            "Error body profile (ironic, api-sig); default: the outer middleware's, else api-sig."),
+    Option("metrics", as_metrics, None,
+           "'package.module:attribute' naming an apimw.metrics.Metrics object told each outcome and "
+           "each store call's duration (e.g. apimw.metrics_prometheus:METRICS).", oslo=False),
 )  # fmt: skip
 
 
@@ -284,13 +289,15 @@ class IdempotencyMiddleware:
         request_id_headers: Iterable[str] = DEFAULT_REQUEST_ID_HEADERS,
         key_prefix: str = "apimw:",
         error_profile: str | None = None,
+        metrics: Metrics | str | None = None,
     ) -> None:
         self._app = app
+        self.metrics = as_metrics(metrics)
         if isinstance(store, str):
             if store_timeout <= 0:
                 raise ConfigError(f"idempotency: store_timeout must be > 0, got {store_timeout}")
             store = open_store(store, timeout=store_timeout)
-        self.store: Store = store
+        self.store = store
         self._warn_multiprocess = self.store.name.startswith("memory://")
         self._methods = frozenset(m.strip().upper() for m in methods)
         if not self._methods or not all(re.fullmatch(r"[A-Z]+", m) for m in self._methods):
@@ -316,7 +323,7 @@ class IdempotencyMiddleware:
             if not value > 0:
                 raise ConfigError(f"idempotency: {name} must be > 0 seconds, got {value!r}")
         self._lease = float(lease)
-        self._renewer = Renewer(self.store, self._lease) if renew_lease else None
+        self._renewer = Renewer(self._calls, self._lease) if renew_lease else None
         if max_request_bytes < 0 or max_response_bytes < 1024:
             raise ConfigError("idempotency: max_request_bytes must be >= 0 and max_response_bytes >= 1024")
         self._max_request = int(max_request_bytes)
@@ -356,6 +363,21 @@ class IdempotencyMiddleware:
 
     def __repr__(self) -> str:
         return f"<IdempotencyMiddleware store={self.store.name} methods={sorted(self._methods)}>"
+
+    @property
+    def store(self) -> Store:
+        """The replay store (may be replaced; with ``metrics``, its calls are timed)."""
+        return self._store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self._store = store
+        #: what the middleware calls: the store, or the store timed for ``metrics``
+        self._calls: Store = store if self.metrics is None else MeteredStore(store, self.metrics)
+
+    def _report(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.idempotency(outcome)
 
     def _probe_store(self) -> None:
         """One quick, bounded look at a network store at startup: a warning if it cannot be reached.
@@ -421,6 +443,7 @@ class IdempotencyMiddleware:
         extra: dict[str, Any] | None = None,
     ) -> Iterable[bytes]:
         problem = HTTPProblem(status, code, detail, headers=headers, extra=extra)
+        self._report(problem_outcome(code))
         return respond_with_problem(environ, start_response, problem, profile=self._profile)
 
     def _protected(
@@ -448,6 +471,7 @@ class IdempotencyMiddleware:
             scope = SHARED_SCOPE
         body = read_body(environ, self._max_request)
         if isinstance(body, HTTPProblem):
+            self._report(problem_outcome(body.code))
             return respond_with_problem(environ, start_response, body, profile=self._profile)
         fp = identity.fingerprint(
             method=environ["REQUEST_METHOD"],
@@ -477,9 +501,12 @@ class IdempotencyMiddleware:
             environ[ENVIRON_STATUS] = "claimed"
             environ[ENVIRON_REPLAYED] = False
             claim = Claim(key, pending[:PREFIX_LEN], owner, fp, scope)
-            exchange = Exchange(self._app, self.store, self._renewer, self._keeping, environ, start_response,
+            exchange = Exchange(self._app, self._calls, self._renewer, self._keeping, environ, start_response,
                                 claim, handed)  # fmt: skip
-            result = exchange.run()
+            try:
+                result = exchange.run()
+            finally:
+                self._report("replayed" if exchange.replayed else "claimed")
             if exchange.replayed:  # the database guard answered: the store had lost the token
                 environ[ENVIRON_REPLAYED] = True
             return result
@@ -500,7 +527,7 @@ class IdempotencyMiddleware:
     def _claim(self, key: str, pending: bytes) -> bytes | None:
         """``None`` if this request owns the key now, else the record there."""
         for _ in range(3):
-            current = self.store.claim(key, pending, self._lease)
+            current = self._calls.claim(key, pending, self._lease)
             # our own record: a retried claim whose first reply was lost
             if current is None or current[:PREFIX_LEN] == pending[:PREFIX_LEN]:
                 return None
@@ -514,6 +541,7 @@ class IdempotencyMiddleware:
     ) -> Iterable[bytes]:
         LOG.warning("idempotency store %s unavailable (key %s...): %s", self.store.name, key[-64:][:12], exc)
         if self._fail_open:
+            self._report("unprotected")
             environ[ENVIRON_STATUS] = "unprotected"
             marker = (UNPROTECTED_HEADER, "unprotected")
             started = False
@@ -572,6 +600,7 @@ class IdempotencyMiddleware:
                 extra={"original_status": int(record.status[:3]) if record.status[:3].isdigit() else None,
                        "location": record.location},
             )  # fmt: skip
+        self._report("replayed")
         environ[ENVIRON_REPLAYED] = True
         headers = records.with_request_id(record.headers, self._request_ids, lambda: _request_id(environ))
         headers += [("Content-Length", str(len(record.body))), self._replayed]
