@@ -36,6 +36,8 @@ apimw.metrics_prometheus:METRICS``.  See ``docs/metrics.md``.
 from __future__ import annotations
 
 import importlib
+import threading
+from collections.abc import Callable
 from typing import Final, Protocol, runtime_checkable
 
 from apimw.errors import ConfigError, MissingExtraError
@@ -46,6 +48,7 @@ __all__ = [
     "Metrics",
     "NoMetrics",
     "as_metrics",
+    "default_instance",
     "problem_outcome",
 ]
 
@@ -86,6 +89,24 @@ class NoMetrics:
 
     def store(self, operation: str, seconds: float, error: bool) -> None:
         return None
+
+
+def default_instance(module: str, factory: Callable[[], Metrics]) -> Callable[[str], Metrics]:
+    """An exporter module's ``__getattr__`` (PEP 562) answering ``METRICS``: one instance of
+    *factory*, made on first use (so importing the module registers no instrument), for
+    ``metrics = <module>:METRICS`` in a paste.deploy ini."""
+    made: list[Metrics] = []
+    lock = threading.Lock()
+
+    def __getattr__(name: str) -> Metrics:
+        if name != "METRICS":
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        with lock:
+            if not made:
+                made.append(factory())
+        return made[0]
+
+    return __getattr__
 
 
 def problem_outcome(code: str) -> str:

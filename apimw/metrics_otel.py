@@ -23,10 +23,8 @@ name                                   instrument          attributes
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 from apimw.errors import explain_missing
+from apimw.metrics import default_instance
 
 try:
     from opentelemetry import metrics as otel_metrics
@@ -73,15 +71,5 @@ class OpenTelemetryMetrics:
         self.store_duration.record(seconds, {"operation": operation, "error": error})
 
 
-_DEFAULT: list[OpenTelemetryMetrics] = []
-_DEFAULT_LOCK = threading.Lock()
-
-
-def __getattr__(name: str) -> Any:
-    # ``METRICS``: one instance on the global meter provider, for a paste ini; made on first use.
-    if name == "METRICS":
-        with _DEFAULT_LOCK:
-            if not _DEFAULT:
-                _DEFAULT.append(OpenTelemetryMetrics())
-        return _DEFAULT[0]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# ``METRICS``: one instance on the global meter provider, made on first use
+__getattr__ = default_instance(__name__, OpenTelemetryMetrics)

@@ -29,6 +29,7 @@ import threading
 from typing import Any, Final
 
 from apimw.errors import explain_missing
+from apimw.metrics import default_instance
 
 try:
     from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
@@ -99,16 +100,5 @@ class PrometheusMetrics:
             self._child(("store-error", operation), self.store_errors, operation).inc()
 
 
-_DEFAULT: list[PrometheusMetrics] = []
-_DEFAULT_LOCK = threading.Lock()
-
-
-def __getattr__(name: str) -> Any:
-    # ``METRICS``: one instance on the default registry, for ``metrics = apimw.metrics_prometheus:METRICS``
-    # in a paste ini; made on first use so that importing the module registers nothing.
-    if name == "METRICS":
-        with _DEFAULT_LOCK:
-            if not _DEFAULT:
-                _DEFAULT.append(PrometheusMetrics())
-        return _DEFAULT[0]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# ``METRICS``: one instance on the default registry, made on first use
+__getattr__ = default_instance(__name__, PrometheusMetrics)
