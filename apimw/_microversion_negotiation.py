@@ -210,11 +210,11 @@ class Negotiator:
     """
 
     __slots__ = (
+        "deprecated_below",
+        "deprecation",
         "legacy_header",
         "malformed_status",
         "max_header",
-        "deprecated_below",
-        "deprecation",
         "max_version",
         "min_header",
         "min_version",
