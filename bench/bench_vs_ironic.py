@@ -694,13 +694,14 @@ def start_two_workers(args: argparse.Namespace, workdir: Path, processes: list[P
            "BAREMETAL_ACCESS_LOG": "", "BAREMETAL_LOG_LEVEL": "warning"}  # fmt: skip
     if "--workers" in cli_help():
         argv = [sys.executable, "-m", "baremetal_service.cli", "--host", HOST, "--port", str(port),
-                "--database", database, "--store", redis.url, "--workers", "2"]  # fmt: skip
-        label = "baremetal_service.cli --workers 2 (Redis store)"
+                "--database", database, "--store", redis.url,
+                "--server", "granian", "--workers", "2"]  # fmt: skip
+        label = "baremetal_service.cli --server granian --workers 2 (Redis store)"
     else:
         argv = [sys.executable, "-m", "gunicorn", "-c", "python:baremetal_service.gunicorn_conf",
                 "-w", "2", "--threads", "4", "-b", f"{HOST}:{port}",
                 "baremetal_service.wsgi:application"]  # fmt: skip
-        label = "gunicorn -c python:baremetal_service.gunicorn_conf -w 2 --threads 4 (gthread, Redis store)"
+        label = "gunicorn -c python:baremetal_service.gunicorn_conf -w 2 --threads 4 (gevent, Redis store)"
     proc = Process(argv, env, workdir / "two-workers.log", workdir)
     processes.append(proc)
     return Pending("ours 2 workers", proc, port, label, args.microversion)

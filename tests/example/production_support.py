@@ -139,9 +139,12 @@ def error_code(resp: requests.Response) -> str:
 
 
 @contextmanager
-def cli_service(workdir: Path, *extra: str) -> Iterator[str]:
+def cli_service(
+    workdir: Path, *extra: str, started: list[subprocess.Popen[bytes]] | None = None
+) -> Iterator[str]:
     """``python -m baremetal_service.cli`` on a free loopback port with a fresh SQLite file
-    in *workdir*; yields its URL, stops it after, and fails if it logged a traceback."""
+    in *workdir*; yields its URL, stops it after, and fails if it logged a traceback.
+    *started* receives the process."""
     port = free_port()
     log = workdir / "service.log"
     with log.open("wb") as out:
@@ -152,6 +155,8 @@ def cli_service(workdir: Path, *extra: str) -> Iterator[str]:
             ],
             stdout=out, stderr=subprocess.STDOUT, cwd=workdir,
         )  # fmt: skip
+    if started is not None:
+        started.append(proc)
     url = f"http://{HOST}:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT

@@ -24,9 +24,9 @@ from tests.servers import HOST, free_port
 VERSION = {"X-OpenStack-Ironic-API-Version": "latest"}
 
 
-@pytest.fixture(params=["default", "waitress"])
+@pytest.fixture(params=["default", "granian"])
 def service_port(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[int]:
-    """``baremetal-service`` (its default server, and waitress) on a free loopback port, SQLite in
+    """``baremetal-service`` (its default server, waitress, and granian) on a free loopback port, SQLite in
     *tmp_path*."""
     chosen = [] if request.param == "default" else ["--server", request.param]
     port = free_port()

@@ -53,8 +53,7 @@ def _reference(
         elif action == serialize._SUBLINKS:
             doc[name] = serialize.links(base, resource, uuid, name)
         elif action == serialize._MASKED:
-            value = value_of(name)
-            doc[name] = serialize.mask_secrets(value, secrets) if value else {}
+            doc[name] = serialize.mask_field(name, value_of(name), secrets)
         else:
             value = value_of(name)
             doc[name] = None if value == "available" else value

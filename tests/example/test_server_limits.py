@@ -2,8 +2,8 @@
 
 Each test starts the real console script in a subprocess on 127.0.0.1 and a free
 port (SQLite in a temporary directory) and talks to it over TCP, with its default
-server (granian) and, where the two differ or the guarantee is the server's own, with
-``--server waitress`` too.  The service runs
+server (waitress) and, where the two differ or the guarantee is the server's own, with
+``--server granian`` too.  The service runs
 with the descriptor soft limit most Linux machines give a process (1024), as a
 user's shell would start it; the test process raises its own soft limit to hold
 its share of the idle connections.
@@ -20,12 +20,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+
+from tests.example.production_support import Gunicorn
 
 HOST = "127.0.0.1"
 HEADERS = {"X-OpenStack-Ironic-API-Version": "latest"}
@@ -211,16 +213,15 @@ def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_o
 @pytest.mark.parametrize("server", SERVERS)
 def test_with_a_hard_limit_of_1024_the_service_survives_exhaustion(tmp_path: Path, server: str) -> None:
     """1,000 silent connections against a hard limit of 1024 descriptors: new clients wait (bounded)
-    and are served once the idle ones time out (``--idle-timeout``).  waitress's connection limit
-    comes down to fit, said once at start; granian has no connection limit, so its descriptors run
-    out and new clients wait in the listen backlog, and its worker is still the same process."""
+    and are served once the idle ones time out (``--idle-timeout``).  The connection limit comes
+    down to fit, said once at start, and no descriptor runs out; granian's worker is still the same
+    process."""
     _raise_own_nofile(IDLE_CONNECTIONS + 512)
     args = ("--server", server, "--no-conductor", "--idle-timeout", "3")
     with _service(tmp_path, *args, soft_nofile=SERVICE_SOFT_NOFILE, hard_too=True) as service:
-        if server == "waitress":
-            assert "the descriptor limit (ulimit -n) is 1024: at most 768 connections instead of 2000" in (
-                service.output()
-            )
+        assert "the descriptor limit (ulimit -n) is 1024: at most 768 connections instead of 10000" in (
+            service.output()
+        )
         with ExitStack() as stack:
             _open_idle(service.port, IDLE_CONNECTIONS, stack)
             time.sleep(2)
@@ -431,10 +432,10 @@ def _cpu_ticks(pid: int) -> int:
 
 
 def test_more_than_one_worker_refuses_the_in_process_store(tmp_path: Path) -> None:
-    done = _run(tmp_path, "--workers", "2", "--port", str(_free_port()))
+    done = _run(tmp_path, "--server", "granian", "--workers", "2", "--port", str(_free_port()))
     assert done.returncode == 2
     assert done.stderr.startswith("baremetal-service: cannot start: the memory:// idempotency"), done.stderr
-    done = _run(tmp_path, "--server", "waitress", "--workers", "2")
+    done = _run(tmp_path, "--workers", "2")  # the default server, waitress
     assert done.returncode == 2
     assert "--workers is granian's" in done.stderr
 
@@ -500,3 +501,203 @@ def test_a_huge_declared_body_is_refused_before_it_is_read(tmp_path: Path, serve
         assert resp.status_code == 413
         assert resp.json()["error_message"]
         assert service.alive(), service.output()
+
+
+# -- 4. a handful of hostile clients cannot stop the service ------------------------------------------
+
+#: Clients sending a request body at one byte a second (more than any thread pool here).
+TRICKLERS = 64
+#: Silent TCP connections held at once (more than granian's and waitress's old limits).
+MANY_IDLE = 5000
+#: How long a normal client may wait for its answer while they are held.
+PROMPT = 2.0
+TRICKLE_HEAD = (
+    b"POST /v1/nodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"X-OpenStack-Ironic-API-Version: latest\r\nContent-Length: 1000\r\n\r\n"
+)
+
+
+@contextmanager
+def _tricklers(port: int, count: int) -> Iterator[list[socket.socket]]:
+    """*count* clients that sent a POST's headers (``Content-Length: 1000``) and then send its body
+    one byte a second, until the block ends (at most 1,000 s: the body would be complete)."""
+    stop = threading.Event()
+    with ExitStack() as stack:
+        socks = _open_idle(port, count, stack)
+        for sock in socks:
+            sock.sendall(TRICKLE_HEAD)
+
+        def trickle() -> None:
+            for _ in range(999):
+                if stop.wait(1.0):
+                    return
+                for sock in socks:
+                    with suppress(OSError):  # the server gave up on this one: fine
+                        sock.sendall(b" ")
+
+        thread = threading.Thread(target=trickle, daemon=True)
+        thread.start()
+        try:
+            yield socks
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+
+
+def _connect_silently(port: int, count: int, stack: ExitStack) -> list[socket.socket]:
+    """*count* connections that send nothing, opened without waiting for each handshake (a server
+    that stops accepting leaves the rest in its full listen backlog, retrying: so does an attacker)."""
+    socks = []
+    for _ in range(count):
+        sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+        sock.setblocking(False)
+        sock.connect_ex((HOST, port))
+        socks.append(sock)
+    return socks
+
+
+def _answered_promptly(url: str) -> float:
+    """Seconds a new client waited for ``GET /v1/nodes`` (200), asserting it was under PROMPT."""
+    started = time.monotonic()
+    try:
+        resp = _get(url + "/v1/nodes", timeout=PROMPT + 8)
+    except requests.RequestException as exc:
+        raise AssertionError(f"no answer in {PROMPT + 8} s: {exc}") from exc
+    waited = time.monotonic() - started
+    assert resp.status_code == 200, resp.text
+    assert waited < PROMPT, f"a normal client waited {waited:.1f} s"
+    return waited
+
+
+def _serves_normally(url: str) -> None:
+    _create_nodes(url, 3)
+    _concurrent_lists(url, 8, 3)
+
+
+#: The ways the service is served: the command's default server (waitress), its other server
+#: (``--server granian``) and its several worker processes (``--workers 2``, granian's), and the
+#: production recipe (gunicorn_conf.py).
+SHAPES = ["default", "granian", "granian-workers", "gunicorn"]
+
+
+@contextmanager
+def _served(shape: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Service]:
+    """The service served the *shape* way, with this test process's descriptor limits (raised
+    for the idle connections), SQLite in *tmp_path*; no traceback in its log at the end."""
+    database = f"sqlite:///{tmp_path / 'baremetal.sqlite'}"
+    if shape == "gunicorn":  # the recipe as production.md runs it: 4 workers x 4 threads
+        store = request.getfixturevalue("redis_server").url
+        env = {"BAREMETAL_DATABASE": database, "BAREMETAL_STORE": store, "BAREMETAL_CONDUCTOR_WORKERS": "0"}
+        gun = Gunicorn(tmp_path, env, workers=4, threads=4).start()
+        try:
+            assert gun.proc is not None
+            yield Service(gun.proc, gun.port, gun.log)
+        finally:
+            gun.stop()
+        output = gun.output()
+    else:
+        args = ["--database", database, "--no-conductor"]
+        if shape == "granian":
+            args += ["--server", "granian"]
+        elif shape == "granian-workers":
+            store = request.getfixturevalue("redis_server").url
+            args += ["--server", "granian", "--workers", "2", "--store", store]
+        with _service(tmp_path, *args, soft_nofile=None) as service:
+            yield service
+        output = service.output()
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_clients_trickling_bodies_do_not_stop_the_service(
+    tmp_path: Path, shape: str, request: pytest.FixtureRequest
+) -> None:
+    """Before: granian (then the default) handed each request to a Python thread as soon as its
+    headers arrived, and the thread waited there for the body: 8 slow clients stopped the service;
+    gunicorn's gthread workers did the same with their 16 threads."""
+    with _served(shape, tmp_path, request) as service:
+        with _tricklers(service.port, TRICKLERS):
+            time.sleep(2)
+            for _ in range(3):
+                _answered_promptly(service.url)
+            assert service.alive(), service.output()
+        _serves_normally(service.url)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_five_thousand_idle_connections_do_not_stop_the_service(
+    tmp_path: Path, shape: str, request: pytest.FixtureRequest
+) -> None:
+    """Before: granian accepted about 1,024 connections (its backpressure), so a new client
+    waited behind silent ones until they timed out (30 s), and with 5,000 never got in;
+    waitress accepted 2,000."""
+    _raise_own_nofile(2 * MANY_IDLE + 1024)
+    with _served(shape, tmp_path, request) as service:
+        with ExitStack() as stack:
+            _connect_silently(service.port, MANY_IDLE, stack)
+            time.sleep(2)
+            for _ in range(3):
+                _answered_promptly(service.url)
+            assert service.alive(), service.output()
+        _serves_normally(service.url)
+
+
+# -- 5. what a user sees: --help, a version header the server must pass on, gunicorn's start-up error --
+
+
+def test_help_lists_the_openapi_subcommand() -> None:
+    done = subprocess.run([*_command(), "--help"], capture_output=True, text=True, timeout=60)  # noqa: S603
+    assert done.returncode == 0, done.stderr
+    assert "baremetal-service openapi" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("shape", ["default", "gunicorn"])
+@pytest.mark.parametrize("header", ["X-OpenStack-Ironic-API-Version", "OpenStack-API-Version"])
+def test_a_non_ascii_version_header_reaches_the_service_and_gets_406(
+    tmp_path: Path, header: str, shape: str, request: pytest.FixtureRequest
+) -> None:
+    """``١.١`` (Arabic-Indic digits, UTF-8) is no version: the microversion middleware answers 406.
+    Before: granian, then the default server, handed such a header on empty, and the request
+    was served at the minimum version (200).  ``--server granian`` still does (granian builds
+    the environ; docs/baremetal-service.md, "Server")."""
+    value = "١.١".encode() if header.startswith("X-") else "baremetal ١.١".encode()
+    with _served(shape, tmp_path, request) as service:
+        with socket.create_connection((HOST, service.port), timeout=10) as sock:
+            sock.sendall(b"GET /v1/nodes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                         + header.encode() + b": " + value + b"\r\n\r\n")  # fmt: skip
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        answer = b"".join(chunks)
+        assert answer.startswith((b"HTTP/1.0 406 ", b"HTTP/1.1 406 ")), answer[:300]
+        assert service.alive(), service.output()
+
+
+def test_a_bad_setting_under_gunicorn_is_one_line_and_a_failed_start(tmp_path: Path) -> None:
+    """The recipe of docs/production.md with ``BAREMETAL_DATABASE=nonsense://``: the sentence
+    saying what is wrong, once, no traceback, and gunicorn exits non-zero.  Before: about 30
+    lines of traceback around it."""
+    gun = Gunicorn(tmp_path, {"BAREMETAL_DATABASE": "nonsense://", "BAREMETAL_STORE": "memory://"}, workers=1)
+    proc = gun.spawn()
+    try:
+        assert proc.wait(timeout=60) != 0
+    finally:
+        gun.stop()
+    out = gun.output()
+    assert "Traceback" not in out, out
+    lines = [line for line in out.splitlines() if "baremetal-service: cannot start:" in line]
+    assert len(lines) == 1, out
+    assert "nonsense" in lines[0], lines[0]
+
+
+def test_a_chunked_body_reaches_the_application_whole(tmp_path: Path, server: str) -> None:
+    """granian's request threads read the body before the application does (slow clients): a
+    body in two chunks still arrives whole, and a node is created."""
+    body = b'{"driver": "fake-hardware", "name": "chunked"}'
+    chunks = b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n" % (5, body[:5], len(body) - 5, body[5:])
+    with _service(tmp_path, "--server", server, "--no-conductor") as service:
+        answer = _raw_exchange(service.port, b"POST /v1/nodes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                               b"Content-Type: application/json\r\nX-OpenStack-Ironic-API-Version: latest\r\n"
+                               b"Transfer-Encoding: chunked\r\n\r\n" + chunks)  # fmt: skip
+        assert answer.startswith(b"HTTP/1.1 201 "), answer[:300]
+        assert _get(service.url + "/v1/nodes/chunked", timeout=10).status_code == 200

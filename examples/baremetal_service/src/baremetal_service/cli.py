@@ -10,11 +10,13 @@ in the current directory; ``postgresql+psycopg://...`` for PostgreSQL).
 ``redis://host:port/db`` or ``memcached://host:port``.  ``--paste FILE`` builds
 the pipeline from an ``api-paste.ini`` instead of in code.
 
-The server is granian (``--server granian``, the default: see granian_server.py)
-or waitress (``--server waitress``).  waitress polls with ``poll()`` (``select()``
-cannot watch a descriptor above 1023), with at most ``--connection-limit`` client
-connections (lowered to fit the descriptor limit, whose soft value is raised towards
-the hard one at start).  Both close idle connections after ``--idle-timeout`` seconds.
+The server is waitress (``--server waitress``, the default: it reads each request
+whole before a thread sees it, so slow clients cost no thread) or granian
+(``--server granian``, faster; see granian_server.py).  waitress polls with ``poll()``
+(``select()`` cannot watch a descriptor above 1023).  Both hold at most
+``--connection-limit`` client connections (lowered to fit the descriptor limit, whose
+soft value is raised towards the hard one at start) and close idle connections after
+``--idle-timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="baremetal-service",
         description="An Ironic-compatible bare-metal provisioning API behind the apimw middlewares.",
+        epilog="other command:\n  baremetal-service openapi [--version X] [--output FILE]\n"
+        "                        write the OpenAPI document (no server, no database; see its --help)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
@@ -77,8 +82,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--server",
         choices=SERVERS,
         default=os.environ.get("BAREMETAL_SERVER", defaults.SERVER),
-        help=f"HTTP server: granian (Rust, the faster one) or waitress (default {defaults.SERVER}; "
-        "docs/performance.md has the measurements)",
+        help=f"HTTP server: waitress (slow clients cost no thread) or granian (Rust, the faster one) "
+        f"(default {defaults.SERVER}; docs/baremetal-service.md, Server, has the measurements)",
     )
     parser.add_argument(
         "--threads", type=int, default=defaults.THREADS, help=f"worker threads (default {defaults.THREADS})"
@@ -92,7 +97,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--connection-limit",
         type=int,
         default=DEFAULT_CONNECTION_LIMIT,
-        help="waitress: most client connections open at once; more wait to be accepted (default "
+        help="most client connections open at once (per process); more wait to be accepted (default "
         f"{DEFAULT_CONNECTION_LIMIT}, lowered to fit the descriptor limit, ulimit -n)",
     )
     parser.add_argument(
@@ -138,7 +143,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.workers < 1:
         parser.error("--workers must be at least 1")
     if args.workers > 1 and args.server != "granian":
-        parser.error("--workers is granian's: waitress serves from one process")
+        parser.error("--workers is granian's (add --server granian): waitress serves from one process")
     if args.connection_limit < 1:
         parser.error("--connection-limit must be at least 1")
     if args.idle_timeout < 1:
@@ -218,6 +223,40 @@ def fit_connection_limit(wanted: int) -> tuple[int, int | None]:
     return max(1, min(wanted, soft - RESERVED_DESCRIPTORS)), soft
 
 
+def connection_limit_that_fits(wanted: int) -> int:
+    """:func:`fit_connection_limit`, saying once at start when the limit came down."""
+    connection_limit, soft = fit_connection_limit(wanted)
+    if connection_limit < wanted:
+        print(  # noqa: T201
+            f"baremetal-service: the descriptor limit (ulimit -n) is {soft}: at most {connection_limit} "
+            f"connections instead of {wanted}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return connection_limit
+
+
+#: Connections waitress accepts in one turn of its loop when they queue up.  It accepts one a
+#: turn, and each turn walks every open connection: 5,000 arriving at once took it about 6 s,
+#: during which new clients waited.
+ACCEPT_BATCH = 64
+
+
+def _accept_in_batches(listener: Any, socket_map: Mapping[int, Any]) -> None:
+    """Make *listener* accept up to :data:`ACCEPT_BATCH` queued connections per turn (while under
+    its connection limit: ``readable()`` is waitress's own check)."""
+    accept_one = listener.handle_accept
+
+    def handle_accept() -> None:
+        for _ in range(ACCEPT_BATCH):
+            before = len(socket_map)
+            accept_one()
+            if len(socket_map) == before or not listener.readable():
+                return
+
+    listener.handle_accept = handle_accept
+
+
 #: The largest body waitress reads before handing a request to the application (whose own
 #: limit, api.common.MAX_BODY_BYTES, is 1 MiB).
 SERVER_BODY_LIMIT = 4 * 1024 * 1024
@@ -272,14 +311,7 @@ def create_server(app: Any, args: argparse.Namespace) -> Any:
     # waitress turns a name that does not resolve into "Invalid host/port specified.": say why
     socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
 
-    connection_limit, soft = fit_connection_limit(args.connection_limit)
-    if connection_limit < args.connection_limit:
-        print(  # noqa: T201
-            f"baremetal-service: the descriptor limit (ulimit -n) is {soft}: at most {connection_limit} "
-            f"connections instead of {args.connection_limit}",
-            file=sys.stderr,
-            flush=True,
-        )
+    connection_limit = connection_limit_that_fits(args.connection_limit)
     socket_map: dict[int, Any] = {}
     server = waitress_server(
         app,
@@ -306,6 +338,7 @@ def create_server(app: Any, args: argparse.Namespace) -> Any:
     for listener in list(socket_map.values()):  # one per address the host resolves to
         if isinstance(listener, BaseWSGIServer):
             listener.channel_class = channel
+            _accept_in_batches(listener, socket_map)
     return server
 
 
@@ -395,8 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             granian_server.check_listen(args.host, args.port)
         except (OSError, ValueError) as exc:
             return _cannot_listen(args, exc)
-        fit_connection_limit(args.connection_limit)  # raise the soft limit (idle connections)
-        return granian_server.serve(args, arguments, _announce)
+        connection_limit = connection_limit_that_fits(args.connection_limit)
+        return granian_server.serve(args, arguments, _announce, connection_limit=connection_limit)
     gc_tuning.apply(args.gc)
     try:
         try:

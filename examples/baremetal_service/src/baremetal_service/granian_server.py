@@ -1,11 +1,10 @@
-"""``baremetal-service --server granian`` (the default): the service behind granian.
+"""``baremetal-service --server granian``: the service behind granian.
 
 granian (https://github.com/emmett-framework/granian) is an HTTP server written in
 Rust with a WSGI interface: it parses HTTP, keeps connections and idle timeouts on
-its own threads, and calls the application on a pool of Python threads.  A
-sequential keep-alive client gets about 2.5x the requests per second of waitress
-from the same bare application, which is why it is the default (the measurements
-are in docs/performance.md; ``--server waitress`` keeps waitress).
+its own threads, and calls the application on a pool of Python threads.  It answers
+most requests faster than waitress, the default (docs/baremetal-service.md, "Server",
+has the measurements and what each server withstands).
 
 How the command runs it:
 
@@ -15,7 +14,7 @@ How the command runs it:
   a name that does not resolve: one line, exit 2) before granian binds it.
 * granian's main process binds the port and starts ``--workers`` worker processes (1 by
   default), each of which builds the application again (forked, the imports are shared:
-  about 0.2 s) and serves it with ``--threads`` Python threads.  More than one worker
+  about 0.2 s) and serves it with ``--threads`` application slots.  More than one worker
   needs a shared replay store (``memory://`` is refused) and one etag key: the
   ``--etag-key-file`` or ``BAREMETAL_ETAG_KEY`` one, else a random key made at start
   and handed to every worker.  SIGTERM or SIGINT stop it cleanly (exit 0):
@@ -23,10 +22,12 @@ How the command runs it:
   database pool).  The worker stops with its parent, should the parent be killed.
 * ``--idle-timeout`` is granian's header-read timeout: a keep-alive connection that
   sends no request for that long is closed (granian caps it at 60 s).
-* granian has no connection limit (``--connection-limit`` is waitress's).  An idle
-  connection costs a descriptor and no thread; the command raises the descriptor
-  soft limit as for waitress, and beyond it new connections wait in the listen
-  backlog until idle ones time out.
+* ``--connection-limit`` is granian's backpressure: the most connections a worker holds.
+  An idle connection costs a descriptor and no thread; the command raises the descriptor
+  soft limit as for waitress, and beyond the limit new connections wait in the listen
+  backlog until others close.
+* A request waits for its body on one of :data:`BODY_THREADS` threads, then takes one of
+  the ``--threads`` application slots (:class:`BodyFirst`).
 * A request granian cannot parse gets its own ``400 Bad Request`` with an empty body
   and ``connection: close``; everything else reaches the application.
 """
@@ -34,6 +35,7 @@ How the command runs it:
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import multiprocessing.util
 import os
@@ -41,14 +43,21 @@ import secrets
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from baremetal_service.api.common import MAX_BODY_BYTES
 
 #: The command-line arguments handed to the worker process (it parses them again).
 ARGV_ENV = "BAREMETAL_SERVICE_ARGV"
 #: Secrets read at start that granian would otherwise copy into every request's environ
 #: (its WSGI environ starts from ``os.environ``): the worker drops them once built.
 SECRET_ENV = ("BAREMETAL_ETAG_KEY",)
+#: granian's request threads per worker: each holds a request until its body is complete
+#: (:class:`BodyFirst`), so this many clients sending bodies slowly are needed to make a new
+#: client wait; ``--threads`` of them run the application.
+BODY_THREADS = 512
 #: granian's limit for its header-read timeout, in seconds.
 MAX_IDLE_TIMEOUT = 60
 
@@ -77,13 +86,70 @@ def _die_with_parent() -> None:
         pass
 
 
+class _UnreadableBody(io.RawIOBase):
+    """A request body whose reading failed (bad chunked framing, a client gone): every read raises,
+    as the server's own stream did, so the application answers its JSON 400."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self._error = error
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        raise OSError(f"the request body could not be read: {self._error}")
+
+
+class BodyFirst:
+    """Read the whole request body (up to *limit* + 1 bytes) before taking one of *slots* threads
+    of the application.
+
+    granian calls the application on a request thread as soon as the headers are in, and the
+    body arrives while the application reads it: a client sending its body one byte a second
+    held a thread for as long, and ``--threads`` such clients stopped the service.  The body is
+    read on one of granian's :data:`BODY_THREADS` threads instead (the GIL is released while it
+    waits), and only a complete body takes one of the ``--threads`` application slots.  A body
+    declared larger than *limit* is not read: the application refuses it at once (413).
+    """
+
+    def __init__(self, app: Any, *, slots: int, limit: int) -> None:
+        self._app = app
+        self._slots = threading.BoundedSemaphore(slots)
+        self._limit = limit
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        declared = environ.get("CONTENT_LENGTH") or ""
+        if "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+            wanted = self._limit + 1  # one byte more tells the application it is too large
+        else:
+            wanted = int(declared) if declared.isdigit() else 0
+        if 0 < wanted <= self._limit + 1:
+            stream = environ["wsgi.input"]
+            try:
+                parts = []
+                while wanted > 0 and (part := stream.read(wanted)):
+                    parts.append(part)
+                    wanted -= len(part)
+                environ["wsgi.input"] = io.BytesIO(b"".join(parts))
+            except Exception as exc:  # noqa: BLE001 - any failure of the server's stream
+                environ["wsgi.input"] = _UnreadableBody(exc)
+        with self._slots:
+            return self._app(environ, start_response)
+
+    def close(self) -> None:
+        close = getattr(self._app, "close", None)
+        if close is not None:
+            close()
+
+
 def load_application(_target: str) -> Any:
     """granian's target loader, run in the worker process: the application from the argv."""
     from baremetal_service import cli, gc_tuning
 
     _die_with_parent()
     args = cli.parse_args(json.loads(os.environ[ARGV_ENV]))
-    app = cli.build(args)
+    app = BodyFirst(cli.build(args), slots=args.threads, limit=MAX_BODY_BYTES)
     close = getattr(app, "close", None)
     if close is not None:  # run when the worker process ends (multiprocessing's exit hook)
         multiprocessing.util.Finalize(app, close, exitpriority=10)
@@ -93,7 +159,9 @@ def load_application(_target: str) -> Any:
     return app
 
 
-def serve(args: argparse.Namespace, argv: Sequence[str], announce: Callable[[str], None]) -> int:
+def serve(
+    args: argparse.Namespace, argv: Sequence[str], announce: Callable[[str], None], *, connection_limit: int
+) -> int:
     """Serve with granian until SIGTERM/SIGINT; the exit status."""
     from granian import Granian
     from granian.constants import HTTPModes, Interfaces
@@ -110,8 +178,11 @@ def serve(args: argparse.Namespace, argv: Sequence[str], announce: Callable[[str
         port=args.port,
         interface=Interfaces.WSGI,
         workers=args.workers,
-        blocking_threads=args.threads,
+        blocking_threads=max(BODY_THREADS, args.threads),
         backlog=1024,
+        # granian's backpressure is the most connections a worker holds at once (its default,
+        # backlog / workers, let 1,024 idle connections lock every other client out)
+        backpressure=connection_limit,
         http=HTTPModes.http1,
         http1_settings=HTTP1Settings(
             header_read_timeout=min(args.idle_timeout, MAX_IDLE_TIMEOUT) * 1000, keep_alive=True

@@ -19,11 +19,15 @@ from baremetal_service import settings
 # -- where and how many ---------------------------------------------------------------------
 # Loopback only: put a TLS-terminating proxy (nginx, haproxy) in front.
 bind = [os.environ.get("BAREMETAL_BIND", f"{settings.HOST}:{settings.PORT}")]
-# The API waits on PostgreSQL and Redis, so a few threads per process pay off; processes
-# give CPU parallelism (one GIL each).  Every process also runs its conductor thread(s).
+# Processes give CPU parallelism (one GIL each).  Every process also runs its conductor thread(s).
 workers = int(os.environ.get("BAREMETAL_WORKERS", "4"))
-worker_class = "gthread"
-threads = int(os.environ.get("BAREMETAL_THREADS", "4"))
+# gevent: each connection is a greenlet, so a client sending its body slowly or an idle
+# connection costs no thread.  gthread gave each its thread (5 s for a silent connection,
+# as long as the body takes for a slow one): 16 slow clients or 5,000 idle connections
+# made every other client wait (docs/production.md, "Slow and idle clients").
+worker_class = "gevent"
+# Connections per worker process, idle ones included (4 x 2,500 = the CLI's 10,000).
+worker_connections = int(os.environ.get("BAREMETAL_WORKER_CONNECTIONS", "2500"))
 # Each process builds its own database pool, store connections and conductor threads
 # after the fork: never preload (threads and sockets do not survive a fork).
 preload_app = False
@@ -58,13 +62,21 @@ control_socket_disable = True
 
 
 def on_starting(server: Any) -> None:
-    """In the master, before any worker exists: refuse --preload, and memory:// with several workers.
+    """In the master, before any worker exists: raise the descriptor limit, refuse --preload, and
+    memory:// with several workers.
 
     The worker count is also exported to the workers (BAREMETAL_WORKER_PROCESSES), so
     baremetal_service.wsgi refuses it again when it builds the application.
     """
+    from baremetal_service.cli import connection_limit_that_fits
     from baremetal_service.wsgi import check_store_processes
 
+    # the descriptor soft limit up to what worker_connections needs (the workers inherit it),
+    # else fewer connections per worker (said once)
+    wanted = int(server.cfg.worker_connections)
+    fitted = connection_limit_that_fits(wanted)
+    if fitted < wanted:
+        server.cfg.set("worker_connections", fitted)
     if server.cfg.preload_app:
         raise RuntimeError(
             "baremetal-service: preload_app (--preload) is not supported: the database pool, store "
@@ -77,6 +89,25 @@ def on_starting(server: Any) -> None:
     except Exception as exc:  # gunicorn prints a RuntimeError as "Error: ..." and exits 1
         raise RuntimeError(f"baremetal-service: {exc}") from None
     os.environ["BAREMETAL_WORKER_PROCESSES"] = str(processes)
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    """In the worker: a configuration error at load is one line, not a traceback.
+
+    gunicorn prints an ``AppImportError`` as its message alone and stops (exit 4); anything
+    else raised while the worker builds the application came with its traceback.
+    """
+    from gunicorn.errors import AppImportError
+
+    load = worker.load_wsgi
+
+    def load_wsgi() -> None:
+        try:
+            load()
+        except Exception as exc:
+            raise AppImportError(f"baremetal-service: cannot start: {exc}") from None
+
+    worker.load_wsgi = load_wsgi
 
 
 def pre_fork(server: Any, worker: Any) -> None:

@@ -61,9 +61,9 @@ POWER_SYNC_INTERVAL: Final = 60.0
 REQUEST_ID: Final = "builtin"
 #: Whether this process runs the conductor workers.
 RUN_CONDUCTOR: Final = True
-#: The CLI's HTTP server: ``granian`` or ``waitress`` (docs/performance.md, "Server choice").
-SERVER: Final = "granian"
-#: The CLI server's worker threads, connection limit (waitress) and idle timeout (seconds).
+#: The CLI's HTTP server: ``waitress`` or ``granian`` (docs/baremetal-service.md, "Server").
+SERVER: Final = "waitress"
+#: The CLI server's worker threads, connection limit (per process) and idle timeout (seconds).
 THREADS: Final = 8
-CONNECTION_LIMIT: Final = 2000
+CONNECTION_LIMIT: Final = 10000
 IDLE_TIMEOUT: Final = 30

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlencode
 
@@ -30,6 +31,13 @@ except ImportError:  # pragma: no cover - orjson is a dependency; the stdlib sti
 ENVIRON_VERSION: Final = "apimw.microversion"
 
 MAX_LIMIT: Final = 1000
+#: Largest list page, in bytes of its items' JSON: a page stops before the item that would
+#: pass it (and has a ``next`` link), so one answer, and the memory it takes, stays bounded
+#: whatever the items hold.  ``app.config[PAGE_BYTES_KEY]`` overrides it per app.
+MAX_PAGE_BYTES: Final = 4 * 1024 * 1024
+#: Rows read at once while a list page is made (the first read of a page whose items may be
+#: large; later reads are sized from the bytes per item seen so far).
+PAGE_CHUNK_ROWS: Final = 25
 #: Longest integer query parameter accepted (``?limit=``): ASCII digits only, at most this many.
 MAX_INTEGER_DIGITS: Final = 9
 
@@ -101,6 +109,13 @@ def encode_json(doc: Any) -> bytes:
         except _orjson.JSONEncodeError:
             pass
     return json.dumps(doc).encode()
+
+
+def list_response(key: str, page: Page, nxt: str | None) -> Response:
+    """``{key: [items], "next": nxt}`` from a page's encoded items (joined, not re-encoded)."""
+    tail = b"]}" if nxt is None else b'],"next":' + encode_json(nxt) + b"}"
+    body = b"".join((b'{"' + key.encode() + b'":[', b",".join(page.items), tail))
+    return Response(body, status=200, headers=list(_JSON_HEADERS))
 
 
 def json_response(doc: Any, status: int = 200, headers: Sequence[tuple[str, str]] = ()) -> Response:
@@ -473,6 +488,58 @@ def parse_paging(sort_keys: Iterable[str]) -> dict[str, Any]:
     }
 
 
+#: ``fetch(count, marker) -> (documents, their uuids)``: at most *count* items after *marker*.
+Fetch = Callable[[int, "str | None"], tuple[Sequence[Any], Sequence[str]]]
+
+
+@dataclass(slots=True)
+class Page:
+    """A list page: its items as JSON, the uuid of the last one, whether more may follow."""
+
+    items: list[bytes]
+    last: str | None
+    more: bool
+
+
+PAGE_BYTES_KEY: Final = "BAREMETAL_MAX_PAGE_BYTES"
+
+
+def collect_page(fetch: Fetch, limit: int, marker: str | None, *, large: bool = True) -> Page:
+    """Up to *limit* items after *marker*, read and encoded a chunk at a time, until the next
+    item would take the page past the app's page byte budget (:data:`MAX_PAGE_BYTES`).
+
+    The rows read at once are bounded too: *large* (items that may carry big JSON fields)
+    starts with :data:`PAGE_CHUNK_ROWS` rows, then reads as many as the budget left holds at
+    the bytes per item seen; otherwise one read takes the page.  Each read continues after the
+    last item (the ``marker`` a client sends).  ``more``: the page stopped at *limit* or at
+    the budget (its ``next`` link is due).
+    """
+    budget = int(current_app.config.get(PAGE_BYTES_KEY, MAX_PAGE_BYTES))
+    items: list[bytes] = []
+    used = 0
+    last = marker
+    count = min(limit, PAGE_CHUNK_ROWS) if large else limit
+    while True:
+        try:
+            docs, uuids = fetch(count, last)
+        except HTTPProblem as problem:  # the last item vanished between two reads
+            if problem.status != 404 or last == marker:
+                raise
+            return Page(items, last, True)
+        for doc, uuid in zip(docs, uuids, strict=True):
+            encoded = encode_json(doc)
+            if items and used + len(encoded) > budget:
+                return Page(items, last, True)
+            items.append(encoded)
+            used += len(encoded)
+            last = uuid
+        if len(items) >= limit:
+            return Page(items, last, True)
+        if len(docs) < count:
+            return Page(items, last, False)
+        count = min(limit - len(items), max(1, (budget - used) * len(items) // max(used, 1)))
+
+
 def next_link(
     resource: str,
     items: Sequence[Mapping[str, Any]],
@@ -489,12 +556,41 @@ def next_link(
     """
     if not items or len(items) < paging["limit"]:
         return None
+    return link_after(str(items[-1]["uuid"]), resource, paging, fields, extra, path=path)
+
+
+def page_link(
+    page: Page,
+    resource: str,
+    paging: Mapping[str, Any],
+    fields: Sequence[str],
+    extra: Mapping[str, str] | None = None,
+    *,
+    path: str | None = None,
+) -> str | None:
+    """The ``next`` link of *page* (:func:`collect_page`): when it stopped at the limit or at
+    the byte budget."""
+    if not page.more or page.last is None:
+        return None
+    return link_after(page.last, resource, paging, fields, extra, path=path)
+
+
+def link_after(
+    marker: str,
+    resource: str,
+    paging: Mapping[str, Any],
+    fields: Sequence[str],
+    extra: Mapping[str, str] | None = None,
+    *,
+    path: str | None = None,
+) -> str:
+    """The link to the page after *marker*, with the request's sort, fields, filters and limit."""
     query: dict[str, str] = {"sort_key": paging["sort_key"], "sort_dir": paging["sort_dir"]}
     if fields:
         query["fields"] = ",".join(fields)
     query.update(extra or {})
     query["limit"] = str(paging["limit"])
-    query["marker"] = str(items[-1]["uuid"])
+    query["marker"] = marker
     return f"{base_url()}/v1/{path or resource}?{urlencode(query, safe=',')}"
 
 

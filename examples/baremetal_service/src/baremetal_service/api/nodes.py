@@ -12,17 +12,19 @@ from apimw import Version
 
 from ..exceptions import PolicyForbidden
 from ..values import json_copy
-from . import schemas, serialize, versions
+from . import masking, schemas, serialize, versions
 from .common import (
     api_version,
     bad_request,
     base_url,
     check_args,
     check_fields_allowed,
+    collect_page,
     empty_response,
     json_body,
     json_response,
-    next_link,
+    list_response,
+    page_link,
     parse_bool,
     parse_fields,
     parse_paging,
@@ -159,6 +161,8 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
     if instance is not None:
         filters["instance_uuid"] = instance
     extra = {k: _query_value(v) for k, v in filters.items()}
+    if detail_arg:  # the next page is a detail page too
+        extra["detail"] = "true"
     filters.update(scope or {})
     if not filters.get("include_children") and "parent_node" not in filters:
         filters["children"] = False  # Ironic lists child nodes only when asked to
@@ -178,36 +182,45 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
             wanted.add("driver")
     svc = service()
     query: dict[str, Any] = {
-        "project_id": project_id(), "filters": filters, "limit": paging["limit"], "marker": paging["marker"],
-        "sort_key": paging["sort_key"], "sort_dir": paging["sort_dir"], "fields": wanted,
+        "project_id": project_id(), "filters": filters, "sort_key": paging["sort_key"],
+        "sort_dir": paging["sort_dir"], "fields": wanted,
     }  # fmt: skip
-    fetched = svc.list_node_rows(**query)
-    items: Sequence[Mapping[str, Any]]  # what the next link reads (the count, the last uuid)
-    if fetched is not None:  # the driver's rows, rendered by code compiled for their shape
-        code, rows, added = fetched
-        render_rows = serialize.node_rows_renderer(served, shown, code, tuple(added))
-        base = base_url()
-        docs = render_rows(rows, f"{base}/v1/nodes/", f"{base}/nodes/", added, svc.secret_fields)
-        items = [{"uuid": rows[-1][code.keys.index("uuid")]}] * len(rows) if rows else []
-    else:  # (the data API reads through SQLAlchemy Core)
-        nodes = svc.list_nodes(**query)
-        items = nodes
-        render = serialize.node_renderer(served, base_url(), shown, iso_strings=True)  # data API documents
+    base = base_url()
+    self_prefix, bookmark_prefix = f"{base}/v1/nodes/", f"{base}/nodes/"
+
+    def fetch(count: int, marker: str | None) -> tuple[Sequence[Any], Sequence[str]]:
+        fetched = svc.list_node_rows(**query, limit=count, marker=marker)
+        if fetched is not None:  # the driver's rows, rendered by code compiled for their shape
+            code, rows, added = fetched
+            render_rows = serialize.node_rows_renderer(served, shown, code, tuple(added))
+            at = code.keys.index("uuid")
+            docs = render_rows(rows, self_prefix, bookmark_prefix, added, svc.secret_fields)
+            return docs, [row[at] for row in rows]
+        # (the data API reads through SQLAlchemy Core)
+        nodes = svc.list_nodes(**query, limit=count, marker=marker)
+        render = serialize.node_renderer(served, base, shown, iso_strings=True)  # data API documents
         if shown is not None and "driver_info" not in shown:
-            docs = [render(n) for n in nodes]
-        else:
-            secrets: dict[str, frozenset[str]] = {}
-            docs = []
-            for n in nodes:
-                driver = n.get("driver") or ""
-                if driver not in secrets:
-                    secrets[driver] = svc.secret_fields(driver)
-                docs.append(render(n, secrets[driver]))
-    out: dict[str, Any] = {"nodes": docs}
-    nxt = next_link("nodes", items, paging, shown or [], extra, path=path)
-    if nxt:
-        out["next"] = nxt
-    return json_response(out)
+            return [render(n) for n in nodes], [n["uuid"] for n in nodes]
+        secrets: dict[str, frozenset[str]] = {}
+        docs = []
+        for n in nodes:
+            driver = n.get("driver") or ""
+            if driver not in secrets:
+                secrets[driver] = svc.secret_fields(driver)
+            docs.append(render(n, secrets[driver]))
+        return docs, [n["uuid"] for n in nodes]
+
+    large = shown is None or not _SMALL_FIELDS.issuperset(shown)
+    page = collect_page(fetch, paging["limit"], paging["marker"], large=large)
+    return list_response("nodes", page, page_link(page, "nodes", paging, shown or [], extra, path=path))
+
+
+#: Node fields of a bounded size (no free-form JSON, no long text): a list of these only is
+#: read in one go (:func:`.common.collect_page`).
+_SMALL_FIELDS = frozenset(serialize.NODE_LIST_FIELDS) | {
+    "driver", "resource_class", "owner", "lessee", "conductor_group", "power_state", "created_at",
+    "updated_at", "provision_updated_at", "chassis_uuid", "conductor", "shard", "parent_node", "links",
+}  # fmt: skip
 
 
 def _query_value(value: Any) -> str:
@@ -358,18 +371,20 @@ def _patched_changes(
             patched[field] = serialize.default_for(field)
     if patched.get("driver") in (None, ""):
         raise bad_request("Cannot remove the driver of a node.", "request.invalid-patch")
-    info = patched.get("driver_info")
-    if isinstance(info, dict):
-        # A client that sends back the masked "******" keeps the stored secret.
-        stored = current.get("driver_info") or {}
-        for key, value in info.items():
-            if value == serialize.MASK and key in stored:
-                info[key] = stored[key]
+    for name in _MASKED_PATCHABLE if touched is None else _MASKED_PATCHABLE & touched:
+        # A client that sends back a masked value as it read it ("******", a URL with
+        # "user:******@") keeps the stored one, at any depth.
+        stored = current[name]
+        shown = serialize.mask_field(name, stored, _secrets(node) if name == "driver_info" else frozenset())
+        patched[name] = masking.restore_masked(patched[name], stored, shown)
     validate(
         {k: v for k, v in patched.items() if v is not None or k in _NULLABLE}, schemas.NODE_PATCHED, "node"
     )
     return {f: patched[f] for f in PATCHABLE if patched[f] != current[f]}
 
+
+#: Patchable fields shown masked.
+_MASKED_PATCHABLE = frozenset(serialize.MASKED_FIELDS) & _PATCHABLE_SET
 
 _NULLABLE = frozenset(
     name

@@ -25,17 +25,19 @@ from flask import Blueprint, Response, request
 from apimw.errors import HTTPProblem
 
 from ..resources import Resource, declarations
-from . import schemas, serialize, versions
+from . import masking, schemas, serialize, versions
 from .common import (
     api_version,
     bad_request,
     base_url,
     check_args,
     check_fields_allowed,
+    collect_page,
     empty_response,
     json_body,
     json_response,
-    next_link,
+    list_response,
+    page_link,
     parse_bool,
     parse_fields,
     parse_paging,
@@ -129,14 +131,6 @@ class Endpoints:
             kwargs.setdefault(decl.filter_kwargs.get(name, name), value)
         if scope is not None:
             kwargs.update(scope() if callable(scope) else scope)
-        items = self.crud().list(
-            project_id=project_id(),
-            **kwargs,
-            limit=paging["limit"],
-            marker=paging["marker"],
-            sort_key=paging["sort_key"],
-            sort_dir=paging["sort_dir"],
-        )
         if detail:
             shown: list[str] | None = None
         elif fields is not None:
@@ -145,14 +139,19 @@ class Endpoints:
             shown = [
                 f for f in decl.list_fields if decl.field_versions.get(f, versions.MIN_VERSION) <= served
             ]
-        docs = [self.doc(i, shown) for i in items]
-        key = decl.list_key or decl.collection
-        out: dict[str, Any] = {key: docs}
+        crud, caller = self.crud(), project_id()
+
+        def fetch(count: int, marker: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+            items = crud.list(project_id=caller, **kwargs, limit=count, marker=marker,
+                              sort_key=paging["sort_key"], sort_dir=paging["sort_dir"])  # fmt: skip
+            return [self.doc(i, shown) for i in items], [i["uuid"] for i in items]
+
+        page = collect_page(fetch, paging["limit"], paging["marker"])
         extra = {k: str(v) for k, v in filters.items()}
-        nxt = next_link(decl.collection, items, paging, shown or [], extra, path=path)
-        if nxt:
-            out["next"] = nxt
-        return json_response(out)
+        if detail_arg:  # the next page is a detail page too
+            extra["detail"] = "true"
+        nxt = page_link(page, decl.collection, paging, shown or [], extra, path=path)
+        return list_response(decl.list_key or decl.collection, page, nxt)
 
     def get(self, ident: str) -> Response:
         decl = self.decl
@@ -209,6 +208,10 @@ class Endpoints:
             raise bad_request(f"Unable to apply the patch: {exc}", "request.invalid-patch") from None
         for name in set(decl.patchable) - set(patched):
             patched[name] = serialize.default_for(name)
+        for name in serialize.MASKED.get(decl.kind, {}).keys() & set(decl.patchable):
+            # a masked value sent back as it was shown keeps the stored one (as for nodes)
+            shown = serialize.mask_field(name, current[name], kind=decl.kind)
+            patched[name] = masking.restore_masked(patched[name], current[name], shown)
         props = decl.create_schema["properties"]
         check = {k: v for k, v in patched.items() if v is not None or "null" in str(props[k].get("type"))}
         # A mandatory field removed by the patch is missing here: "'node_uuid' is a required property".

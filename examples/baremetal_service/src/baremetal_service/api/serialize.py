@@ -17,10 +17,7 @@ from apimw import Version
 
 from ..db.driver_select import RowCode
 from . import versions
-
-MASK: Final = "******"
-#: driver_info keys whose values never leave the service (Ironic masks these too).
-SECRET_KEY_PARTS: Final = ("password", "secret", "token", "key", "credential")
+from .masking import mask_driver_info, mask_instance_info, mask_json
 
 NODE_FIELDS: Final = (
     "uuid", "created_at", "updated_at", "automated_clean", "bios_interface", "boot_interface",
@@ -132,20 +129,30 @@ def get(obj: Any, name: str) -> Any:
     return _iso(value)
 
 
-def mask_secrets(info: Mapping[str, Any], secrets: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """driver_info with every secret value replaced by ``******``.
+#: Masking function: ``mask(value, secrets)`` (*secrets*: the keys the node's driver declares).
+Mask = Callable[[Any, frozenset[str]], Any]
 
-    Secret are the keys the node's driver declares (*secrets*) and, as a safety net,
-    every key whose name says password, secret, token, key or credential.
-    """
-    out: dict[str, Any] = {}
-    for key, value in info.items():
-        lowered = key.lower()
-        if value not in (None, "") and (key in secrets or any(p in lowered for p in SECRET_KEY_PARTS)):
-            out[key] = MASK
-        else:
-            out[key] = value
-    return out
+#: Fields shown masked (:mod:`.masking`), by kind: what Ironic 39 masks (``node_sanitize``;
+#: a volume target's ``properties``, deploy template and runbook step ``args``) and more.
+MASKED: Final[dict[str, dict[str, Mask]]] = {
+    "node": {
+        "driver_info": mask_driver_info,
+        "driver_internal_info": mask_json,
+        "instance_info": mask_instance_info,
+    },
+    "target": {"properties": mask_json},
+    "deploy_template": {"steps": mask_json},
+    "runbook": {"steps": mask_json},
+}
+#: Node fields shown masked.
+MASKED_FIELDS: Final = MASKED["node"]
+
+
+def mask_field(name: str, value: Any, secrets: frozenset[str] = frozenset(), kind: str = "node") -> Any:
+    """Field *name* of a *kind* document (one of :data:`MASKED`) as shown; its default when empty."""
+    if not value:
+        return default_for(name)
+    return MASKED[kind][name](value, secrets)
 
 
 def links(base: str, resource: str, ident: str, sub: str | None = None) -> list[dict[str, str]]:
@@ -157,7 +164,7 @@ def links(base: str, resource: str, ident: str, sub: str | None = None) -> list[
 
 
 # A plan is, per (kind, version, fields), the list of (name, action) to produce a document:
-# action 0 = plain value, 1 = "links", 2 = sub-resource links, 3 = driver_info (masked),
+# action 0 = plain value, 1 = "links", 2 = sub-resource links, 3 = masked (MASKED_FIELDS),
 # 4 = provision_state before 1.2, 5 = plain value whose default (a dict or list) is copied.
 # Plans are cached, and so is what rendering needs from them (the field names in order,
 # the defaults to fill in, which links to build), so a document is a few C-level steps:
@@ -189,7 +196,8 @@ class Plan:
     links: bool
     #: sub-resource link fields (``ports``, ``states``...)
     sublinks: tuple[str, ...]
-    masked: bool
+    #: the fields shown masked, with their masking function (:data:`MASKED`)
+    masked: tuple[tuple[str, Mask], ...]
     old_state: bool
 
 
@@ -201,6 +209,7 @@ def _plan(
     sublinks: frozenset[str],
 ) -> Plan:
     names = visible(kind, version)
+    maskers = MASKED.get(kind, {})
     if fields is not None:
         wanted = set(fields)
         wanted.add("links")
@@ -212,8 +221,8 @@ def _plan(
         elif name in sublinks:
             if fields is None:
                 plan.append((name, _SUBLINKS, None))
-        elif name == "driver_info":
-            plan.append((name, _MASKED, None))
+        elif name in maskers:
+            plan.append((name, _MASKED, default_for(name)))
         elif name == "provision_state" and version < versions.AVAILABLE_STATE:
             plan.append((name, _OLD_STATE, None))
         else:
@@ -233,7 +242,7 @@ def _plan(
         default_values=getter,
         links=any(a == _LINKS for _n, a, _d in plan),
         sublinks=tuple(n for n, a, _d in plan if a == _SUBLINKS),
-        masked=any(a == _MASKED for _n, a, _d in plan),
+        masked=tuple((n, maskers[n]) for n, a, _d in plan if a == _MASKED),
         old_state=any(a == _OLD_STATE for _n, a, _d in plan),
     )
 
@@ -286,9 +295,9 @@ def _render_source(
             {"href": f"{self_prefix}{uuid}/{sub}", "rel": "self"},
             {"href": f"{bookmark_prefix}{uuid}/{sub}", "rel": "bookmark"},
         ]
-    if plan.masked:
-        value = value_of("driver_info")
-        doc["driver_info"] = mask_secrets(value, secrets) if value else {}
+    for name, mask in plan.masked:
+        value = value_of(name)
+        doc[name] = mask(value, secrets) if value else default_for(name)
     if plan.old_state and doc["provision_state"] == "available":
         doc["provision_state"] = None  # before 1.2 AVAILABLE was called NOSTATE (null)
     return doc
@@ -402,7 +411,8 @@ def _rows_renderer(
 ) -> RowsRenderer:
     plan = _plan(kind, version, fields, sublinks)
     namespace: dict[str, Any] = dict(code.namespace)
-    namespace["_mask"] = mask_secrets
+    namespace.update({f"_mask_{name}": mask for name, mask in plan.masked})
+    namespace["_no_secrets"] = frozenset()
     column = {key: index for index, key in enumerate(code.keys)}
     used: set[int] = set()
     prologue: list[str] = []
@@ -436,9 +446,13 @@ def _rows_renderer(
                      f'{{"href": bookmark_prefix + {uuid_expr} + {tail}, "rel": "bookmark"}}]')  # fmt: skip
         elif action == _MASKED:
             var = value(name)
-            driver = value("driver")
-            secrets = f"secrets_of({driver} or '')" if driver is not None else "secrets_of('')"
-            entry = "{}" if var is None else f"(_mask({var}, {secrets}) if {var} else {{}})"
+            if name == "driver_info":
+                driver = value("driver")
+                secrets = f"secrets_of({driver} or '')" if driver is not None else "secrets_of('')"
+            else:
+                secrets = "_no_secrets"
+            empty = "[]" if isinstance(default, list) else "{}"
+            entry = empty if var is None else f"(_mask_{name}({var}, {secrets}) if {var} else {empty})"
         elif action == _OLD_STATE:
             var = value(name)
             entry = "None" if var is None else f'(None if {var} == "available" else {var})'
