@@ -15,8 +15,8 @@ metrics backend's label sets stay bounded:
     every answer the etag middleware gives or renders itself: ``not-modified`` (304), and
     the stable code of each problem without its ``etag.`` prefix: ``precondition-failed``
     (412: the pre-check, or a :class:`~apimw.etag.StaleEtag` the app raised),
-    ``if-match-required`` (428), ``if-match-malformed`` (400) ...  Requests it passes
-    through untouched are not reported.
+    ``if-match-required`` (428), ``if-match-malformed`` (400), ``not-found`` (404 from
+    :mod:`apimw.etag_db`) ...  Requests it passes through untouched are not reported.
 ``idempotency(outcome)``
     every request that carried a token (or needed one): ``claimed`` (the app runs under
     the claim), ``replayed``, ``unprotected`` (store down, ``fail_open``), and the stable
