@@ -83,6 +83,7 @@ from apimw._etag_response import (
     with_etag,
 )
 from apimw._microversion_type import ENVIRON_VERSION, Version
+from apimw._wsgi import direct_call
 from apimw.errors import (
     ConfigError,
     HTTPProblem,
@@ -331,6 +332,10 @@ class _Body:
             close()
 
 
+_Held = tuple[str, list[tuple[str, str]], list[bytes]]
+_NOT_HELD: Final[_Held | None] = None
+
+
 def _close(iterable: Iterable[bytes] | None) -> None:
     close = getattr(iterable, "close", None)
     if close is not None:
@@ -385,7 +390,7 @@ class ETagMiddleware:
         error_profile: str | None = None,
         metrics: Metrics | str | None = None,
     ) -> None:
-        self.app = app
+        self.app = app  # the property below: also sets self._call_app
         self.metrics = as_metrics(metrics)
         # here, not at import: apimw.etag stays cheap
         from apimw.microversion import MicroversionMiddleware, VersionGate
@@ -441,6 +446,16 @@ class ETagMiddleware:
             _ETAG_RESPONSE_METHODS if self.etag_on_put else _ETAG_RESPONSE_METHODS - {"PUT"}
         )
 
+    @property
+    def app(self) -> WSGIApplication:
+        """The wrapped WSGI app (may be replaced)."""
+        return self._app
+
+    @app.setter
+    def app(self, app: WSGIApplication) -> None:
+        self._app = app
+        self._call_app = direct_call(app)
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _problem(
@@ -482,7 +497,7 @@ class ETagMiddleware:
             return start_response(status, headers)
 
         try:
-            return self.app(environ, tracked)
+            return self._call_app(environ, tracked)
         except HTTPProblem as problem:
             return self._problem(environ, start_response, problem, sys.exc_info() if started else None)
 
@@ -659,7 +674,7 @@ class ETagMiddleware:
         inm: IfNoneMatch | None,
     ) -> Iterable[bytes]:
         capture = _Capture()
-        app_iter = self.app(environ, capture)
+        app_iter = self._call_app(environ, capture)
         rest: Iterator[bytes] | None = None
         try:
             if capture.status is None:
@@ -723,59 +738,60 @@ class ETagMiddleware:
         The hot path: start_response goes straight through (no buffering) unless the
         etag must be read from the JSON body.
         """
-        deferred: list[Any] = []
-        called = False
+        # A 2xx answer held until its body tells its etag: (status, headers, what write() sent).
+        # Typed through _NOT_HELD so that mypy does not take it for None after the app ran.
+        held = _NOT_HELD
         forwarded = False  # our caller's start_response was called (exc_info matters only then)
         from_body = self.etag_from_body
 
         def etag_start_response(
             status: str, headers: list[tuple[str, str]], exc_info: Any = None
         ) -> Callable[[bytes], object]:
-            nonlocal called, forwarded
-            called = True
+            nonlocal held, forwarded
             if status[:1] == "2":
                 etag = environ.get(ENVIRON_RESPONSE_ETAG)
                 if etag is not None:
                     headers = with_etag(headers, etag)
                 elif from_body and not forwarded and body_etag_wanted(headers):
-                    deferred[:] = [status, headers, []]
-                    return deferred[2].append  # type: ignore[no-any-return]
-            deferred.clear()  # an answer held for its body etag, replaced by the app
+                    written: list[bytes] = []
+                    held = (status, headers, written)
+                    return written.append
+            held = None  # an answer held for its body etag, replaced by the app
             if forwarded:
                 return start_response(status, headers, exc_info)
             forwarded = True  # the first call: nothing to replace, no exc_info (see _problem)
             return start_response(status, headers)
 
         try:
-            app_iter = self.app(environ, etag_start_response)
+            app_iter = self._call_app(environ, etag_start_response)
         except HTTPProblem as problem:
             return self._problem(environ, start_response, problem, sys.exc_info() if forwarded else None)
-        if called:
-            if not deferred:
+        if held is None:
+            if forwarded:
                 return app_iter
-            if type(app_iter) is list and not deferred[2]:
-                # The common case, held for its body etag: a list body (nothing to close), no write().
-                status, headers, _ = deferred
-                etag = etag_in_body(app_iter[0] if len(app_iter) == 1 else b"".join(app_iter))
-                if etag is not None:
-                    headers = [*headers, (ETAG_HEADER, etag)]
-                start_response(status, headers)
-                return app_iter
+        elif type(app_iter) is list and not held[2]:
+            # The common case, held for its body etag: a list body (nothing to close), no write().
+            status, headers, _ = held
+            etag = etag_in_body(app_iter[0] if len(app_iter) == 1 else b"".join(app_iter))
+            if etag is not None:
+                headers = [*headers, (ETAG_HEADER, etag)]
+            start_response(status, headers)
+            return app_iter
         head: list[bytes] = []
         rest: Iterator[bytes] | None = None
         try:
-            if not called:
+            if held is None:  # (and not forwarded: returned above)
                 # start_response comes from the app's iterator: run it up to there (PEP 3333).
                 rest = iter(app_iter)
                 for chunk in rest:
                     head.append(chunk)
-                    if called:
+                    if held is not None or forwarded:
                         break
-                if not called:
-                    raise RuntimeError("WSGI app returned without calling start_response")
-                if not deferred:
+                if held is None:
+                    if not forwarded:
+                        raise RuntimeError("WSGI app returned without calling start_response")
                     return _Body(head, rest, app_iter)
-            status, headers, written = deferred
+            status, headers, written = held
             parts = [*written, *head]
             parts.extend(rest if rest is not None else app_iter)
         except BaseException:

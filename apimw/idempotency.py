@@ -44,6 +44,7 @@ from apimw._idempotency_records import NOT_STORED as NOT_STORED
 from apimw._idempotency_records import STATUS_HEADER
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import PREFIX_LEN, Store, mask_url, open_store
+from apimw._wsgi import direct_call
 from apimw.errors import (
     ENVIRON_REQUEST_ID,
     ConfigError,
@@ -291,7 +292,7 @@ class IdempotencyMiddleware:
         error_profile: str | None = None,
         metrics: Metrics | str | None = None,
     ) -> None:
-        self._app = app
+        self.app = app  # the property below: also sets self._call_app
         self.metrics = as_metrics(metrics)
         if isinstance(store, str):
             if store_timeout <= 0:
@@ -361,6 +362,18 @@ class IdempotencyMiddleware:
         )
         self._probe_store()
 
+    @property
+    def app(self) -> WSGIApplication:
+        """The wrapped WSGI app (may be replaced)."""
+        return self._wrapped
+
+    @app.setter
+    def app(self, app: WSGIApplication) -> None:
+        self._wrapped = app
+        self._call_app = direct_call(app)
+
+    _app = app  # the name before ``app``, kept
+
     def __repr__(self) -> str:
         return f"<IdempotencyMiddleware store={self.store.name} methods={sorted(self._methods)}>"
 
@@ -420,14 +433,14 @@ class IdempotencyMiddleware:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") not in self._methods:
-            return self._app(environ, start_response)
+            return self._call_app(environ, start_response)
         client_token = environ.get(ENVIRON_CLIENT_TOKEN)
         key_header = environ.get(ENVIRON_IDEMPOTENCY_KEY) if self._accept_key else None
         if client_token is None and key_header is None:
             if self._require_token:
                 return self._problem(environ, start_response, 400, "idempotency.token-required",
                                      "This request needs an X-Client-Token header.")  # fmt: skip
-            return self._app(environ, start_response)
+            return self._call_app(environ, start_response)
         return self._protected(environ, start_response, client_token, key_header)
 
     # -- protected requests -------------------------------------------------------------------

@@ -19,7 +19,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any, Final
 
 from apimw import discovery as _discovery
@@ -43,6 +42,7 @@ from apimw._microversion_negotiation import Selection as Selection
 from apimw._microversion_negotiation import config_version as _config_version
 from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw._microversion_type import parse_version as parse_version
+from apimw._wsgi import direct_call
 from apimw.errors import (
     ENVIRON_PROFILE,
     ConfigError,
@@ -85,16 +85,6 @@ _CACHE_SIZE: Final = 512
 
 def _environ_key(header: str) -> str:
     return "HTTP_" + header.upper().replace("-", "_")
-
-
-def _direct_call(app: WSGIApplication) -> WSGIApplication:
-    """*app*, or its bound ``__call__`` when it is an instance of a Python class (another
-    middleware): calling the instance goes through ``type.__call__``'s slot (an argument
-    tuple and a method lookup per call), the bound method is a direct call."""
-    call: Any = type(app).__call__
-    if isinstance(call, FunctionType):
-        return MethodType(call, app)
-    return app
 
 
 # -- app-side gates ---------------------------------------------------------------------
@@ -374,7 +364,7 @@ class MicroversionMiddleware:
     @app.setter
     def app(self, app: WSGIApplication) -> None:
         self._app = app
-        self._call_app = _direct_call(app)
+        self._call_app = direct_call(app)
 
     def _outcome(self, standard: str | None, legacy: str | None) -> _Outcome:
         """Negotiate once per pair of raw header values (bounded: junk cannot grow memory)."""

@@ -55,6 +55,9 @@ class _ExitedAtStart(RuntimeError):
 class Server:
     """A server process on loopback that can be stopped and restarted on its port."""
 
+    #: seconds a start may take before it counts as failed
+    start_timeout = START_TIMEOUT
+
     def __init__(self, name: str, port: int, workdir: Path) -> None:
         self.name = name
         self.port = port
@@ -106,7 +109,7 @@ class Server:
                 preexec_fn=self.preexec(),  # noqa: PLW1509
                 start_new_session=True,
             )
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise _ExitedAtStart(f"{self.name} exited at start (port {self.port}); see {log.name}")
@@ -114,7 +117,7 @@ class Server:
                 return
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"{self.name} did not come up on {HOST}:{self.port} in {START_TIMEOUT}s")
+        raise RuntimeError(f"{self.name} did not come up on {HOST}:{self.port} in {self.start_timeout}s")
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None

@@ -151,6 +151,8 @@ def test_get_sends_etag_header_equal_to_the_body_field(source: str) -> None:
         pytest.param(b'{"name": "etag", "x": "W/\\"ab\\""}', None, id="a-value-not-a-key"),
         pytest.param(b'{"nodes": []}', None, id="no-etag"),
         pytest.param(b'[{"etag": "W/\\"ab\\""}]', None, id="a-list"),
+        pytest.param(b"", None, id="empty"),
+        pytest.param(b"{", None, id="one-byte"),
     ],
 )
 def test_the_etag_is_taken_from_the_json_body_however_it_is_spelled(body: bytes, etag: str | None) -> None:
@@ -522,6 +524,69 @@ def test_close_called_exactly_once(method: str, headers: dict[str, str], ack: bo
     assert made[0].closed == 1
 
 
+class LazyTracked(Tracked):
+    """An app iterable that calls start_response from its first next() (PEP 3333 allows it)."""
+
+    def __init__(self, start: Callable[[], object], chunks: list[bytes], *, fail: bool = False) -> None:
+        super().__init__(chunks)
+        self.start = start
+        self.fail = fail
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.start()
+        yield from self.chunks
+        if self.fail:
+            raise OSError("the backend went away mid-body")
+
+
+@pytest.mark.parametrize(
+    ("ctype", "chunks", "etag"),
+    [
+        pytest.param("application/json", [b'{"etag": ', b'"W/\\"ab\\""}'], 'W/"ab"', id="json-held"),
+        pytest.param("application/json", [b'{"nodes": ', b"[]}"], None, id="json-without-etag"),
+        pytest.param("text/plain", [b'{"etag": ', b'"W/\\"ab\\""}'], None, id="not-json-streamed"),
+    ],
+)
+def test_get_with_start_response_called_from_the_iterator(
+    ctype: str, chunks: list[bytes], etag: str | None
+) -> None:
+    made: list[LazyTracked] = []
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> LazyTracked:
+        made.append(LazyTracked(lambda: start_response("200 OK", [("Content-Type", ctype)]), chunks))
+        return made[0]
+
+    resp = run(stack(app), req("/v1/nodes"))
+    assert resp.status_int == 200 and resp.body == b"".join(chunks)
+    assert resp.headers.get("ETag") == etag
+    assert made[0].closed == 1
+
+
+def test_get_whose_body_fails_while_held_for_its_etag_closes_the_app_once() -> None:
+    made: list[LazyTracked] = []
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> LazyTracked:
+        start = lambda: start_response("200 OK", [("Content-Type", "application/json")])  # noqa: E731
+        made.append(LazyTracked(start, [b'{"etag": '], fail=True))
+        return made[0]
+
+    with pytest.raises(OSError, match="mid-body"):
+        run(stack(app), req("/v1/nodes"))
+    assert made[0].closed == 1
+
+
+def test_get_from_an_app_that_never_calls_start_response_is_an_error() -> None:
+    made: list[Tracked] = []
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Tracked:
+        made.append(Tracked([b"{}"]))
+        return made[0]
+
+    with pytest.raises(RuntimeError, match="without calling start_response"):
+        run(stack(app), req("/v1/nodes"), validate=False)
+    assert made[0].closed == 1
+
+
 def test_write_callable_and_lazy_start_response() -> None:
     def writer(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         write = start_response("200 OK", [("Content-Type", "application/json")])
@@ -538,6 +603,16 @@ def test_write_callable_and_lazy_start_response() -> None:
         resp = run(stack(app), req(method="PATCH", body={}, **headers))
         assert resp.status_int == 200
         assert resp.json["etag"] == resp.headers["ETag"] == GEN.etag({"a": 1})
+
+
+def test_the_wrapped_app_can_be_an_instance_and_can_be_replaced() -> None:
+    first, second = NodeApp(), NodeApp(response_etag="body")
+    second.put("n1", {"name": "n1", "extra": {"second": True}})
+    mw = ETagMiddleware(first, hmac_key=KEY)
+    assert run(mw, req()).headers["ETag"] == first.nodes["n1"]["etag"] and mw.app is first
+    mw.app = second
+    assert run(mw, req()).headers["ETag"] == second.nodes["n1"]["etag"] and mw.app is second
+    assert (first.calls, second.calls) == (1, 1)
 
 
 def test_ironic_error_profile() -> None:

@@ -106,6 +106,19 @@ def test_requests_outside_its_remit_never_touch_the_store(
     assert counting.calls == 0
 
 
+def test_the_wrapped_app_can_be_an_instance_and_can_be_replaced() -> None:
+    first, second = CreateApp(), CreateApp(status="202 Accepted")
+    mw = IdempotencyMiddleware(first, store="memory://")
+    _OPEN.append(mw)
+    assert call(mw, environ_for(method="GET")).status == 201 and mw.app is first
+    mw.app = second
+    assert call(mw, environ_for(method="GET")).status == 202
+    assert post(mw, token()).status == 202 and mw.app is second
+    mw._app = first  # the attribute's older name
+    assert call(mw, environ_for(method="GET")).status == 201 and mw.app is first
+    assert (first.calls, second.calls) == (2, 2)
+
+
 # -- replay ------------------------------------------------------------------------------
 
 

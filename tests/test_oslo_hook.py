@@ -73,7 +73,7 @@ def test_idempotency_and_etag_hooks_read_their_groups(host_conf: Any) -> None:
     host_conf(
         "[apimw_idempotency]\nstore = memory://\n",
         "[apimw_idempotency]\nmethods = POST,PATCH\n",
-        f"[apimw_etag]\nhmac_key = {KEY}\nrequire_if_match = PATCH\n",
+        f"[apimw_etag]\nhmac_key = {KEY}\nrequire_if_match = PATCH\nenforces = PATCH\n",
     )
     app = idempotency.oslo_hook(etag.oslo_hook(echo_version))
 

@@ -1,12 +1,15 @@
 """The reliability harness: apimw's guarantees under load and faults, as figures.
 
-    python -m bench.reliability            # every scenario, full size; writes docs/reliability.md
+    python -m bench.reliability            # every scenario, full size; writes build/reliability/
     python -m bench.reliability --quick    # the short versions (what the test suite runs)
     python -m bench.reliability --only exactly_once,lost_update
+    python -m bench.reliability --publish  # overwrite the committed docs/reliability.md
 
 Each scenario is a module here (see ``_harness`` for the interface).  The run writes
-``docs/reliability/results.json``, one PNG per plot under ``docs/reliability/``, and
-``docs/reliability.md`` (the table of every figure, with the command and the machine).
+``reliability/results.json``, one PNG per plot under ``reliability/``, and
+``reliability.md`` (the table of every figure, with the command and the machine) into
+``build/reliability/`` (``--out DIR`` elsewhere); only ``--publish`` writes them into
+``docs/``, over the committed report.
 It exits 1 if any scenario's guarantee did not hold.
 """
 

@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+#: Where a run writes by default: out of the way (build/ is ignored by git).
+DEFAULT_OUT = REPO / "build" / "reliability"
+#: The committed report, written only when asked (``--publish``).
+PUBLISHED = REPO / "docs"
 sys.path.insert(0, str(REPO))
 
 from bench.reliability import SCENARIOS  # noqa: E402
@@ -18,18 +22,31 @@ from bench.reliability._harness import Context, machine  # noqa: E402
 from bench.reliability.report import write_report  # noqa: E402
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options; ``args.out`` is where the report goes, ``args.names`` the scenarios to run."""
     parser = argparse.ArgumentParser(prog="python -m bench.reliability", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="the short versions (seconds each)")
     parser.add_argument("--only", default="", help="comma-separated scenario names")
-    parser.add_argument("--out", default=str(REPO / "docs"),
-                        help="where reliability.md and reliability/ are written (default docs/)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--out", default=None, type=Path,
+                       help="where reliability.md and reliability/ are written (default build/reliability/)")
+    where.add_argument("--publish", action="store_true",
+                       help="overwrite the committed report, docs/reliability.md and docs/reliability/")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNGs (no matplotlib)")
     args = parser.parse_args(argv)
-    names = [n for n in args.only.split(",") if n] or list(SCENARIOS)
-    unknown = sorted(set(names) - set(SCENARIOS))
+    args.names = [n for n in args.only.split(",") if n] or list(SCENARIOS)
+    unknown = sorted(set(args.names) - set(SCENARIOS))
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    if args.out is not None and args.out.resolve() == PUBLISHED.resolve():
+        parser.error("--out docs overwrites the committed report: say --publish")
+    args.out = PUBLISHED if args.publish else (args.out or DEFAULT_OUT)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    names = args.names
 
     command = "python -m bench.reliability" + "".join(
         f" {a}" for a in (sys.argv[1:] if argv is None else argv))
@@ -60,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "results": results,
     }
-    out = Path(args.out)
+    out = args.out
     write_report(report, out, plots=not args.no_plots)
     print(f"wrote {out / 'reliability.md'}")
     return 0 if all(r["ok"] for r in results.values()) else 1

@@ -306,6 +306,23 @@ def edge_cases(world: dict[str, str], etag: str, stale: str, victim: str) -> lis
     for path in ("/v1/nodes/%ED%A0%80", "/v1/nodes/%FF%FE", "/v1/nodes/%C0%AF", "/v1/nodes?name=%ED%A0%80",
                  "/v1/nodes?fields=%FF", "/v1/%E2%80%AEnodes", "/v1/nodes/%F0%9F%92%A9"):
         one("GET", path)
+    # issue 21: values that cannot go into a Location header (the row was written, then a 500),
+    # a trailing newline after a valid value (Python's "$" let it through every pattern), names
+    # no URL reaches, a body that says it is not JSON, a Host that is not a host
+    for name in ("CUSTOM_X%0A", "CUSTOM_X%0D", "CUSTOM_X%0D%0ALocation:%20x", "CUSTOM_%C3%A9", "CUSTOM_X%7F"):
+        one("PUT", f"/v1/resource_classes/{name}")
+        one("PUT", f"{node}/traits/{name}")
+    for doc in ({"name": "CUSTOM_X\n"}, {"name": "CUSTOM_X\r\nLocation: x"}):
+        one("POST", "/v1/resource_classes", json.dumps(doc).encode())
+    for name in ("n\n", ".", "..", "detail", "validate"):
+        one("POST", "/v1/nodes", json.dumps({"driver": "fake-hardware", "name": name}).encode())
+    for key, value in (("conductor_group", "g\n"), ("instance_uuid", str(uuid.uuid4()) + "\n")):
+        one("POST", "/v1/nodes", json.dumps({"driver": "fake-hardware", key: value}).encode())
+    mac = {"node_uuid": world["node"], "address": "52:54:00:ac:21:01\n"}
+    one("POST", "/v1/ports", json.dumps(mac).encode())
+    one("POST", "/v1/nodes", create, Content_Type="text/plain")
+    for host in (b"a b", b"x/y", b"u@x", b"\xe9", b'"x"'):
+        one("POST", "/v1/resource_classes", json.dumps({"name": "CUSTOM_HOSTILE_HOST"}).encode(), Host=host)
     limit = 1024 * 1024
     filler = b'{"driver": "fake-hardware", "description": "' + b"x" * limit + b'"}'
     one("POST", "/v1/nodes", filler[: limit + 1])

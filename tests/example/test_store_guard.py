@@ -125,3 +125,43 @@ def test_the_command_refuses_a_paste_file_building_memory_for_several_workers(
     out = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert "cannot start: the memory:// idempotency store cannot be used with 2 worker" in out.stderr
+
+
+@pytest.mark.parametrize("entry", ["make_application", "load_paste_app"])
+def test_the_paste_files_own_store_wins_when_none_is_configured(
+    tmp_path: Path, redis_server: Server, entry: str
+) -> None:
+    """No ``BAREMETAL_STORE``, no ``--store``: the paste file's ``[DEFAULT] store`` decides.
+
+    The entry points used to pass the built-in default (``memory://``) as paste's global conf,
+    which overrides the file's ``[DEFAULT]``: a file naming Redis silently got memory://."""
+    from baremetal_service.app import load_paste_app
+    from baremetal_service.wsgi import make_application, replay_store
+
+    url = redis_url(redis_server)
+    path = tmp_path / "api-paste.ini"
+    path.write_text(PIPELINE.format(default_store=url, store_line="store = %(store)s"))
+    if entry == "make_application":
+        env = two_workers(tmp_path, path.read_text(), url)
+        del env["BAREMETAL_STORE"]
+        app: Any = make_application(env)
+    else:
+        app = load_paste_app(path, database_url=f"sqlite:///{tmp_path / 'b.sqlite'}", run_conductor=False)
+    try:
+        assert replay_store(app).name.startswith("redis:"), replay_store(app).name
+    finally:
+        app.close()
+
+
+def test_a_configured_store_still_overrides_the_paste_file(tmp_path: Path, redis_server: Server) -> None:
+    from baremetal_service.app import load_paste_app
+    from baremetal_service.wsgi import replay_store
+
+    path = tmp_path / "api-paste.ini"
+    path.write_text(PIPELINE.format(default_store=redis_url(redis_server), store_line="store = %(store)s"))
+    app = load_paste_app(path, database_url=f"sqlite:///{tmp_path / 'b.sqlite'}", store_url="memory://",
+                         run_conductor=False)  # fmt: skip
+    try:
+        assert replay_store(app).name == "memory://"
+    finally:
+        app.close()

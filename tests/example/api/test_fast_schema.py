@@ -1,4 +1,5 @@
-"""The compiled schema checks (api/fast_schema.py) accept exactly what jsonschema accepts.
+"""The compiled schema checks (api/fast_schema.py) accept exactly what jsonschema accepts
+(with the service's ``pattern``, ECMA-262's ``$``: api/json_schema.py).
 
 A Hypothesis property over generated documents for every request schema the node, port
 and state endpoints use (wrong types, too long strings, pattern misses, null where it is
@@ -12,10 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from baremetal_service.api import create_flask_app, schemas, versions
 from baremetal_service.api.fast_schema import compile_schema
+from baremetal_service.api.json_schema import Validator
 from baremetal_service.service import BaremetalService
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -99,7 +100,7 @@ def test_compiled_checks_agree_with_jsonschema(name: str, data: st.DataObject) -
     schema = SCHEMAS[name]
     check = compile_schema(schema)
     assert check is not None
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = Validator(schema)
     doc = data.draw(_documents(schema))
     assert check(doc) == validator.is_valid(doc), doc
 
@@ -108,7 +109,7 @@ def test_known_edges_agree_with_jsonschema() -> None:
     node = schemas.NODE_CREATE
     check = compile_schema(node)
     assert check is not None
-    validator = jsonschema.Draft202012Validator(node)
+    validator = Validator(node)
     cases: list[Any] = [
         {"driver": "fake-hardware"}, {}, {"driver": ""}, {"driver": None}, {"driver": "x" * 256},
         {"driver": "d", "name": "a b"}, {"driver": "d", "name": "node-1\n"}, {"driver": "d", "name": None},
@@ -119,11 +120,14 @@ def test_known_edges_agree_with_jsonschema() -> None:
     ]  # fmt: skip
     for doc in cases:
         assert check(doc) == validator.is_valid(doc), doc
+    # a trailing newline passes no pattern (ECMA-262's "$"), in either validator
+    for doc in ({"driver": "d", "name": "node-1\n"}, {"driver": "d", "conductor_group": "g\n"}):
+        assert not check(doc) and not validator.is_valid(doc), doc
     power = compile_schema(schemas.POWER)
     assert power is not None
     for timeout in (1, 0, 1.0, 0.5, True, None, "1"):  # an integral float is an integer; a bool is not
         doc = {"target": "power on", "timeout": timeout}
-        assert power(doc) == jsonschema.Draft202012Validator(schemas.POWER).is_valid(doc), timeout
+        assert power(doc) == Validator(schemas.POWER).is_valid(doc), timeout
 
 
 def test_an_unknown_keyword_is_left_to_jsonschema() -> None:

@@ -44,6 +44,10 @@ hostile_text = st.one_of(
     st.sampled_from(
         ["", "\x00", "a\x00b", "\ud800", "\udfff", "\u202e", "\ufeff", "²", "..", "%00", "' OR 1=1"]
     ),
+    # issue 21: valid values plus what Python's "$" let through, names no URL reaches
+    st.sampled_from(
+        ["CUSTOM_X\n", "n1\n", "52:54:00:ac:00:09\n", "g1\r\n", "CUSTOM_X\r", "n\x7f", ".", "detail"]
+    ),
     st.integers(0, 3).map(lambda n: "x" * 10**n),
 )
 huge_numbers = st.one_of(
@@ -101,8 +105,9 @@ path_segments = st.one_of(
     st.sampled_from(["%00", "a%00b", "%ED%A0%80", "%FF", "%C2%B2", "x" * 1000]),
 )
 collections = st.sampled_from(
-    ["nodes", "ports", "portgroups", "chassis", "drivers", "resource_classes", "", "v1", "nosuch"]
-)
+    ["nodes", "ports", "portgroups", "chassis", "drivers", "resource_classes", "", "v1", "nosuch",
+     "runbooks", "deploy_templates", "allocations"]
+)  # fmt: skip
 suffixes = st.sampled_from(
     ["", "/detail", "/ports", "/portgroups", "/nodes", "/states", "/states/provision", "/states/power",
      "/validate", "/maintenance", "/properties", "/ports/detail", "/"]
@@ -130,6 +135,7 @@ header_values = st.one_of(
 HEADER_NAMES = (
     "X-OpenStack-Ironic-API-Version", "OpenStack-API-Version", "If-Match", "If-None-Match", "Accept",
     "Content-Type", "X-Client-Token", "X-Project-Id", "X-Tenant-Id", "Content-Encoding", "Idempotency-Key",
+    "Host",
 )  # fmt: skip
 headers = st.dictionaries(st.sampled_from(HEADER_NAMES), header_values, max_size=4)
 
@@ -233,7 +239,9 @@ def test_random_requests(
 @given(
     hdrs=headers,
     method=st.sampled_from(["GET", "POST", "PATCH", "DELETE"]),
-    target=st.sampled_from(["/v1/nodes", "/v1/nodes/{node}", "/v1/ports/{port}", "/v1", "/"]),
+    target=st.sampled_from(
+        ["/v1/nodes", "/v1/nodes/{node}", "/v1/ports/{port}", "/v1", "/", "/v1/resource_classes"]
+    ),
     body=st.one_of(st.none(), raw_bodies),
 )
 def test_hostile_headers(

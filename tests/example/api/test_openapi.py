@@ -261,7 +261,7 @@ def test_etag_if_match_and_client_token() -> None:
         assert "409" in create["responses"]
         assert "Idempotent-Replayed" in create["responses"]["201"]["headers"]
     assert new["components"]["headers"]["ETag"]["x-introduced-in"] == "1.116"
-    for status in ("400", "403", "404", "406", "409", "412", "413"):
+    for status in ("400", "403", "404", "406", "409", "412", "413", "415"):
         assert f"Error{status}" in new["components"]["responses"]
     error = new["components"]["schemas"]["Error"]
     assert error["required"] == ["error_message"]

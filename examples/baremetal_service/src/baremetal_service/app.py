@@ -19,6 +19,7 @@ carries out provision and power actions); ``app.close()`` stops it.
 
 from __future__ import annotations
 
+import configparser
 import threading
 import uuid
 from collections.abc import Iterable, Mapping
@@ -111,6 +112,8 @@ def make_service(
     run_conductor: bool = settings.RUN_CONDUCTOR,
     enabled_hardware_types: Iterable[str] = DEFAULT_HARDWARE_TYPES,
     etag_key: str | bytes | None = None,
+    fast_reads: bool = settings.FAST_READS,
+    fast_writes: bool = settings.FAST_WRITES,
 ) -> BaremetalService:
     """The domain facade on *database_url*: schema migrated, conductor workers started.
 
@@ -122,6 +125,8 @@ def make_service(
         etag_key=etag_key,
         conductor_workers=1 if run_conductor else 0,
         enabled_hardware_types=tuple(enabled_hardware_types),
+        fast_reads=fast_reads,
+        fast_writes=fast_writes,
     )
 
 
@@ -207,24 +212,37 @@ def build_app(
     healthcheck: bool = True,
     request_id: str = settings.REQUEST_ID,
     fast_validation: bool = settings.FAST_VALIDATION,
+    fast_reads: bool = settings.FAST_READS,
+    fast_writes: bool = settings.FAST_WRITES,
+    lease: float = settings.IDEMPOTENCY_LEASE,
+    public_endpoint: str | None = settings.PUBLIC_ENDPOINT,
 ) -> ServiceApp:
     """The whole service: domain facade, conductor worker, power sync, Flask app and middleware stack.
 
     *healthcheck*: serve ``/healthcheck`` in front of the stack (as wsgi.py does by default).
     *request_id*: the request-id middleware, ``builtin`` or ``oslo`` (see :func:`wrap`).
     *fast_validation*: request bodies accepted by the compiled checks (``False``: jsonschema
-    decides every body; see api/fast_schema.py).
+    decides every body; see api/fast_schema.py).  *fast_reads*, *fast_writes*: the driver-cursor
+    statements (see :mod:`baremetal_service.settings`).  *lease*: the idempotency claim's
+    lifetime (:func:`wrap`).  *public_endpoint*: the base URL of links and ``Location``
+    headers (``None``: the request's Host header; see :func:`baremetal_service.api.create_flask_app`).
     """
     service = make_service(
         database_url,
         run_conductor=run_conductor,
         enabled_hardware_types=enabled_hardware_types,
         etag_key=etag_key,
+        fast_reads=fast_reads,
+        fast_writes=fast_writes,
     )
     try:
         closers: list[Any] = start_power_sync(service, power_sync_interval) if run_conductor else []
-        flask_app = create_flask_app(service, fast_validation=fast_validation)
-        wsgi = wrap(flask_app.wsgi_app, store_url=store_url, closers=closers, request_id=request_id)
+        flask_app = create_flask_app(
+            service, fast_validation=fast_validation, public_endpoint=public_endpoint
+        )
+        wsgi = wrap(
+            flask_app.wsgi_app, store_url=store_url, closers=closers, request_id=request_id, lease=lease
+        )
         if healthcheck:
             wsgi = with_healthcheck(wsgi, service, closers)
     except BaseException:
@@ -250,6 +268,7 @@ def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp
     run_conductor = run in ("1", "true", "yes", "on")
     types = local_conf.get("enabled_hardware_types", global_conf.get("enabled_hardware_types"))
     interval = local_conf.get("power_sync_interval", global_conf.get("power_sync_interval"))
+    endpoint = settings.public_endpoint(local_conf.get("public_endpoint", global_conf.get("public_endpoint")))
     instance = global_conf.get("instance")
     etag_key = _ETAG_KEYS.get(str(instance)) if instance else None
     if etag_key is None:
@@ -268,7 +287,7 @@ def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp
         service.close()
         raise ValueError(f"power_sync_interval must be a number of seconds, got {interval!r}") from None
     closers = start_power_sync(service, sync_interval) if run_conductor else []
-    app = ServiceApp(create_flask_app(service).wsgi_app, service, closers)
+    app = ServiceApp(create_flask_app(service, public_endpoint=endpoint).wsgi_app, service, closers)
     if instance:
         _CREATED[str(instance)] = app
     return app
@@ -302,22 +321,34 @@ class _PasteApp:
 def load_paste_app(
     ini_path: str | Path = PASTE_INI,
     *,
-    database_url: str = settings.DATABASE,
-    store_url: str = settings.STORE,
+    database_url: str | None = None,
+    store_url: str | None = None,
     run_conductor: bool = settings.RUN_CONDUCTOR,
     name: str = "main",
     etag_key: str | bytes | None = None,
+    public_endpoint: str | None = None,
 ) -> _PasteApp:
-    """Load the pipeline from *ini_path* with the given database, store and etag key."""
+    """Load the pipeline from *ini_path* with the given database, store and etag key (and the
+    public endpoint, which overrides the ini's ``public_endpoint``).
+
+    A *database_url* or *store_url* given here overrides the file's ``[DEFAULT]``; one not given
+    leaves the file's own ``[DEFAULT] database`` / ``store`` in force, and the built-in default
+    fills in only where the file names none.  (paste's global conf overrides ``[DEFAULT]``: a
+    default passed whatever the file said would silently replace the store the file names.)
+    """
     from paste.deploy import loadapp
 
     instance = uuid.uuid4().hex
-    global_conf = {
-        "instance": instance,
-        "database": database_url,
-        "store": store_url,
-        "run_conductor": "true" if run_conductor else "false",
-    }
+    named = _paste_defaults(ini_path)
+    global_conf = {"instance": instance, "run_conductor": "true" if run_conductor else "false"}
+    for key, given, fallback in (("database", database_url, settings.DATABASE),
+                                 ("store", store_url, settings.STORE)):  # fmt: skip
+        if given is not None:
+            global_conf[key] = given
+        elif key not in named:
+            global_conf[key] = fallback
+    if public_endpoint:
+        global_conf["public_endpoint"] = public_endpoint
     if etag_key is not None:
         _ETAG_KEYS[instance] = etag_key
     try:
@@ -328,6 +359,13 @@ def load_paste_app(
     if inner is None:
         raise RuntimeError(f"{ini_path}: the pipeline does not end in baremetal_service.app:app_factory")
     return _PasteApp(pipeline, inner, _closables(pipeline))
+
+
+def _paste_defaults(ini_path: str | Path) -> frozenset[str]:
+    """The keys the paste file's own ``[DEFAULT]`` section names."""
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.read(ini_path)
+    return frozenset(parser.defaults())
 
 
 def _closables(app: Any) -> list[Any]:

@@ -85,8 +85,8 @@ IDENTITY_HEADERS: Final = frozenset(
 _IDENTITY_ENVIRON: Final = frozenset("HTTP_" + h.upper().replace("-", "_") for h in IDENTITY_HEADERS)
 
 _BCRYPT_PREFIXES: Final = ("$2y$", "$2a$", "$2b$")
-_USER_RE: Final = re.compile(r"^[A-Za-z0-9_\-.@+]{1,255}$")
-_PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9_\-.:@]{1,255}$")
+_USER_RE: Final = re.compile(r"^[A-Za-z0-9_\-.@+]{1,255}\Z")
+_PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9_\-.:@]{1,255}\Z")
 _CACHE_MAX: Final = 1024
 
 

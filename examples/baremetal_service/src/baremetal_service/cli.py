@@ -58,13 +58,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument(
         "--database",
-        default=os.environ.get("BAREMETAL_DATABASE", DEFAULT_DATABASE),
-        help="SQLAlchemy database URL (default: a SQLite file in the current directory)",
+        default=None,
+        help="SQLAlchemy database URL (default: BAREMETAL_DATABASE, else a SQLite file in the current "
+        "directory; with --paste, else the file's [DEFAULT] database)",
     )
     parser.add_argument(
         "--store",
-        default=os.environ.get("BAREMETAL_STORE", DEFAULT_STORE),
-        help="idempotency replay store URL: memory://, redis://..., memcached://... (default memory://)",
+        default=None,
+        help="idempotency replay store URL: memory://, redis://..., memcached://... (default: "
+        "BAREMETAL_STORE, else memory://; with --paste, else the file's [DEFAULT] store)",
     )
     parser.add_argument("--paste", default=None, help="build the pipeline from this api-paste.ini")
     parser.add_argument(
@@ -134,8 +136,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="garbage collector once the application is built: tuned (freeze the start-up objects, "
         "fewer young-generation passes; default) or default (the interpreter's settings)",
     )
+    parser.add_argument(
+        "--public-endpoint", default=os.environ.get("BAREMETAL_PUBLIC_ENDPOINT"),
+        help="base URL of links and Location headers, e.g. https://baremetal.example.com:6385 "
+        "(default: $BAREMETAL_PUBLIC_ENDPOINT, else the request's Host header)",
+    )
     parser.add_argument("--debug", action="store_true", help="log at DEBUG level")
     args = parser.parse_args(argv)
+    if args.server not in SERVERS:  # argparse checks the choices of an option, not of its default
+        parser.error(f"BAREMETAL_SERVER must be one of {', '.join(SERVERS)}, got {args.server!r}")
     if not 0 < args.port < 65536:
         parser.error(f"--port must be between 1 and 65535, got {args.port}")
     if args.threads < 1:
@@ -150,6 +159,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--idle-timeout must be at least 1 second")
     if args.power_sync_interval < 0:
         parser.error("--power-sync-interval must be 0 (off) or a positive number of seconds")
+    # What the command line or the environment names; with --paste, the file decides the rest.
+    args.configured = {
+        "database_url": args.database or os.environ.get("BAREMETAL_DATABASE") or None,
+        "store_url": args.store or os.environ.get("BAREMETAL_STORE") or None,
+    }
+    args.database = args.configured["database_url"] or DEFAULT_DATABASE
+    args.store = args.configured["store_url"] or DEFAULT_STORE
     return args
 
 
@@ -169,12 +185,18 @@ def read_etag_key(path: str | None, environ: Mapping[str, str]) -> bytes | None:
 
 def build(args: argparse.Namespace) -> Any:
     from baremetal_service.app import build_app, load_paste_app
+    from baremetal_service.settings import public_endpoint
+    from baremetal_service.wsgi import settings
 
+    # every BAREMETAL_* variable checked, whatever the auth strategy (main() checks the store
+    # against the command line's --workers, not against a WEB_CONCURRENCY meant for gunicorn)
+    conf = settings(os.environ, check_processes=False)
+    endpoint = public_endpoint(args.public_endpoint)
     etag_key = read_etag_key(args.etag_key_file, os.environ)
     if args.paste:
         return load_paste_app(
-            args.paste, database_url=args.database, store_url=args.store, run_conductor=not args.no_conductor,
-            etag_key=etag_key,
+            args.paste, **args.configured, run_conductor=not args.no_conductor,
+            etag_key=etag_key, public_endpoint=endpoint,
         )  # fmt: skip
     if args.auth_strategy != "noauth":  # the production stack of wsgi.py (auth, /healthcheck)
         from baremetal_service.wsgi import make_application
@@ -183,6 +205,7 @@ def build(args: argparse.Namespace) -> Any:
             **os.environ, "BAREMETAL_DATABASE": args.database, "BAREMETAL_STORE": args.store,
             "BAREMETAL_AUTH_STRATEGY": args.auth_strategy, "BAREMETAL_HTPASSWD": args.htpasswd,
             "BAREMETAL_CONDUCTOR_WORKERS": "0" if args.no_conductor else "1",
+            "BAREMETAL_PUBLIC_ENDPOINT": endpoint or "",
             **({"BAREMETAL_ETAG_KEY": etag_key.decode("utf-8")} if etag_key else {}),
         })  # fmt: skip
     return build_app(  # serves /healthcheck too
@@ -193,7 +216,9 @@ def build(args: argparse.Namespace) -> Any:
         enabled_hardware_types=[t.strip() for t in args.enabled_hardware_types.split(",") if t.strip()],
         power_sync_interval=args.power_sync_interval,
         request_id=args.request_id,
-    )
+        fast_validation=conf["fast_validation"], fast_reads=conf["fast_reads"],
+        fast_writes=conf["fast_writes"], lease=conf["idempotency_lease"], public_endpoint=endpoint,
+    )  # fmt: skip
 
 
 def fit_connection_limit(wanted: int) -> tuple[int, int | None]:
@@ -407,7 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from baremetal_service.wsgi import check_built_store, check_store_processes
 
-        check_store_processes(args.store, args.workers)  # memory:// is one process's
+        if not args.paste:  # a paste file's own store is judged once built, below
+            check_store_processes(args.store, args.workers)  # memory:// is one process's
         app = build(args)
         try:
             check_built_store(app, args.workers)  # the store the pipeline holds (a paste file's own)

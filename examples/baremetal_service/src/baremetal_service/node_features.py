@@ -55,7 +55,7 @@ __all__ = [
     "trait_error",
 ]
 
-CUSTOM_TRAIT_RE: Final = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
+CUSTOM_TRAIT_RE: Final = re.compile(r"^CUSTOM_[A-Z0-9_]+\Z")
 TRAIT_MAX_LENGTH: Final = 255
 #: Ironic's ``MAX_TRAITS_PER_NODE``.
 MAX_TRAITS_PER_NODE: Final = 50

@@ -16,7 +16,7 @@ version V the document holds exactly what V serves:
   naming the patchable fields of V;
 * responses: one resource (every field of V, ``additionalProperties: false``), a list
   (``{<collection>: [...], "next": url}``), Ironic's error body for 400/403/404/406/409/
-  412/413 (``{"error_message": "<JSON string>"}`` plus apimw's ``errors`` list);
+  412/413/415 (``{"error_message": "<JSON string>"}`` plus apimw's ``errors`` list);
 * headers: the microversion headers on requests and responses, ``ETag`` and the ``etag``
   field from 1.116 with ``If-Match`` (412), ``X-Client-Token`` on creates (409, replay).
 
@@ -45,9 +45,9 @@ __all__ = ["OPENAPI_VERSION", "document", "document_json", "parse_version", "ver
 OPENAPI_VERSION: Final = "3.1.0"
 LEGACY_HEADER: Final = "X-OpenStack-Ironic-API-Version"
 STANDARD_HEADER: Final = "OpenStack-API-Version"
-ERROR_STATUSES: Final = (400, 403, 404, 406, 409, 412, 413)
+ERROR_STATUSES: Final = (400, 403, 404, 406, 409, 412, 413, 415)
 _READ_ERRORS: Final = (400, 403, 404, 406)
-_WRITE_ERRORS: Final = (400, 403, 404, 406, 409, 413)
+_WRITE_ERRORS: Final = (400, 403, 404, 406, 409, 413, 415)
 
 # -- field types that no create schema states (read-only fields) -------------------------------------
 
@@ -1139,6 +1139,7 @@ _ERROR_TITLES: Final = {
     409: "Conflict (duplicate, state, X-Client-Token reused or in flight)",
     412: "Precondition failed (If-Match does not match the current etag)",
     413: "Request body too large",
+    415: "The body's Content-Type is not JSON (a body without one is read as JSON)",
 }
 
 _ERROR: Final[dict[str, Any]] = {

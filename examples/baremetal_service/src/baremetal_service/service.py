@@ -163,7 +163,7 @@ NODE_CREATABLE: Final = NODE_UPDATABLE | {"uuid"}
 #: UPDATE conditions: no conductor lease / no lease and no queued work.
 _UNRESERVED: Final = {"reservation": None}
 _IDLE: Final = {"reservation": None, "pending_action": None}
-RESOURCE_CLASS_RE: Final = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
+RESOURCE_CLASS_RE: Final = re.compile(r"^CUSTOM_[A-Z0-9_]+\Z")
 RESOURCE_CLASS_MAX_LENGTH: Final = 255
 _VALIDATE_INTERFACES: Final = (
     "bios", "boot", "console", "deploy", "firmware", "inspect", "management", "network", "power",

@@ -8,7 +8,11 @@ with these values) all start from the defaults below.
 
 from __future__ import annotations
 
+import re
 from typing import Final
+from urllib.parse import urlsplit
+
+from apimw.errors import ConfigError
 
 __all__ = [
     "AUTH_STRATEGY",
@@ -23,12 +27,14 @@ __all__ = [
     "IDEMPOTENCY_LEASE",
     "IDLE_TIMEOUT",
     "PORT",
+    "PUBLIC_ENDPOINT",
     "POWER_SYNC_INTERVAL",
     "REQUEST_ID",
     "RUN_CONDUCTOR",
     "SERVER",
     "STORE",
     "THREADS",
+    "public_endpoint",
 ]
 
 #: Where to listen (the CLI and gunicorn).
@@ -67,3 +73,41 @@ SERVER: Final = "waitress"
 THREADS: Final = 8
 CONNECTION_LIMIT: Final = 10000
 IDLE_TIMEOUT: Final = 30
+
+#: The URL links and ``Location`` headers start with (Ironic's ``[api]public_endpoint``), such
+#: as ``https://baremetal.example.com:6385`` behind a proxy; None: the request's own scheme
+#: and Host header (and script name), as Ironic does without one.
+PUBLIC_ENDPOINT: Final[str | None] = None
+
+#: What a public endpoint may hold: printable ASCII without spaces, quotes, angle
+#: brackets, backslashes or braces (RFC 3986's characters), nothing a header cannot carry.
+_URL_CHARS: Final = re.compile(r"[A-Za-z0-9\-._~:/\[\]@!$&'()*+,;=%]+")
+
+
+def public_endpoint(value: str | None) -> str | None:
+    """*value* checked as a public endpoint (an ``http``/``https`` URL with a host, no query,
+    no fragment), without its trailing slash; ``None`` or blank gives ``None``.
+
+    Raises :class:`apimw.errors.ConfigError` with one sentence otherwise.
+    """
+    if value is None or not value.strip():
+        return None
+    url = value.strip()
+    parts = urlsplit(url) if _URL_CHARS.fullmatch(url) else None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.query
+        or parts.fragment
+        or "@" in parts.netloc
+    ):
+        raise ConfigError(
+            f"the public endpoint must be an http:// or https:// URL with a host and no query, "
+            f"such as https://baremetal.example.com:6385, got {value!r}"
+        )
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError:
+        raise ConfigError(f"the public endpoint has an invalid port: {value!r}") from None
+    return url.rstrip("/")

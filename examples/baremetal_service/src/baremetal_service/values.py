@@ -9,10 +9,15 @@ from typing import Any, Final
 from . import exceptions as exc
 from .db.api import is_uuid_like
 
-__all__ = ["check_name", "check_uuid", "json_copy", "mac"]
+__all__ = ["RESERVED_NAMES", "check_name", "check_uuid", "json_copy", "mac"]
 
-_MAC_RE: Final = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}$")
-_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9\-._~]{1,255}$")
+_MAC_RE: Final = re.compile(r"^([0-9a-f]{2}[:-]){5}[0-9a-f]{2}\Z")
+_NAME_RE: Final = re.compile(r"^[a-zA-Z0-9\-._~]{1,255}\Z")
+#: Names a resource cannot be reached by in a URL: ``.`` and ``..`` (dot segments, removed
+#: from every path by clients and proxies, RFC 3986 section 5.2.4) and the words routed in
+#: their place under the collection (``/v1/nodes/detail``; Ironic reserves ``detail`` and
+#: ``validate`` for nodes, "reserved and can not be used as a node name").
+RESERVED_NAMES: Final = (".", "..", "detail", "validate")
 
 
 def mac(value: Any) -> str:
@@ -35,6 +40,11 @@ def check_name(kind: str, value: Any) -> None:
         return
     if not isinstance(value, str) or not _NAME_RE.match(value) or is_uuid_like(value):
         raise exc.InvalidParameterValue(f"Cannot use {value!r} as the name of a {kind}.")
+    if value in RESERVED_NAMES:
+        raise exc.InvalidParameterValue(
+            f'The word "{value}" is reserved and can not be used as a {kind} name. '
+            f"Reserved words are: {', '.join(RESERVED_NAMES)}."
+        )
 
 
 def json_copy(value: Any) -> Any:

@@ -27,6 +27,10 @@ environment variable               default                         meaning
                                                                    instead (keystonemiddleware auth_token);
                                                                    ``BAREMETAL_ETAG_KEY`` still applies
 ``BAREMETAL_ETAG_KEY``             (random per process)            etag HMAC key; give every process the same
+                                                                   (set but empty: refused)
+``BAREMETAL_PUBLIC_ENDPOINT``      (the request's Host)            base URL of links and ``Location`` headers
+                                                                   (Ironic's ``public_endpoint``), such as
+                                                                   ``https://baremetal.example.com:6385``
 ``BAREMETAL_CONDUCTOR_WORKERS``    ``1``                           conductor threads per process (0: API only)
 ``BAREMETAL_HEALTHCHECK``          ``true``                        serve ``/healthcheck`` (unauthenticated)
 ``BAREMETAL_FAST_READS``           ``true``                        one-row reads on the driver's cursor
@@ -61,6 +65,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from apimw.errors import ConfigError
+from apimw.idempotency import IdempotencyMiddleware
 
 from . import gc_tuning
 from . import settings as defaults
@@ -134,6 +139,21 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return number
 
 
+def _etag_key(env: Mapping[str, str]) -> str | None:
+    value = env.get("BAREMETAL_ETAG_KEY")
+    if value is not None and not value.strip():
+        # BAREMETAL_ETAG_KEY=$(cat missing-file): a random key per process would follow, silently
+        raise ConfigError("BAREMETAL_ETAG_KEY is set but empty: give it a key, or unset it for a random one")
+    return value
+
+
+def _public_endpoint(env: Mapping[str, str]) -> str | None:
+    try:
+        return defaults.public_endpoint(env.get("BAREMETAL_PUBLIC_ENDPOINT"))
+    except ConfigError as exc:
+        raise ConfigError(f"BAREMETAL_PUBLIC_ENDPOINT: {exc}") from None
+
+
 def check_store_processes(store_url: str, processes: int) -> None:
     """Refuse ``memory://`` when more than one process serves (the one-line reason is the message).
 
@@ -153,8 +173,6 @@ def replay_store(app: Any) -> Any:
 
     Walks the layers of *app* (at most 200 objects); ``None`` when the stack has none.
     """
-    from apimw.idempotency import IdempotencyMiddleware
-
     todo: list[Any] = [app]
     seen: set[int] = set()
     while todo and len(seen) < 200:
@@ -181,8 +199,12 @@ def check_built_store(app: Any, processes: int) -> None:
         check_store_processes(store.name, processes)
 
 
-def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The validated configuration read from *env* (default ``os.environ``)."""
+def settings(env: Mapping[str, str] | None = None, *, check_processes: bool = True) -> dict[str, Any]:
+    """The validated configuration read from *env* (default ``os.environ``).
+
+    *check_processes*: refuse ``memory://`` with more than one process
+    (:func:`check_store_processes`; the CLI checks its own ``--store`` and ``--workers``).
+    """
     env = os.environ if env is None else env
     strategy = env.get("BAREMETAL_AUTH_STRATEGY", "").strip().lower() or defaults.AUTH_STRATEGY
     if strategy not in AUTH_STRATEGIES:
@@ -198,7 +220,8 @@ def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         "htpasswd": env.get("BAREMETAL_HTPASSWD") or DEFAULT_HTPASSWD,
         "auth_project": env.get("BAREMETAL_AUTH_PROJECT") or None,
         "paste_ini": env.get("BAREMETAL_PASTE_INI") or None,
-        "etag_key": env.get("BAREMETAL_ETAG_KEY") or None,
+        "etag_key": _etag_key(env),
+        "public_endpoint": _public_endpoint(env),
         "conductor_workers": _count(env, "BAREMETAL_CONDUCTOR_WORKERS", 1, 0),
         "healthcheck": _flag(env, "BAREMETAL_HEALTHCHECK", True),
         "fast_reads": _flag(env, "BAREMETAL_FAST_READS", defaults.FAST_READS),
@@ -217,7 +240,8 @@ def settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         raise ConfigError(
             f"BAREMETAL_REQUEST_ID must be one of {', '.join(REQUEST_ID_FILTERS)}, got {conf['request_id']!r}"
         )
-    check_store_processes(conf["store"], conf["processes"])
+    if check_processes and not conf["paste_ini"]:  # a paste file's own store is judged once built
+        check_store_processes(conf["store"], conf["processes"])
     return conf
 
 
@@ -278,12 +302,14 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
     if conf["paste_ini"]:
         from .app import load_paste_app
 
-        pasted = load_paste_app(
+        named = os.environ if env is None else env
+        pasted = load_paste_app(  # the file's [DEFAULT] decides what the environment does not name
             conf["paste_ini"],
-            database_url=conf["database"],
-            store_url=conf["store"],
+            database_url=named.get("BAREMETAL_DATABASE") or None,
+            store_url=named.get("BAREMETAL_STORE") or None,
             run_conductor=conf["conductor_workers"] > 0,
             etag_key=conf["etag_key"],
+            public_endpoint=conf["public_endpoint"],
         )
         closers.append(pasted)
         wsgi: WSGIApplication = pasted
@@ -305,7 +331,9 @@ def make_application(env: Mapping[str, str] | None = None) -> WsgiApp:
         closers.append(service)
         try:
             inner: list[Any] = []
-            flask_app = create_flask_app(service, fast_validation=conf["fast_validation"])
+            flask_app = create_flask_app(
+                service, fast_validation=conf["fast_validation"], public_endpoint=conf["public_endpoint"]
+            )
             wsgi = wrap(flask_app.wsgi_app, store_url=conf["store"], closers=inner, auth=auth,
                         request_id=conf["request_id"], lease=conf["idempotency_lease"])
             closers.extend(inner)

@@ -20,7 +20,15 @@ from apimw.errors import HTTPProblem
 from .. import settings
 from ..db.engine import is_unavailable
 from ..exceptions import DatabaseUnavailable
-from .common import BODY_LIMIT_KEY, FAST_VALIDATION_KEY, MAX_BODY_BYTES, body_too_large, problem_response
+from .common import (
+    BODY_LIMIT_KEY,
+    FAST_VALIDATION_KEY,
+    MAX_BODY_BYTES,
+    PUBLIC_ENDPOINT_KEY,
+    base_url,
+    body_too_large,
+    problem_response,
+)
 from .context import SERVICE_KEY
 
 LOG = logging.getLogger(__name__)
@@ -29,7 +37,11 @@ __all__ = ["create_flask_app"]
 
 
 def create_flask_app(
-    service: Any, *, max_body_bytes: int = MAX_BODY_BYTES, fast_validation: bool = settings.FAST_VALIDATION
+    service: Any,
+    *,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    fast_validation: bool = settings.FAST_VALIDATION,
+    public_endpoint: str | None = settings.PUBLIC_ENDPOINT,
 ) -> Flask:
     """The Flask app serving the v1 API from *service* (the domain facade).
 
@@ -37,6 +49,9 @@ def create_flask_app(
     Content-Length before reading and while reading a chunked body).  *fast_validation*:
     request bodies are accepted by schema checks compiled once (:mod:`.fast_schema`);
     ``False`` lets jsonschema decide every body (the 400s are jsonschema's either way).
+    *public_endpoint*: the URL links and ``Location`` headers start with (Ironic's
+    ``public_endpoint``, :func:`baremetal_service.settings.public_endpoint` checks it);
+    ``None``: the request's own scheme, Host header and script name, as Ironic does.
     """
     from . import drivers, node_features, nodes, portgroups, ports, resource_classes, root
     from .resources import blueprints
@@ -47,6 +62,7 @@ def create_flask_app(
     app.config[SERVICE_KEY] = service
     app.config[BODY_LIMIT_KEY] = max_body_bytes
     app.config[FAST_VALIDATION_KEY] = fast_validation
+    app.config[PUBLIC_ENDPOINT_KEY] = settings.public_endpoint(public_endpoint)
     # one byte more, so that a chunked body over the limit is told from one of exactly the limit
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes + 1
     app.url_map.strict_slashes = False
@@ -74,6 +90,9 @@ def create_flask_app(
 
     @app.before_request
     def _acceptable() -> None:
+        # The base of links and Location headers, before anything is written: a Host
+        # header that is not a host is refused here, never after a commit.
+        base_url()
         # Every answer is JSON: a client that accepts only something else gets a 406 up front.
         accept = request.environ.get("HTTP_ACCEPT")
         if (

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import quote as url_quote
 from urllib.parse import urlencode
 
 import jsonschema
@@ -21,6 +22,7 @@ from apimw.microversion import require_version
 
 from . import schemas, versions
 from .fast_schema import Check, compile_schema
+from .json_schema import Validator
 
 try:
     import orjson as _orjson
@@ -56,7 +58,7 @@ MAX_QUOTED_CHARS: Final = 100
 #: Longest error ``detail`` (a last resort: every quotation is already cut).
 MAX_DETAIL_CHARS: Final = 2048
 UUID_RE: Final = re.compile(
-    r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
+    r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}\Z"
 )
 
 _JSON_HEADERS: Final = (("Content-Type", "application/json"),)
@@ -184,6 +186,7 @@ def json_body(req: Request | None = None, *, allow_empty: bool = False) -> Any:
         if allow_empty:
             return None
         raise bad_request("The request body is empty; a JSON document is required.", "request.body-missing")
+    check_json_content_type((req or request).environ.get("CONTENT_TYPE"))
     # Counting brackets is cheap and proves most bodies shallow; only the others risk the
     # (recursive) parser's RecursionError, answered as too deep.
     maybe_deep = raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH
@@ -200,6 +203,24 @@ def json_body(req: Request | None = None, *, allow_empty: bool = False) -> Any:
     if maybe_deep or b"\\u" in raw:  # a lone surrogate can only come from a \\u escape
         check_json_document(doc, "The request body")
     return doc
+
+
+def check_json_content_type(content_type: str | None) -> None:
+    """415 unless a body's ``Content-Type`` is JSON (``application/json``, ``application/*+json``).
+
+    A body without a ``Content-Type`` is read as JSON, as every Ironic client sends JSON;
+    one that says it is something else (``text/plain``, a form) is not parsed as JSON.
+    """
+    if not content_type:
+        return
+    media = content_type.partition(";")[0].strip().lower()
+    if media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
+        return
+    raise HTTPProblem(
+        415,
+        "request.unsupported-media-type",
+        f"The request body must be JSON (Content-Type: application/json), not {quote(content_type)}.",
+    )
 
 
 #: Flask config key of the body limit (``create_flask_app(max_body_bytes=...)``).
@@ -362,32 +383,64 @@ _VALIDATORS: dict[int, Any] = {}
 def _validator(key: int, schema: Mapping[str, Any]) -> Any:
     validator = _VALIDATORS.get(key)
     if validator is None:
-        validator = _VALIDATORS[key] = jsonschema.Draft202012Validator(schema)
+        validator = _VALIDATORS[key] = Validator(schema)
     return validator
 
 
 # -- links --------------------------------------------------------------------------------------
 
 
-def base_url() -> str:
-    """``scheme://host[:port][script_name]`` the client used (no trailing slash).
+#: Flask config key of the public endpoint (``create_flask_app(public_endpoint=...)``).
+PUBLIC_ENDPOINT_KEY: Final = "BAREMETAL_PUBLIC_ENDPOINT"
 
-    Read straight from the environ (werkzeug's ``host_url`` costs ~50 us a call).
+#: A Host header as RFC 9110 section 7.2 and RFC 3986 section 3.2.2 allow it: a registered
+#: name (unreserved, sub-delims, pct-encoded) or an IP literal in brackets, then an
+#: optional port.  Anything else (spaces, quotes, "/", "@", control characters, non-ASCII)
+#: never reaches a link or a ``Location``: 400 before the request is served.
+_HOST: Final = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=%]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+
+
+def base_url() -> str:
+    """``scheme://host[:port][script_name]`` the client used (no trailing slash), or the
+    configured public endpoint (Ironic's ``public_endpoint``) when there is one.
+
+    Read straight from the environ (werkzeug's ``host_url`` costs ~50 us a call).  A Host
+    header that is not a host is a 400 (the app computes this before serving any request).
     """
     environ = request.environ
     cached = environ.get("baremetal.base_url")
     if cached is not None:
         return str(cached)
-    url = request_base_url(environ)
+    url = current_app.config.get(PUBLIC_ENDPOINT_KEY)
+    if not url:
+        host = environ.get("HTTP_HOST")
+        if host and not _HOST.fullmatch(host):  # (an empty one: SERVER_NAME, as before)
+            raise bad_request(
+                f"The Host header {quote(host)} is not a host name or address with an optional port.",
+                "request.invalid-host",
+            )
+        url = request_base_url(environ)
     environ["baremetal.base_url"] = url
-    return url
+    return str(url)
+
+
+def url_path(*segments: str) -> str:
+    """``/segment/segment...`` with each segment percent-encoded: a value that reaches a URL
+    (a name, a trait) can never change the URL's structure nor break the header it goes into."""
+    return "".join("/" + url_quote(segment, safe="") for segment in segments)
+
+
+def location(*segments: str) -> tuple[str, str]:
+    """The ``Location`` header of ``/v1/<segments...>`` (:func:`url_path`)."""
+    return ("Location", f"{base_url()}/v1{url_path(*segments)}")
 
 
 def make_links(resource: str, ident: str, base: str | None = None) -> list[dict[str, str]]:
     base = base if base is not None else base_url()
+    path = url_path(resource, ident)
     return [
-        {"href": f"{base}/v1/{resource}/{ident}", "rel": "self"},
-        {"href": f"{base}/{resource}/{ident}", "rel": "bookmark"},
+        {"href": f"{base}/v1{path}", "rel": "self"},
+        {"href": f"{base}{path}", "rel": "bookmark"},
     ]
 
 

@@ -6,12 +6,13 @@ profiler.  :func:`compile_schema` turns a schema into nested closures that give 
 same yes/no with a few ``isinstance`` checks and comparisons per property.
 
 Only what the service's schemas use is compiled, with Draft 2020-12's meaning (as
-``jsonschema.Draft202012Validator`` without a format checker gives it): ``type`` (one
+:data:`.json_schema.Validator` without a format checker gives it): ``type`` (one
 or a list), ``properties``, ``required``, ``additionalProperties`` (a boolean),
 ``items`` (one schema), ``enum`` (of strings), ``maxLength``, ``minLength``,
-``pattern`` (``re.search``), ``minimum``, and the annotations ``format``, ``title``,
-``description``.  Any other keyword makes :func:`compile_schema` return ``None``:
-jsonschema then decides that schema alone.
+``pattern`` (``re.search`` with ECMA-262's ``$``: :func:`.json_schema.ecma_regex`),
+``minimum``, and the annotations ``format``, ``title``, ``description``.  Any other
+keyword makes :func:`compile_schema` return ``None``: jsonschema then decides that schema
+alone.
 
 The caller (:func:`baremetal_service.api.common.validate`) accepts a body the compiled
 check accepts; for any other it runs jsonschema, whose first error words the 400 as
@@ -23,9 +24,10 @@ before (and whose verdict stands should the two ever disagree).  A property test
 from __future__ import annotations
 
 import numbers
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
+
+from .json_schema import ecma_regex
 
 __all__ = ["Check", "compile_schema"]
 
@@ -147,7 +149,7 @@ def _string_checks(schema: Mapping[str, Any]) -> list[Check]:
     if "pattern" in schema:
         if not isinstance(schema["pattern"], str):
             raise _Unsupported
-        search = re.compile(schema["pattern"]).search
+        search = ecma_regex(schema["pattern"]).search
         out.append(lambda v: search(v) is not None)
     return out
 

@@ -31,7 +31,7 @@ ENVIRON_PROJECT: Final = "baremetal.project_id"
 _HEADER_ENVIRON: Final = "HTTP_X_PROJECT_ID"
 #: The legacy alias of X-Project-Id (read when X-Project-Id is absent or empty).
 _TENANT_ENVIRON: Final = "HTTP_X_TENANT_ID"
-_PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9_\-.:@]{1,255}$")
+_PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9_\-.:@]{1,255}\Z")
 
 
 class NoAuthMiddleware:

@@ -20,10 +20,10 @@ from . import versions
 from .common import (
     api_version,
     bad_request,
-    base_url,
     empty_response,
     json_body,
     json_response,
+    location,
     raw_body,
     require,
     validate,
@@ -112,8 +112,7 @@ def add_trait(ident: str, trait: str) -> Response:
             raise bad_request(_TRAITS_USAGE if isinstance(body, dict) and "traits" in body else
                               "No body should be provided when adding a trait")
     node = _features().add_trait(ident, trait, project_id=project_id(), if_match=if_match())
-    location = f"{base_url()}/v1/nodes/{ident}/traits/{trait}"
-    return empty_response(204, [("Location", location), *_etag_headers(node)])
+    return empty_response(204, [location("nodes", ident, "traits", trait), *_etag_headers(node)])
 
 
 @bp.route("/v1/nodes/<ident>/traits", methods=["DELETE"])

@@ -47,6 +47,7 @@ from .common import (
     empty_response,
     json_body,
     json_response,
+    location,
     require,
     validate,
 )
@@ -234,8 +235,7 @@ def set_console(ident: str) -> Response:
     # checked (an empty change set writes nothing), as Ironic takes the node's lock first.
     changes = {"console_enabled": enabled} if bool(node.get("console_enabled")) != enabled else {}
     _write_unlocked(node, changes, "baremetal.node.console_set.end")
-    location = f"{base_url()}/v1/nodes/{ident}/states/console"
-    return empty_response(202, [("Location", location)])
+    return empty_response(202, [location("nodes", ident, "states", "console")])
 
 
 # -- RAID ------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from .common import (
     json_body,
     json_response,
     list_response,
+    location,
     page_link,
     parse_bool,
     parse_fields,
@@ -266,8 +267,7 @@ def create_node() -> Response:
         values.setdefault("_initial_state", "available")
     node = service().create_node(values, project_id=project_id(), token=token())
     doc = _doc(node)
-    location = f"{base_url()}/v1/nodes/{doc['uuid']}"
-    return json_response(doc, 201, [("Location", location), *_etag_headers(node)])
+    return json_response(doc, 201, [location("nodes", doc["uuid"]), *_etag_headers(node)])
 
 
 # -- one node -----------------------------------------------------------------------------------
@@ -414,7 +414,7 @@ def get_states(ident: str) -> Response:
 
 
 def _states_location(node_uuid: str) -> list[tuple[str, str]]:
-    return [("Location", f"{base_url()}/v1/nodes/{node_uuid}/states")]
+    return [location("nodes", node_uuid, "states")]
 
 
 #: Ironic's API verbs -> the target the state machine knows.

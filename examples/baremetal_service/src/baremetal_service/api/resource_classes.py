@@ -8,7 +8,6 @@ never be expressed; the name must match ``CUSTOM_[A-Z0-9_]+`` (400 otherwise).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from flask import Blueprint, Response, request
@@ -20,19 +19,21 @@ from . import schemas, serialize, versions
 from .common import (
     api_version,
     bad_request,
-    base_url,
     empty_response,
     json_body,
     json_response,
+    location,
+    make_links,
     quote,
     raw_body,
     validate,
 )
 from .context import if_match, service
+from .json_schema import ecma_regex
 
 bp = Blueprint("resource_classes", __name__)
 
-_NAME_RE = re.compile(schemas.RESOURCE_CLASS_NAME)
+_NAME_RE = ecma_regex(schemas.RESOURCE_CLASS_NAME)
 
 
 def _gate() -> None:
@@ -51,16 +52,12 @@ def _check_name(name: str) -> None:
 
 
 def _doc(rc: Any) -> dict[str, Any]:
-    base = base_url()
     name = serialize.get(rc, "name")
     return {
         "name": name,
         "created_at": serialize.get(rc, "created_at"),
         "updated_at": serialize.get(rc, "updated_at"),
-        "links": [
-            {"href": f"{base}/v1/resource_classes/{name}", "rel": "self"},
-            {"href": f"{base}/resource_classes/{name}", "rel": "bookmark"},
-        ],
+        "links": make_links("resource_classes", name),
     }
 
 
@@ -93,7 +90,7 @@ def _check_if_match(name: str) -> None:
 
 
 def _location(name: str) -> list[tuple[str, str]]:
-    return [("Location", f"{base_url()}/v1/resource_classes/{name}")]
+    return [location("resource_classes", name)]
 
 
 @bp.route("/v1/resource_classes", methods=["GET"])

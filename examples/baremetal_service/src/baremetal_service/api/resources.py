@@ -37,6 +37,7 @@ from .common import (
     json_body,
     json_response,
     list_response,
+    location,
     page_link,
     parse_bool,
     parse_fields,
@@ -170,8 +171,7 @@ class Endpoints:
         check_fields_allowed(body, decl.field_versions, decl.kind)
         obj = self.crud().create(dict(body), project_id=project_id(), token=token())
         doc = self.doc(obj)
-        location = f"{base_url()}/v1/{decl.collection}/{doc['uuid']}"
-        return json_response(doc, 201, [("Location", location), *self.etag_headers(obj)])
+        return json_response(doc, 201, [location(decl.collection, doc["uuid"]), *self.etag_headers(obj)])
 
     def patch(self, ident: str) -> Response:
         decl = self.decl

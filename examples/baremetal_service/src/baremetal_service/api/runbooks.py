@@ -16,10 +16,10 @@ from .collections_a_schemas import RUNBOOK_CREATE, RUNBOOK_CREATE_112, RUNBOOK_T
 from .common import (
     api_version,
     bad_request,
-    base_url,
     empty_response,
     json_body,
     json_response,
+    location,
     raw_body,
     validate,
 )
@@ -110,8 +110,7 @@ def add_runbook_trait(ident: str, trait: str) -> Response:
         return current if trait in current else [*current, trait]
 
     service().runbooks.set_runbook_traits(ident, add, project_id=project_id(), if_match=if_match())
-    location = f"{base_url()}/v1/runbooks/{ident}/traits/{trait}"
-    return empty_response(204, [("Location", location)])
+    return empty_response(204, [location("runbooks", ident, "traits", trait)])
 
 
 @bp.route("/v1/runbooks/<ident>/traits/<trait>", methods=["DELETE"])

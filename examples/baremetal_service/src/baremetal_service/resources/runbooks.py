@@ -23,6 +23,7 @@ from .. import exceptions as exc
 from ..api import versions
 from ..api.collections_a_schemas import RUNBOOK_CREATE_112
 from ..services_deploy_templates import normalise_steps
+from ..values import check_name
 from . import Resource
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ _PUBLIC_OWNER: Final = "There cannot be an owner for a public runbook"
 
 
 def normalise(values: dict[str, Any], creating: bool) -> dict[str, Any]:
+    if "name" in values:
+        check_name("runbook", values["name"])  # not "detail": /v1/runbooks/detail lists them
     if "steps" in values:
         values["steps"] = normalise_steps(values["steps"], "order", "runbook")
     return values
