@@ -675,3 +675,13 @@ def test_option_tables_mark_the_required_options(name: str) -> None:
                 default = cells[header.index("default")]
                 assert ("required" in default) == opt.required, f"{name}: {line}"
     assert checked >= 2 * len(options)
+
+
+def test_the_asgi_page_runs_a_fastapi_and_a_starlette_app_with_the_three_middlewares() -> None:
+    """docs/asgi.md (issue 20): its samples, run above, are a FastAPI and a Starlette app."""
+    samples = [s.text for s in _runnable(ROOT / "docs" / "asgi.md") if not s.fragment]
+    names = ("MicroversionMiddleware", "IdempotencyMiddleware", "ETagMiddleware")
+    fastapi = [s for s in samples if "FastAPI()" in s and all(f"add_middleware({n}" in s for n in names)]
+    starlette = [s for s in samples if "Starlette(" in s and all(f"Middleware({n}" in s for n in names)]
+    assert fastapi and starlette
+    assert all("asyncio.run(try_it())" in s for s in (*fastapi, *starlette))  # each answers requests

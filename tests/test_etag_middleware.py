@@ -24,7 +24,18 @@ from apimw.etag import (
     set_response_etag,
 )
 from apimw.microversion import MicroversionMiddleware
+from tests.asgi_support import flavours, layered
 from tests.wsgi import run
+
+# every test runs against the WSGI middlewares and their ASGI twins (apimw.asgi)
+pytest_generate_tests = flavours()
+FLAVOUR = "wsgi"
+
+
+@pytest.fixture(autouse=True)
+def _flavour(flavour: str) -> None:
+    global FLAVOUR
+    FLAVOUR = flavour
 
 LEGACY = "X-OpenStack-Ironic-API-Version"
 KEY = "test-deployment-secret-0123456789"
@@ -106,10 +117,9 @@ def stack(app: Any, **etag_options: Any) -> Any:
     etag_options.setdefault("min_version", "1.40")
     etag_options.setdefault("hmac_key", KEY)
     etag_options.setdefault("enforces", "*")  # these apps enforce If-Match (or test the fail-closed check)
-    inner = ETagMiddleware(app, **etag_options)
-    return MicroversionMiddleware(
-        inner, service_type="baremetal", min_version="1.1", max_version="1.50", legacy_header=LEGACY
-    )
+    microversion = {"service_type": "baremetal", "min_version": "1.1", "max_version": "1.50",
+                    "legacy_header": LEGACY}  # fmt: skip
+    return layered(FLAVOUR, app, (MicroversionMiddleware, microversion), (ETagMiddleware, etag_options))
 
 
 def req(path: str = "/v1/nodes/n1", method: str = "GET", version: str = "1.45", body: Any = None,
@@ -654,4 +664,4 @@ def test_generator_is_offered_to_the_app() -> None:
 )
 def test_bad_configuration_fails_at_construction(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        ETagMiddleware(NodeApp(), **kwargs)
+        layered(FLAVOUR, NodeApp(), (ETagMiddleware, kwargs))

@@ -20,9 +20,11 @@ import pytest
 
 from apimw._idempotency_identity import store_key
 from apimw._stores import open_store
+from apimw._stores.aio import open_async_store
 from apimw._stores.memcached_store import MemcachedStore
 from apimw.errors import ConfigError, StoreError
 from apimw.idempotency import IdempotencyMiddleware
+from tests.asgi_support import blocking, flavours, layered, run_async
 from tests.idempotency_support import (
     ClusterRedisServer,
     CreateApp,
@@ -50,28 +52,35 @@ def killable(request: pytest.FixtureRequest) -> Iterator[Server]:
     yield from serve(private_server(request.param, make_workdir(f"idem-{request.param}")))
 
 
-def middleware(url: str, app: Any, **kwargs: Any) -> IdempotencyMiddleware:
+# tests taking ``flavour`` run against the WSGI middleware and its ASGI twin (apimw.asgi)
+pytest_generate_tests = flavours()
+
+
+def middleware(url: str, app: Any, flavour: str = "wsgi", **kwargs: Any) -> Any:
     options: dict[str, Any] = {"lease": 2, "retention": 60, "key_prefix": f"t{uuid.uuid4().hex[:8]}:"}
     options.update(kwargs)
-    return IdempotencyMiddleware(app, store=url, store_timeout=0.5, **options)
+    return layered(flavour, app, (IdempotencyMiddleware, {"store": url, "store_timeout": 0.5, **options}))
 
 
-def test_store_killed_mid_test_gives_503_never_500_and_no_duplicate(killable: Server) -> None:
+def test_store_killed_mid_test_gives_503_never_500_and_no_duplicate(killable: Server, flavour: str) -> None:
     app = CreateApp()
-    mw = middleware(killable.url, app, lease=10)  # type: ignore[attr-defined]
+    kill_now: list[bool] = []
+
+    def app_that_may_kill(environ: dict[str, Any], start_response: Any) -> Any:
+        if kill_now:
+            kill_now.clear()
+            killable.kill()
+        return app(environ, start_response)
+
+    mw = middleware(killable.url, app_that_may_kill, flavour, lease=10)  # type: ignore[attr-defined]
     try:
         done = post(mw, "before")
         assert done.status == 201
 
         # the store dies while a claimed request runs: its client still gets the answer
-        def dying(environ: dict[str, Any], start_response: Any) -> Any:
-            killable.kill()
-            return app(environ, start_response)
-
-        mw._app = dying
+        kill_now.append(True)
         during = post(mw, "during")
         assert during.status == 201
-        mw._app = app
         assert app.calls == 2
 
         # store down: token requests get 503 with Retry-After and never run; others pass
@@ -105,9 +114,11 @@ def test_store_killed_mid_test_gives_503_never_500_and_no_duplicate(killable: Se
         mw.close()
 
 
-def test_fail_open_runs_unprotected_and_says_so(killable: Server, caplog: pytest.LogCaptureFixture) -> None:
+def test_fail_open_runs_unprotected_and_says_so(
+    killable: Server, caplog: pytest.LogCaptureFixture, flavour: str
+) -> None:
     app = CreateApp()
-    mw = middleware(killable.url, app, on_store_error="fail_open")  # type: ignore[attr-defined]
+    mw = middleware(killable.url, app, flavour, on_store_error="fail_open")  # type: ignore[attr-defined]
     secret = "never-log-this-token-7f3a"
     try:
         killable.kill()
@@ -279,11 +290,24 @@ def test_cluster_and_sentinel_urls_claim_replay_conflict_and_fence(
 # -- the store contract, the same on every backend -------------------------------------------------
 
 
-@pytest.fixture(params=["memory", "memcached", "redis", "redis-lua"])
+STORE_KINDS = ["memory", "memcached", "redis", "redis-lua"]
+
+
+@pytest.fixture(params=[*STORE_KINDS, *(f"asyncio-{kind}" for kind in STORE_KINDS)])
 def any_store(request: pytest.FixtureRequest) -> Iterator[Any]:
-    name = request.param
+    """Every store, and every asyncio store of the ASGI middleware (called here through the test loop)."""
+    name = request.param.removeprefix("asyncio-")
     fixture = {"memcached": "memcached_server", "redis": "redis_server", "redis-lua": "redis_server"}
     url = request.getfixturevalue(fixture[name]).url if name in fixture else "memory://"
+    if request.param.startswith("asyncio-"):
+        aio = open_async_store(url, timeout=0.5)
+        if name == "redis-lua":
+            aio._set_get = False  # type: ignore[attr-defined]
+        try:
+            yield blocking(aio)
+        finally:
+            run_async(aio.aclose())
+        return
     store = open_store(url, timeout=0.5)
     if name == "redis-lua":
         store._set_get = False  # the claim script used with Redis < 7.0

@@ -18,7 +18,23 @@ from apimw.microversion import (
     require_version,
     select_version,
 )
+from tests.asgi_support import flavours, layered
 from tests.wsgi import run
+
+# every test runs against the WSGI middleware and its ASGI twin (apimw.asgi)
+pytest_generate_tests = flavours()
+FLAVOUR = "wsgi"
+
+
+@pytest.fixture(autouse=True)
+def _flavour(flavour: str) -> None:
+    global FLAVOUR
+    FLAVOUR = flavour
+
+
+def mv(app: Any, **options: Any) -> Any:
+    """The microversion middleware over *app*: the WSGI one or its ASGI twin (see asgi_support)."""
+    return layered(FLAVOUR, app, (MicroversionMiddleware, options))
 
 LEGACY = "X-OpenStack-Ironic-API-Version"
 STD = "OpenStack-API-Version"
@@ -42,7 +58,7 @@ def echo_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
     return [body]
 
 
-def make(profile: str = "ironic", **kw: Any) -> MicroversionMiddleware:
+def make(profile: str = "ironic", app: Any = echo_app, **kw: Any) -> MicroversionMiddleware:
     options: dict[str, Any] = dict(
         service_type="baremetal",
         min_version="1.1",
@@ -51,7 +67,7 @@ def make(profile: str = "ironic", **kw: Any) -> MicroversionMiddleware:
         error_profile=profile,
     )
     options.update(kw)
-    return MicroversionMiddleware(echo_app, **options)
+    return mv(app, **options)  # type: ignore[no-any-return]
 
 
 def get(app: Any, path: str = "/v1/nodes", headers: dict[str, str] | None = None, **environ: Any) -> Response:
@@ -189,7 +205,7 @@ def test_environ_carries_a_comparable_version() -> None:
         start_response("204 No Content", [])
         return []
 
-    get(MicroversionMiddleware(app, service_type="baremetal", min_version="1.1", max_version="1.20"),
+    get(mv(app, service_type="baremetal", min_version="1.1", max_version="1.20"),
         headers={STD: "baremetal 1.10"})  # fmt: skip
     assert seen[ENVIRON_VERSION] == Version(1, 10)
     assert seen[ENVIRON_VERSION] > Version(1, 9)
@@ -310,8 +326,7 @@ def test_an_app_that_sometimes_sets_our_headers_gets_them_merged_every_time() ->
         start_response("200 OK", headers)
         return [b""]
 
-    mw = make()
-    mw.app = app
+    mw = make(app=app)
     for i in range(6):
         resp = get(mw, headers={LEGACY: "1.3"})
         assert [v for k, v in resp.headerlist if k == LEGACY] == ["1.3"]
@@ -330,9 +345,10 @@ class CountingApp:
         return [self.body]
 
 
+@pytest.mark.wsgi_only  # the WSGI middleware's own attributes or PEP 3333 mechanics
 def test_the_wrapped_app_can_be_an_instance_and_can_be_replaced() -> None:
     first, second = CountingApp(b"first"), CountingApp(b"second")
-    mw = MicroversionMiddleware(first, service_type="baremetal", min_version="1.1", max_version="1.2")
+    mw = mv(first, service_type="baremetal", min_version="1.1", max_version="1.2")
     assert get(mw).body == b"first" and mw.app is first
     mw.app = second
     assert get(mw).body == b"second" and mw.app is second
@@ -341,6 +357,7 @@ def test_the_wrapped_app_can_be_an_instance_and_can_be_replaced() -> None:
     assert (first.calls, second.calls) == (1, 1)
 
 
+@pytest.mark.wsgi_only  # the WSGI middleware's own attributes or PEP 3333 mechanics
 def test_junk_header_values_do_not_grow_memory() -> None:
     mw = make()
     for i in range(1100):  # over twice the bound
@@ -400,7 +417,7 @@ def test_the_app_serves_exactly_the_version_the_middleware_labels(
 ) -> None:
     # Ironic 1.115 behind max_version 1.99: `latest` was labelled 1.99 while the app served
     # 1.115 (issue 22).  The middleware forwards what it negotiated in the version headers.
-    app = MicroversionMiddleware(
+    app = mv(
         self_negotiating_app(reads), service_type="baremetal", min_version="1.1", max_version="1.99",
         legacy_header=LEGACY, service_aliases=["ironic"], error_profile="ironic",
     )  # fmt: skip
@@ -423,14 +440,14 @@ def test_the_forwarded_headers_are_what_the_app_sees() -> None:
         start_response("204 No Content", [])
         return []
 
-    mw = MicroversionMiddleware(app, service_type="baremetal", min_version="1.1", max_version="1.99",
+    mw = mv(app, service_type="baremetal", min_version="1.1", max_version="1.99",
                                 legacy_header=LEGACY)  # fmt: skip
     get(mw, headers={STD: "compute 2.1, baremetal latest", LEGACY: "1.3"})
     assert seen[S_ENV] == "baremetal 1.99"  # our entry only: the app negotiates on it
     assert seen[L_ENV] == "1.99"
     assert seen[ENVIRON_VERSION] == Version(1, 99)
     # a service without a legacy header forwards the standard header only
-    mw = MicroversionMiddleware(app, service_type="compute", min_version="2.1", max_version="2.90")
+    mw = mv(app, service_type="compute", min_version="2.1", max_version="2.90")
     seen.clear()
     get(mw, headers={LEGACY: "1.3"})
     assert seen[S_ENV] == "compute 2.1"
@@ -469,7 +486,7 @@ def test_bad_configuration_fails_at_construction(kw: dict[str, Any], message: st
 
 
 def test_standard_only_service_uses_standard_range_header_names() -> None:
-    app = MicroversionMiddleware(echo_app, service_type="compute", min_version="2.1", max_version="2.90")
+    app = mv(echo_app, service_type="compute", min_version="2.1", max_version="2.90")
     resp = get(app, headers={STD: "compute 2.10"})
     assert resp.headers["OpenStack-API-Minimum-Version"] == "2.1"
     assert resp.headers["OpenStack-API-Maximum-Version"] == "2.90"
@@ -491,7 +508,7 @@ def gated_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> li
 
 
 def gated(profile: str = "api-sig") -> MicroversionMiddleware:
-    return MicroversionMiddleware(
+    return mv(
         gated_app, service_type="baremetal", min_version="1.1", max_version="1.115",
         legacy_header=LEGACY, error_profile=profile,
     )  # fmt: skip
@@ -525,7 +542,7 @@ def test_gate_passes_inside_its_window(path: str, version: str) -> None:
 
 def test_version_gate_wrap_gates_a_whole_wsgi_app() -> None:
     inner = VersionGate("1.60", what="Route /v1/shards", status=404).wrap(echo_app)
-    app = MicroversionMiddleware(inner, service_type="baremetal", min_version="1.1", max_version="1.115")
+    app = mv(inner, service_type="baremetal", min_version="1.1", max_version="1.115")
     assert get(app, headers={STD: "baremetal 1.59"}).status_int == 404
     assert get(app, headers={STD: "baremetal 1.60"}).status_int == 200
 
@@ -735,6 +752,7 @@ class ClosingBody:
         self.closed += 1
 
 
+@pytest.mark.wsgi_only  # the WSGI middleware's own attributes or PEP 3333 mechanics
 def test_close_is_called_exactly_once_and_write_is_passed_through() -> None:
     body = ClosingBody()
     written: list[bytes] = []
@@ -747,7 +765,7 @@ def test_close_is_called_exactly_once_and_write_is_passed_through() -> None:
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
         return written.append
 
-    mw = MicroversionMiddleware(app, service_type="baremetal", min_version="1.1", max_version="1.2")
+    mw = mv(app, service_type="baremetal", min_version="1.1", max_version="1.2")
     environ = Request.blank("/").environ
     result = mw(environ, start_response)
     chunks = list(result)
@@ -756,6 +774,7 @@ def test_close_is_called_exactly_once_and_write_is_passed_through() -> None:
     assert body.closed == 1
 
 
+@pytest.mark.wsgi_only  # PEP 3333's exc_info
 @pytest.mark.parametrize("started_first", [False, True], ids=["first-call", "replacing"])
 def test_exc_info_reaches_the_server_only_to_replace(started_first: bool) -> None:
     # PEP 3333: exc_info lets the app replace headers it already gave start_response (the
@@ -779,7 +798,7 @@ def test_exc_info_reaches_the_server_only_to_replace(started_first: bool) -> Non
         received.append((status, dict(headers), exc_info))
         return lambda data: None
 
-    mw = MicroversionMiddleware(app, service_type="baremetal", min_version="1.1", max_version="1.2")
+    mw = mv(app, service_type="baremetal", min_version="1.1", max_version="1.2")
     mw(Request.blank("/").environ, start_response)
     status, headers, exc_info = received[-1]
     assert len(received) == (2 if started_first else 1)

@@ -37,9 +37,10 @@ are not evicted.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import redis
@@ -81,6 +82,15 @@ _BROKEN: Final = (redis.ConnectionError, redis.TimeoutError, OSError)
 
 def _ms(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
+
+
+def claim_reply(result: Any, name: str) -> bytes | None:
+    """What the claim script's reply means: ``None`` (this call created the record) or the record there."""
+    if isinstance(result, int):
+        return None
+    if isinstance(result, str):  # a client built with decode_responses=True
+        raise StoreError(f"{name}: the client must not decode responses")
+    return bytes(result)
 
 
 class RedisStore:
@@ -186,11 +196,7 @@ class RedisStore:
             result = self._eval(self._claim, key, value, _ms(lease))
         except _ERRORS as exc:
             raise self._fail("claim", exc) from exc
-        if isinstance(result, int):
-            return None
-        if isinstance(result, str):  # a client built with decode_responses=True
-            raise StoreError(f"{self.name}: the client must not decode responses")
-        return bytes(result)
+        return claim_reply(result, self.name)
 
     def complete(self, key: str, expect: bytes, value: bytes, ttl: float) -> bool:
         try:
@@ -254,31 +260,40 @@ def _timeouts(params: dict[str, str], timeout: float, url: str) -> dict[str, flo
         raise ConfigError(f"redis store: bad timeout in {mask_url(url)!r}") from None
 
 
-def _retry() -> Retry:
-    return Retry(ExponentialBackoff(cap=0.05, base=0.005), 1)
-
-
 def open_redis_store(url: str, *, timeout: float = 0.5) -> RedisStore:
+    return RedisStore(redis_client(url, timeout=timeout, flavour=SYNC), name=display_url(url))
+
+
+class Flavour(NamedTuple):
+    """redis-py's client classes of one I/O model: blocking (``redis``) or asyncio (``redis.asyncio``)."""
+
+    redis: Any
+    cluster: str
+    sentinel: str
+    retry: Any
+
+
+SYNC: Final = Flavour(redis.Redis, "redis.cluster", "redis.sentinel", Retry)
+
+
+def redis_client(url: str, *, timeout: float, flavour: Flavour) -> Any:
+    """The redis-py client of *url* (standalone, Cluster or Sentinel) in *flavour*'s I/O model."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     params = dict(parse_qsl(parts.query, keep_blank_values=True))
-    # for logs and errors: the URL without its credentials and query
-    safe_name = display_url(url)
+    retry = flavour.retry(ExponentialBackoff(cap=0.05, base=0.005), 1)
     if scheme == "redis+cluster":
-        from redis.cluster import ClusterNode, RedisCluster
-
+        cluster = importlib.import_module(flavour.cluster)
         nodes, username, password = _nodes(parts.netloc, url)
-        client: Any = RedisCluster(
-            startup_nodes=[ClusterNode(h, p) for h, p in nodes],  # type: ignore[no-untyped-call]
+        return cluster.RedisCluster(
+            startup_nodes=[cluster.ClusterNode(h, p) for h, p in nodes],
             username=username,
             password=password,
-            retry=_retry(),
-            **_timeouts(params, timeout, url),  # type: ignore[arg-type]
+            retry=retry,
+            **_timeouts(params, timeout, url),
         )
-        return RedisStore(client, name=safe_name)
     if scheme == "redis+sentinel":
-        from redis.sentinel import Sentinel
-
+        sentinel_module = importlib.import_module(flavour.sentinel)
         nodes, username, password = _nodes(parts.netloc, url)
         segments = [s for s in parts.path.split("/") if s]
         if not segments or len(segments) > 2 or (len(segments) == 2 and not segments[1].isdigit()):
@@ -286,23 +301,21 @@ def open_redis_store(url: str, *, timeout: float = 0.5) -> RedisStore:
                 f"redis store: {mask_url(url)!r} must name the Sentinel service: redis+sentinel://host:port/<service>[/<db>]"
             )
         times = _timeouts(params, timeout, url)
-        sentinel = Sentinel(nodes, sentinel_kwargs=dict(times), **times)  # type: ignore[no-untyped-call]
-        client = sentinel.master_for(  # type: ignore[no-untyped-call]
+        sentinel = sentinel_module.Sentinel(nodes, sentinel_kwargs=dict(times), **times)
+        return sentinel.master_for(
             segments[0],
             db=int(segments[1]) if len(segments) == 2 else 0,
             username=username,
             password=password,
-            retry=_retry(),
+            retry=retry,
             **times,
         )
-        return RedisStore(client, name=safe_name)
-    kwargs: dict[str, Any] = {"retry": _retry(), "socket_timeout": timeout, "socket_connect_timeout": timeout}
+    kwargs: dict[str, Any] = {"retry": retry, "socket_timeout": timeout, "socket_connect_timeout": timeout}
     try:
-        client = redis.Redis.from_url(url, **kwargs)  # URL parameters win over these defaults
+        return flavour.redis.from_url(url, **kwargs)  # URL parameters win over these defaults
     except ValueError as exc:
         # redis-py's message may quote a piece of the URL (a password misread as a port): only
         # repeat it when the URL carries no credentials
         masked = mask_url(url)
         reason = f": {exc}" if masked == url else ""
         raise ConfigError(f"redis store: cannot use {masked!r}{reason}") from None
-    return RedisStore(client, name=safe_name)

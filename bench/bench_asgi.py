@@ -1,0 +1,283 @@
+"""apimw's ASGI stack against ``asgi-idempotency-header``, over a bare Starlette app, in one run.
+
+    pip install 'apimw[asgi,redis]' -r bench/requirements.txt
+    python bench/bench_asgi.py [--rounds 5] [--clock cpu|wall] [--redis redis://127.0.0.1:6379/0]
+
+Cases, each an in-process ASGI call (no server, no socket) timed in batches on one loop:
+
+* a plain ``GET`` through the bare Starlette app (the baseline), through apimw's three ASGI
+  middlewares (microversion -> idempotency -> etag), and through ``asgi-idempotency-header``
+  0.2's ``IdempotencyHeaderMiddleware`` (memory backend) alone;
+* a ``POST`` with a new token each time (claim, run the app, store) and a replayed ``POST``
+  (same token, same body: the app does not run) through each idempotency middleware alone,
+  on ``memory://``; and a replay through apimw's on Redis beside its one store round trip
+  (the claim, ``SET NX GET``, of a key that is there) on the same ``redis.asyncio`` store
+  (``redis-server`` is started on a free loopback port unless ``--redis`` names one).
+
+Goals (issue 20): the whole apimw stack adds no more than ``asgi-idempotency-header``'s one
+middleware on the plain GET; a replay costs no more than one store round trip + 10 us.
+Figures are medians over the rounds (best of 5 batches each); the clock is this thread's
+CPU time by default (the machine is shared: ``--clock wall`` for wall time, which the Redis
+round trip needs to count the server's time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from idempotency_header_middleware import IdempotencyHeaderMiddleware
+from idempotency_header_middleware.backends.memory import MemoryBackend
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from apimw.asgi import ETagMiddleware, IdempotencyMiddleware, MicroversionMiddleware, open_replay_store
+
+NODE = {"uuid": "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", "name": "node-1", "provision_state": "available"}
+BODY = b'{"name": "node-1", "driver": "ipmi"}'
+
+
+async def show(request: Request) -> JSONResponse:
+    return JSONResponse(NODE)
+
+
+async def create(request: Request) -> JSONResponse:
+    await request.body()
+    return JSONResponse(NODE, status_code=201)
+
+
+def starlette(*middleware: Middleware) -> Starlette:
+    routes = [Route("/v1/nodes/n1", show), Route("/v1/nodes", create, methods=["POST"])]
+    return Starlette(routes=routes, middleware=list(middleware))
+
+
+def apimw_stack(store: Any = "memory://") -> Starlette:
+    return starlette(
+        Middleware(MicroversionMiddleware, service_type="baremetal", min_version="1.1", max_version="1.9"),
+        Middleware(IdempotencyMiddleware, store=store, scope="shared"),
+        Middleware(ETagMiddleware),
+    )
+
+
+def scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    return {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+        "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1:8000"), *headers], "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }  # fmt: skip
+
+
+GET = scope("GET", "/v1/nodes/n1", [(b"accept", b"application/json")])
+POST_APIMW = scope("POST", "/v1/nodes", [(b"content-type", b"application/json"), (b"content-length", b"36"),
+                                         (b"x-client-token", b"bench-token")])  # fmt: skip
+POST_HEADER = scope("POST", "/v1/nodes", [(b"content-type", b"application/json"), (b"content-length", b"36"),
+                                          (b"idempotency-key", b"bench-token")])  # fmt: skip
+
+
+def caller(app: Any, template: dict[str, Any], body: bytes = b"") -> Callable[[], Any]:
+    """One request: a coroutine function running *template* through *app*; checks the status."""
+    message = {"type": "http.request", "body": body, "more_body": False}
+    status: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        return message
+
+    async def send(sent: dict[str, Any]) -> None:
+        if sent["type"] == "http.response.start":
+            status.append(sent["status"])
+
+    async def call() -> None:
+        status.clear()
+        await app(dict(template, headers=list(template["headers"])), receive, send)
+        if not status or status[0] >= 300:
+            raise RuntimeError(f"the bench request answered {status}")
+
+    return call
+
+
+def per_call_us(loop: asyncio.AbstractEventLoop, call: Callable[[], Any], clock: Callable[[], int],
+                number: int = 2000, repeat: int = 5) -> float:  # fmt: skip
+    async def batch(n: int) -> None:
+        for _ in range(n):
+            await call()
+
+    loop.run_until_complete(batch(200))  # warm caches (and store the first answer)
+    best = float("inf")
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            start = clock()
+            loop.run_until_complete(batch(number))
+            best = min(best, (clock() - start) / number / 1000)
+    finally:
+        gc.enable()
+    return best
+
+
+def start_redis() -> tuple[subprocess.Popen[bytes], str, str]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server is not installed: pass --redis redis://host:port/0")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    workdir = tempfile.mkdtemp(prefix="bench-asgi-redis-")
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            workdir,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, f"redis://127.0.0.1:{port}/0", workdir
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("redis-server did not start")
+
+
+BARE_GET, STACK_GET, HEADER_GET = (
+    "bare starlette, GET",
+    "apimw stack (3 middlewares), GET",
+    "asgi-idempotency-header, GET",
+)
+BARE_POST = "bare starlette, POST"
+FIRST_APIMW, FIRST_HEADER = (
+    "apimw idempotency, POST new token (memory://)",
+    "asgi-idempotency-header, POST new key",
+)
+REPLAY_APIMW, REPLAY_HEADER = (
+    "apimw idempotency, POST replay (memory://)",
+    "asgi-idempotency-header, POST replay",
+)
+REPLAY_REDIS, ROUND_TRIP = (
+    "apimw idempotency, POST replay (redis://)",
+    "its one store round trip: the claim (SET NX GET)",
+)
+
+
+PROBE_KEY = "apimw:bench:probe"
+PROBE_RECORD = b"0" * 32 + b'P{"v":1}\n'
+
+
+def fresh_tokens(app: Any, template: dict[str, Any], header: bytes) -> Callable[[], Any]:
+    """A POST with a new token each call (the whole protocol: claim, run the app, store)."""
+    count = iter(range(10**9))
+    plain = [(k, v) for k, v in template["headers"] if k != header]
+
+    def call() -> Any:
+        tokened = dict(template, headers=[*plain, (header, b"t-%d" % next(count))])
+        return caller(app, tokened, BODY)()
+
+    return call
+
+
+def cases(redis_store: Any) -> dict[str, Callable[[], Any]]:
+    def apimw_idempotency(store: Any = "memory://") -> Starlette:
+        return starlette(Middleware(IdempotencyMiddleware, store=store, scope="shared"))
+
+    def header_idempotency() -> Starlette:
+        return starlette(Middleware(IdempotencyHeaderMiddleware, backend=MemoryBackend()))
+
+    return {
+        BARE_GET: caller(starlette(), GET),
+        STACK_GET: caller(apimw_stack(), GET),
+        HEADER_GET: caller(header_idempotency(), GET),
+        BARE_POST: caller(starlette(), POST_APIMW, BODY),
+        FIRST_APIMW: fresh_tokens(apimw_idempotency(), POST_APIMW, b"x-client-token"),
+        FIRST_HEADER: fresh_tokens(header_idempotency(), POST_HEADER, b"idempotency-key"),
+        REPLAY_APIMW: caller(apimw_idempotency(), POST_APIMW, BODY),
+        REPLAY_HEADER: caller(header_idempotency(), POST_HEADER, BODY),
+        REPLAY_REDIS: caller(apimw_idempotency(redis_store), POST_APIMW, BODY),
+        # what a replay sends: a claim that finds the record there
+        ROUND_TRIP: lambda: redis_store.claim(PROBE_KEY, PROBE_RECORD, 3600),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    parser.add_argument("--redis", help="a Redis URL (default: start redis-server on a free loopback port)")
+    args = parser.parse_args()
+    clock = time.thread_time_ns if args.clock == "cpu" else time.perf_counter_ns
+
+    proc = workdir = None
+    url = args.redis
+    if url is None:
+        proc, url, workdir = start_redis()
+    loop = asyncio.new_event_loop()
+    redis_store = open_replay_store(url)
+    try:
+        timed = cases(redis_store)
+        rounds: list[dict[str, float]] = []
+        for _ in range(args.rounds):
+            rounds.append({name: per_call_us(loop, call, clock) for name, call in timed.items()})
+        report(rounds, args)
+    finally:
+        loop.run_until_complete(redis_store.aclose())
+        loop.close()
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+            shutil.rmtree(workdir or "", ignore_errors=True)
+
+
+def report(rounds: list[dict[str, float]], args: argparse.Namespace) -> None:
+    med = {name: statistics.median(r[name] for r in rounds) for name in rounds[0]}
+
+    def ratio(
+        numerator: Callable[[dict[str, float]], float], denominator: Callable[[dict[str, float]], float]
+    ) -> float:
+        """The median over the rounds of the ratio taken within each round."""
+        return statistics.median(numerator(r) / max(denominator(r), 0.01) for r in rounds)
+
+    print(f"\nbench_asgi: {args.rounds} rounds, {args.clock} clock, medians (us per request)")
+    print(f"  {'case':52} {'us/req':>9} {'added us':>9}")
+    for name, value in med.items():
+        base = med[BARE_POST] if "POST" in name else med[BARE_GET]
+        added = "" if name in (BARE_GET, BARE_POST, ROUND_TRIP) else f"{value - base:9.2f}"
+        print(f"  {name:52} {value:9.2f} {added}")
+    stack = ratio(lambda r: r[STACK_GET] - r[BARE_GET], lambda r: r[HEADER_GET] - r[BARE_GET])
+    first = ratio(lambda r: r[FIRST_APIMW] - r[BARE_POST], lambda r: r[FIRST_HEADER] - r[BARE_POST])
+    replay = ratio(lambda r: r[REPLAY_APIMW], lambda r: r[REPLAY_HEADER])
+    over = statistics.median(r[REPLAY_REDIS] - r[ROUND_TRIP] for r in rounds)
+    print("\nratios (goals: the stack <= 1.0x the one middleware; a replay <= one round trip + 10 us)")
+    print(f"  plain GET, apimw's 3 middlewares / asgi-idempotency-header (added):  {stack:8.2f}x")
+    print(f"  POST, new token, apimw idempotency / asgi-idempotency-header (added): {first:8.2f}x")
+    print(f"  POST replay, apimw idempotency / asgi-idempotency-header (whole):     {replay:8.2f}x")
+    print(f"  POST replay on Redis, minus its one store round trip (the claim):    {over:+8.2f} us")
+
+
+if __name__ == "__main__":
+    main()
