@@ -3,6 +3,7 @@
 Every test runs a real stack (microversion -> idempotency -> etag -> a small resource app),
 sends the requests behind one outcome family, then scrapes what an operator would see:
 ``prometheus_client.generate_latest`` parsed back, or OpenTelemetry's in-memory reader.
+Each runs against the WSGI middlewares and their ASGI twins (``tests/asgi_support.py``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ from apimw.metrics import Metrics, NoMetrics, as_metrics
 from apimw.metrics_otel import OpenTelemetryMetrics
 from apimw.metrics_prometheus import PrometheusMetrics
 from apimw.microversion import MicroversionMiddleware
+from tests.asgi_support import flavours, layered
 from tests.idempotency_support import Answer, call, environ_for, private_server
 from tests.servers import Server, make_workdir
+
+pytest_generate_tests = flavours()
 
 ETAG_1 = format_etag("a" * 128)
 ETAG_2 = format_etag("b" * 128)
@@ -63,17 +67,25 @@ class NodeApp:
         return [body]
 
 
-def stack(metrics: Metrics, app: NodeApp | None = None, *, store: str = "memory://", **mv: Any) -> Any:
+def stack(
+    flavour: str, metrics: Metrics, app: NodeApp | None = None, *, store: str = "memory://", **mv: Any
+) -> Any:
+    """microversion -> idempotency -> etag -> *app*, WSGI or ASGI, every layer told *metrics*."""
     options: dict[str, Any] = {"service_type": "baremetal", "min_version": "1.1", "max_version": "1.90"}
     options.update(mv)
-    inner = ETagMiddleware(
-        app or NodeApp(), min_version="1.1", enforces=["PUT"], require_if_match=["PUT /v1/nodes"],
-        not_modified=True, current_etag=lambda environ: ETAG_1, metrics=metrics,
+    etag_options = dict(
+        min_version="1.1", enforces=["PUT"], require_if_match=["PUT /v1/nodes"], not_modified=True,
+        current_etag=lambda environ: ETAG_1, metrics=metrics,
     )  # fmt: skip
-    idem = IdempotencyMiddleware(
-        inner, store=store, scope="shared", key_prefix=f"m{uuid.uuid4().hex[:8]}:", lease=5, metrics=metrics
+    idem_options = dict(
+        store=store, scope="shared", key_prefix=f"m{uuid.uuid4().hex[:8]}:", lease=5, metrics=metrics
     )
-    return MicroversionMiddleware(idem, metrics=metrics, **options)
+    return layered(
+        flavour, app or NodeApp(),
+        (MicroversionMiddleware, {**options, "metrics": metrics}),
+        (IdempotencyMiddleware, idem_options),
+        (ETagMiddleware, etag_options),
+    )  # fmt: skip
 
 
 def request(
@@ -125,9 +137,9 @@ def metrics(registry: CollectorRegistry) -> PrometheusMetrics:
 
 
 def test_refused_versions_are_counted_per_reason(
-    registry: CollectorRegistry, metrics: PrometheusMetrics
+    flavour: str, registry: CollectorRegistry, metrics: PrometheusMetrics
 ) -> None:
-    app = stack(metrics)
+    app = stack(flavour, metrics)
     assert request(app, version="1.91").status == 406
     assert request(app, version="2.0").status == 406
     assert request(app, version="1.x").status == 400
@@ -138,9 +150,9 @@ def test_refused_versions_are_counted_per_reason(
 
 
 def test_served_versions_are_counted_per_version_deprecated_ones_apart(
-    registry: CollectorRegistry, metrics: PrometheusMetrics
+    flavour: str, registry: CollectorRegistry, metrics: PrometheusMetrics
 ) -> None:
-    app = stack(metrics, deprecated_below="1.20", deprecated_since="2026-01-01")
+    app = stack(flavour, metrics, deprecated_below="1.20", deprecated_since="2026-01-01")
     for version in ("1.50", "1.50", "latest", None, "1.19", "1.20"):
         assert request(app, version=version).status == 200
     samples = scrape(registry)
@@ -154,9 +166,9 @@ def test_served_versions_are_counted_per_version_deprecated_ones_apart(
 
 
 def test_etag_answers_are_counted_412_428_304_400(
-    registry: CollectorRegistry, metrics: PrometheusMetrics
+    flavour: str, registry: CollectorRegistry, metrics: PrometheusMetrics
 ) -> None:
-    app = stack(metrics)
+    app = stack(flavour, metrics)
     body = b'{"name": "x"}'
     assert request(app, method="PUT", headers={"If-Match": ETAG_2}, body=body).status == 412  # the pre-check
     assert request(app, method="PUT", path="/v1/nodes", body=body).status == 428
@@ -171,11 +183,11 @@ def test_etag_answers_are_counted_412_428_304_400(
 
 
 def test_a_stale_etag_the_app_raises_is_counted_as_412(
-    registry: CollectorRegistry, metrics: PrometheusMetrics
+    flavour: str, registry: CollectorRegistry, metrics: PrometheusMetrics
 ) -> None:
     node = NodeApp()
     node.current = ETAG_2  # the pre-check says ETAG_1 matches; the app's own data says it is stale
-    app = stack(metrics, node)
+    app = stack(flavour, metrics, node)
     assert request(app, method="PUT", headers={"If-Match": ETAG_1}, body=b"{}").status == 412
     assert counts(registry, "apimw_etag_outcomes_total") == {"precondition-failed": 1}
 
@@ -184,9 +196,9 @@ def test_a_stale_etag_the_app_raises_is_counted_as_412(
 
 
 def test_claims_replays_and_mismatches_are_counted(
-    registry: CollectorRegistry, metrics: PrometheusMetrics
+    flavour: str, registry: CollectorRegistry, metrics: PrometheusMetrics
 ) -> None:
-    app = stack(metrics)
+    app = stack(flavour, metrics)
     first = request(app, "/v1/nodes", method="POST", token="t-1", body=b'{"name": "a"}')
     again = request(app, "/v1/nodes", method="POST", token="t-1", body=b'{"name": "a"}')
     other = request(app, "/v1/nodes", method="POST", token="t-1", body=b'{"name": "b"}')
@@ -198,10 +210,12 @@ def test_claims_replays_and_mismatches_are_counted(
     }  # fmt: skip
 
 
-def test_a_request_in_flight_is_counted(registry: CollectorRegistry, metrics: PrometheusMetrics) -> None:
+def test_a_request_in_flight_is_counted(
+    flavour: str, registry: CollectorRegistry, metrics: PrometheusMetrics
+) -> None:
     node = NodeApp()
     node.release.clear()
-    app = stack(metrics, node)
+    app = stack(flavour, metrics, node)
     answers: list[Answer] = []
     first = threading.Thread(
         target=lambda: answers.append(request(app, "/v1/nodes", method="POST", token="t-2", body=b"{}"))
@@ -217,8 +231,10 @@ def test_a_request_in_flight_is_counted(registry: CollectorRegistry, metrics: Pr
     assert counts(registry, "apimw_idempotency_outcomes_total") == {"in-flight": 1, "claimed": 1}
 
 
-def test_store_calls_are_timed_per_operation(registry: CollectorRegistry, metrics: PrometheusMetrics) -> None:
-    app = stack(metrics)
+def test_store_calls_are_timed_per_operation(
+    flavour: str, registry: CollectorRegistry, metrics: PrometheusMetrics
+) -> None:
+    app = stack(flavour, metrics)
     for n in range(3):
         assert request(app, "/v1/nodes", method="POST", token=f"t-{n}", body=b"{}").status == 201
     assert request(app, "/v1/nodes", method="POST", token="t-0", body=b"{}").status == 201  # a replay
@@ -241,9 +257,9 @@ def redis() -> Iterator[Server]:
 
 
 def test_a_store_that_is_down_is_counted_as_errors_and_503(
-    registry: CollectorRegistry, metrics: PrometheusMetrics, redis: Server
+    flavour: str, registry: CollectorRegistry, metrics: PrometheusMetrics, redis: Server
 ) -> None:
-    app = stack(metrics, store=redis.url)
+    app = stack(flavour, metrics, store=redis.url)
     assert request(app, "/v1/nodes", method="POST", token="t-up", body=b"{}").status == 201
     redis.stop()
     try:
@@ -262,10 +278,12 @@ def test_a_store_that_is_down_is_counted_as_errors_and_503(
 # -- OpenTelemetry, the option's forms, the default ----------------------------------------------
 
 
-def test_opentelemetry_instruments_carry_the_same_outcomes() -> None:
+def test_opentelemetry_instruments_carry_the_same_outcomes(
+    flavour: str,
+) -> None:
     reader = InMemoryMetricReader()
     provider = MeterProvider(metric_readers=[reader])
-    app = stack(OpenTelemetryMetrics(meter=provider.get_meter("apimw")))
+    app = stack(flavour, OpenTelemetryMetrics(meter=provider.get_meter("apimw")))
     assert request(app, version="1.91").status == 406
     assert request(app, headers={"If-None-Match": ETAG_1}).status == 304
     assert request(app, "/v1/nodes", method="POST", token="t-o", body=b"{}").status == 201

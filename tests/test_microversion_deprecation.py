@@ -3,7 +3,7 @@
 ``Deprecation`` (RFC 9745 §2: ``Deprecation = sf-date``, ``@<epoch seconds>``), ``Sunset``
 (RFC 8594 §3: ``Sunset = HTTP-date``) and ``Link: <url>; rel="deprecation"`` (RFC 9745 §3)
 on answers served below ``deprecated_below``; the discovery documents say which versions
-are deprecated.
+are deprecated.  The answers are checked from the WSGI middleware and its ASGI twin.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from webob import Request, Response
 from apimw._microversion_deprecation import http_date, parse_date
 from apimw.errors import ConfigError
 from apimw.microversion import MicroversionMiddleware
+from tests.asgi_support import flavours, layered
 from tests.wsgi import run
+
+pytest_generate_tests = flavours()
 
 SINCE = "Thu, 01 Jan 2026 00:00:00 GMT"
 SINCE_EPOCH = 1767225600  # date -d '2026-01-01T00:00:00Z' +%s
@@ -43,13 +46,13 @@ def app_factory(global_conf: dict[str, str], **local_conf: str) -> Any:
     return node_app
 
 
-def make(app: Any = node_app, **kw: Any) -> MicroversionMiddleware:
+def make(flavour: str = "wsgi", app: Any = node_app, **kw: Any) -> Any:
     options: dict[str, Any] = dict(
         service_type="baremetal", min_version="1.1", max_version="1.90", legacy_header=LEGACY,
         deprecated_below="1.50", deprecated_since=SINCE, sunset=SUNSET, deprecation_link=NOTICE,
     )  # fmt: skip
     options.update(kw)
-    return MicroversionMiddleware(app, **options)
+    return layered(flavour, app, (MicroversionMiddleware, options))
 
 
 def get(app: Any, version: str | None, path: str = "/v1/nodes") -> Response:
@@ -62,8 +65,13 @@ def signals(resp: Response) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("version", ["1.1", "1.49", None], ids=["lowest", "just-below", "no-header"])
-def test_below_the_floor_the_answer_carries_the_three_signals(version: str | None) -> None:
-    resp = get(make(), version)
+def test_below_the_floor_the_answer_carries_the_three_signals(flavour: str, version: str | None) -> None:
+    resp = get(
+        make(
+            flavour,
+        ),
+        version,
+    )
     assert resp.status_int == 200
     assert signals(resp) == {
         "Deprecation": [f"@{SINCE_EPOCH}"],
@@ -73,18 +81,33 @@ def test_below_the_floor_the_answer_carries_the_three_signals(version: str | Non
 
 
 @pytest.mark.parametrize("version", ["1.50", "1.90", "latest"])
-def test_at_or_above_the_floor_there_is_no_signal(version: str) -> None:
-    assert signals(get(make(), version)) == {}
+def test_at_or_above_the_floor_there_is_no_signal(flavour: str, version: str) -> None:
+    assert (
+        signals(
+            get(
+                make(
+                    flavour,
+                ),
+                version,
+            )
+        )
+        == {}
+    )
 
 
-def test_refused_versions_carry_no_signal() -> None:
-    resp = get(make(), "1.91")
+def test_refused_versions_carry_no_signal(flavour: str) -> None:
+    resp = get(
+        make(
+            flavour,
+        ),
+        "1.91",
+    )
     assert resp.status_int == 406
     assert signals(resp) == {}
 
 
-def test_sunset_and_link_are_optional() -> None:
-    resp = get(make(sunset=None, deprecation_link=None), "1.2")
+def test_sunset_and_link_are_optional(flavour: str) -> None:
+    resp = get(make(flavour, sunset=None, deprecation_link=None), "1.2")
     assert signals(resp) == {"Deprecation": [f"@{SINCE_EPOCH}"]}
 
 
@@ -94,13 +117,13 @@ def test_sunset_and_link_are_optional() -> None:
      datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 1, tzinfo=timezone(timedelta(hours=1)))],
     ids=["http-date", "iso-date", "iso-time", "sf-date", "int", "datetime", "datetime-cet"],
 )  # fmt: skip
-def test_the_deprecation_date_forms(since: object) -> None:
-    assert signals(get(make(deprecated_since=since, sunset=None), "1.2"))["Deprecation"] == [
+def test_the_deprecation_date_forms(flavour: str, since: object) -> None:
+    assert signals(get(make(flavour, deprecated_since=since, sunset=None), "1.2"))["Deprecation"] == [
         f"@{SINCE_EPOCH}"
     ]
 
 
-def test_the_apps_own_signals_pass_above_the_floor_and_ours_replace_them_below() -> None:
+def test_the_apps_own_signals_pass_above_the_floor_and_ours_replace_them_below(flavour: str) -> None:
     """RFC 9745 §2: at most one Deprecation field; the app's Link (pagination) stays beside ours."""
 
     def deprecating_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -109,7 +132,7 @@ def test_the_apps_own_signals_pass_above_the_floor_and_ours_replace_them_below()
                                   ("Link", '</v1/nodes?marker=x>; rel="next"')])  # fmt: skip
         return [b"{}"]
 
-    app = make(deprecating_app)
+    app = make(flavour, deprecating_app)
     above = get(app, "1.60")
     assert signals(above) == {"Deprecation": ["@1"], "Sunset": ["Thu, 01 Jan 1970 00:00:01 GMT"],
                               "Link": ['</v1/nodes?marker=x>; rel="next"']}  # fmt: skip
@@ -124,13 +147,19 @@ def test_the_apps_own_signals_pass_above_the_floor_and_ours_replace_them_below()
 # -- discovery ------------------------------------------------------------------------------
 
 
-def discovery(**kw: Any) -> MicroversionMiddleware:
-    return make(discovery=True, discovery_resources=["nodes"], **kw)
+def discovery(flavour: str, **kw: Any) -> Any:
+    return make(flavour, discovery=True, discovery_resources=["nodes"], **kw)
 
 
 @pytest.mark.parametrize("path", ["/", "/v1/"])
-def test_discovery_names_the_floor_inside_the_range(path: str) -> None:
-    doc = get(discovery(), None, path).json
+def test_discovery_names_the_floor_inside_the_range(flavour: str, path: str) -> None:
+    doc = get(
+        discovery(
+            flavour,
+        ),
+        None,
+        path,
+    ).json
     entry = doc["versions"][0] if path == "/" else doc["version"]
     assert entry == {
         "id": "v1",
@@ -148,17 +177,17 @@ def test_discovery_names_the_floor_inside_the_range(path: str) -> None:
     }
 
 
-def test_a_floor_above_the_maximum_deprecates_the_major_version() -> None:
-    resp = get(discovery(deprecated_below="2.0", sunset=None, deprecation_link=None), "1.90", "/")
+def test_a_floor_above_the_maximum_deprecates_the_major_version(flavour: str) -> None:
+    resp = get(discovery(flavour, deprecated_below="2.0", sunset=None, deprecation_link=None), "1.90", "/")
     entry = resp.json["versions"][0]
     assert entry["status"] == "DEPRECATED"
     assert "deprecated_below" not in entry and entry["deprecated_since"] == SINCE
     assert signals(resp) == {"Deprecation": [f"@{SINCE_EPOCH}"]}
 
 
-def test_without_a_floor_discovery_is_unchanged() -> None:
-    entry = get(discovery(deprecated_below=None, deprecated_since=None, sunset=None, deprecation_link=None),
-                None, "/").json["versions"][0]  # fmt: skip
+def test_without_a_floor_discovery_is_unchanged(flavour: str) -> None:
+    unset = dict.fromkeys(("deprecated_below", "deprecated_since", "sunset", "deprecation_link"))
+    entry = get(discovery(flavour, **unset), None, "/").json["versions"][0]
     assert entry["status"] == "CURRENT"
     assert not {"deprecated_below", "deprecated_since", "sunset"} & set(entry)
 
