@@ -83,7 +83,7 @@ from apimw._etag_response import (
     with_etag,
 )
 from apimw._microversion_type import ENVIRON_VERSION, Version
-from apimw._wsgi import direct_call
+from apimw._wsgi import WrappedApp
 from apimw.errors import (
     ConfigError,
     HTTPProblem,
@@ -446,15 +446,8 @@ class ETagMiddleware:
             _ETAG_RESPONSE_METHODS if self.etag_on_put else _ETAG_RESPONSE_METHODS - {"PUT"}
         )
 
-    @property
-    def app(self) -> WSGIApplication:
-        """The wrapped WSGI app (may be replaced)."""
-        return self._app
-
-    @app.setter
-    def app(self, app: WSGIApplication) -> None:
-        self._app = app
-        self._call_app = direct_call(app)
+    app = WrappedApp()  # the wrapped WSGI app (may be replaced)
+    _call_app: WSGIApplication  # what calls it, bound by WrappedApp
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ from apimw._idempotency_records import NOT_STORED as NOT_STORED
 from apimw._idempotency_records import STATUS_HEADER
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import PREFIX_LEN, Store, mask_url, open_store
-from apimw._wsgi import direct_call
+from apimw._wsgi import WrappedApp
 from apimw.errors import (
     ENVIRON_REQUEST_ID,
     ConfigError,
@@ -362,15 +362,8 @@ class IdempotencyMiddleware:
         )
         self._probe_store()
 
-    @property
-    def app(self) -> WSGIApplication:
-        """The wrapped WSGI app (may be replaced)."""
-        return self._wrapped
-
-    @app.setter
-    def app(self, app: WSGIApplication) -> None:
-        self._wrapped = app
-        self._call_app = direct_call(app)
+    app = WrappedApp()  # the wrapped WSGI app (may be replaced)
+    _call_app: WSGIApplication  # what calls it, bound by WrappedApp
 
     _app = app  # the name before ``app``, kept
 

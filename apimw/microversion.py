@@ -42,7 +42,7 @@ from apimw._microversion_negotiation import Selection as Selection
 from apimw._microversion_negotiation import config_version as _config_version
 from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw._microversion_type import parse_version as parse_version
-from apimw._wsgi import direct_call
+from apimw._wsgi import WrappedApp
 from apimw.errors import (
     ENVIRON_PROFILE,
     ConfigError,
@@ -356,15 +356,8 @@ class MicroversionMiddleware:
                 deprecation=negotiator.deprecation,
             )
 
-    @property
-    def app(self) -> WSGIApplication:
-        """The wrapped WSGI app (may be replaced)."""
-        return self._app
-
-    @app.setter
-    def app(self, app: WSGIApplication) -> None:
-        self._app = app
-        self._call_app = direct_call(app)
+    app = WrappedApp()  # the wrapped WSGI app (may be replaced)
+    _call_app: WSGIApplication  # what calls it, bound by WrappedApp
 
     def _outcome(self, standard: str | None, legacy: str | None) -> _Outcome:
         """Negotiate once per pair of raw header values (bounded: junk cannot grow memory)."""
