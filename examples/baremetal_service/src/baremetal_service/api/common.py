@@ -437,7 +437,7 @@ def location(*segments: str) -> tuple[str, str]:
 
 def make_links(resource: str, ident: str, base: str | None = None) -> list[dict[str, str]]:
     base = base if base is not None else base_url()
-    path = url_path(resource, ident)
+    path = url_path(*resource.split("/"), ident)  # resource: a route's own path (volume/targets)
     return [
         {"href": f"{base}/v1{path}", "rel": "self"},
         {"href": f"{base}{path}", "rel": "bookmark"},

@@ -171,7 +171,8 @@ class Endpoints:
         check_fields_allowed(body, decl.field_versions, decl.kind)
         obj = self.crud().create(dict(body), project_id=project_id(), token=token())
         doc = self.doc(obj)
-        return json_response(doc, 201, [location(decl.collection, doc["uuid"]), *self.etag_headers(obj)])
+        where = location(*decl.collection.split("/"), doc["uuid"])  # volume/connectors: two segments
+        return json_response(doc, 201, [where, *self.etag_headers(obj)])
 
     def patch(self, ident: str) -> Response:
         decl = self.decl
