@@ -62,3 +62,23 @@ def test_a_volume_target_patch_that_cannot_apply_does_not_quote_its_secrets(data
         assert b"sekrit" not in resp.get_data(), resp.get_data()
     finally:
         app.close()
+
+
+@pytest.mark.parametrize("path", ["/vifs/vif-1", "/vmedia", "/vmedia?device_types=cdrom"])
+def test_an_if_match_detach_is_conditional(database_url: str, path: str) -> None:
+    """The service declares that it enforces If-Match on every write (``enforces = *``),
+    so a detach that carries one is checked against the node's etag: a stale one is 412,
+    the current one is 204 -- never the middleware's 500 ``etag.precondition-not-enforced``
+    after the detach ran."""
+    app = build_app(database_url, "memory://", run_conductor=False)
+    try:
+        client = Client(app)
+        node = client.post("/v1/nodes", json={"driver": "fake-hardware"}, headers=LATEST)
+        uuid, etag = node.json["uuid"], node.headers["ETag"]
+        stale = client.delete(f"/v1/nodes/{uuid}{path}", headers={**LATEST, "If-Match": 'W/"stale"'})
+        assert stale.status_code == 412, stale.get_data()
+        assert stale.json["errors"][0]["code"] == "etag.precondition-failed"
+        current = client.delete(f"/v1/nodes/{uuid}{path}", headers={**LATEST, "If-Match": etag})
+        assert current.status_code == 204, current.get_data()
+    finally:
+        app.close()
