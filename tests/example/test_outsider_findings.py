@@ -82,3 +82,19 @@ def test_an_if_match_detach_is_conditional(database_url: str, path: str) -> None
         assert current.status_code == 204, current.get_data()
     finally:
         app.close()
+
+
+def test_a_resource_class_412_has_the_code_of_every_other_412(database_url: str) -> None:
+    """A client tells a stale etag by ``etag.precondition-failed``, whichever resource."""
+    app = build_app(database_url, "memory://", run_conductor=False)
+    try:
+        client = Client(app)
+        assert client.put("/v1/resource_classes/CUSTOM_GOLD", headers=LATEST).status_code in (200, 201, 204)
+        for method in ("PUT", "DELETE"):
+            resp = client.open("/v1/resource_classes/CUSTOM_GOLD", method=method,
+                               headers={**LATEST, "If-Match": 'W/"any"'})  # fmt: skip
+            assert resp.status_code == 412, resp.get_data()
+            assert resp.json["errors"][0]["code"] == "etag.precondition-failed"
+        assert client.get("/v1/resource_classes/CUSTOM_GOLD", headers=LATEST).status_code == 200
+    finally:
+        app.close()
