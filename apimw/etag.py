@@ -545,7 +545,8 @@ class ETagMiddleware:
                 return self._no_version(environ, start_response)
             enabled = isinstance(served, Version) and served >= lowest
         environ[ENVIRON_ENABLED] = enabled
-        method = environ["REQUEST_METHOD"]
+        # upper: Flask and pecan route ``patch`` as PATCH, and some servers pass it as sent
+        method = environ["REQUEST_METHOD"].upper()
         try:
             if method in self.methods:
                 return self._write(environ, start_response, method, enabled)

@@ -425,7 +425,8 @@ class IdempotencyMiddleware:
     # -- the hot path ------------------------------------------------------------------------
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("REQUEST_METHOD") not in self._methods:
+        # upper: Flask and pecan route ``post`` as POST, and some servers pass it as sent
+        if environ.get("REQUEST_METHOD", "").upper() not in self._methods:
             return self._call_app(environ, start_response)
         client_token = environ.get(ENVIRON_CLIENT_TOKEN)
         key_header = environ.get(ENVIRON_IDEMPOTENCY_KEY) if self._accept_key else None

@@ -147,6 +147,16 @@ def bad_request(detail: str, code: str = "request.invalid") -> HTTPProblem:
     return HTTPProblem(400, code, detail)
 
 
+def invalid_patch(exc: Exception) -> HTTPProblem:
+    """400 ``request.invalid-patch`` for a JSON Patch that cannot apply.  jsonpointer words
+    a missing member ``member 'x' not found in {...}``, quoting the whole stored object it
+    looked in (a node's ``driver_info``, secrets in clear): only the member is kept."""
+    message = str(exc).split(" not found in ", 1)[0]
+    if message != str(exc):
+        message += " not found"
+    return bad_request(f"Unable to apply the patch: {shorten(message, 500)}", "request.invalid-patch")
+
+
 def quote(value: Any) -> str:
     """``repr(value)`` cut to :data:`MAX_QUOTED_CHARS` (error messages never echo a whole input)."""
     return shorten(repr(value))

@@ -34,6 +34,7 @@ from .common import (
     check_fields_allowed,
     collect_page,
     empty_response,
+    invalid_patch,
     json_body,
     json_response,
     list_response,
@@ -206,7 +207,7 @@ class Endpoints:
         try:
             patched = jsonpatch.apply_patch(current, patch)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-            raise bad_request(f"Unable to apply the patch: {exc}", "request.invalid-patch") from None
+            raise invalid_patch(exc) from None
         for name in set(decl.patchable) - set(patched):
             patched[name] = serialize.default_for(name)
         for name in serialize.MASKED.get(decl.kind, {}).keys() & set(decl.patchable):
