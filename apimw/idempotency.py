@@ -34,6 +34,7 @@ from apimw._config import (
     as_optional_str,
     as_str,
     integration,
+    oslo_config,
 )
 from apimw._idempotency_body import read_body
 from apimw._idempotency_capture import Claim, Exchange, Keeping
@@ -620,6 +621,42 @@ class IdempotencyMiddleware:
 # -- configuration --------------------------------------------------------------------------
 
 filter_factory, wrap_flask, list_opts, oslo_hook = integration(IdempotencyMiddleware, OPTIONS, GROUP)
+
+
+def ironic_hook(app: WSGIApplication) -> WSGIApplication:
+    """``apimw_idempotency`` for OpenStack Ironic's ``[api] middleware`` hook (docs/adopting.md).
+
+    Ironic applies that hook outside its own authentication, so a replay would be answered
+    before auth runs, and a ``project`` or ``user`` scope would trust an ``X-Project-Id`` that
+    any caller can send.  This builds the middleware like :func:`oslo_hook` only where that is
+    safe: Ironic without authentication (``[DEFAULT] auth_strategy = noauth``) and
+    ``scope = shared``; anything else is a :class:`ConfigError` when Ironic builds its API.
+    """
+    conf = oslo_config().CONF
+    try:
+        strategy = conf.auth_strategy
+    except AttributeError:  # oslo.config's NoSuchOptError: not Ironic's configuration
+        raise ConfigError(
+            f"oslo.config [{GROUP}]: the host has no [DEFAULT] auth_strategy, so whether its hook runs "
+            "before authentication cannot be told; apimw_idempotency is Ironic's (auth_strategy = noauth)"
+        ) from None
+    if strategy != "noauth":
+        raise ConfigError(
+            f"oslo.config [{GROUP}]: Ironic's [api] middleware runs before its authentication, so with "
+            f"auth_strategy = {strategy} a replay would be answered to unauthenticated callers; leave "
+            "apimw_idempotency out of the hook (docs/adopting.md)"
+        )
+    built = oslo_hook(app)
+    if not isinstance(built, IdempotencyMiddleware) or built._scope_fn is not shared_scope:
+        scope = conf[GROUP].scope
+        close = getattr(built, "close", None)
+        if close is not None:
+            close()
+        raise ConfigError(
+            f"oslo.config [{GROUP}]: scope = {scope} trusts X-Project-Id / X-User-Id headers that, before "
+            "Ironic's authentication, any caller can send; set scope = shared (noauth: one tenant)"
+        )
+    return built
 
 
 #: What the middleware stores replays in (Redis, memcached, in-process memory): the object
