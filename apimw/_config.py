@@ -139,7 +139,7 @@ def convert_strings(options: Sequence[Option], conf: Mapping[str, Any], *, where
     return kwargs
 
 
-def _oslo_config() -> Any:
+def oslo_config() -> Any:
     """``oslo_config.cfg`` (an optional extra), imported when oslo.config is first used."""
     try:
         from oslo_config import cfg
@@ -151,7 +151,7 @@ def _oslo_config() -> Any:
 
 def oslo_opts(options: Sequence[Option]) -> list[Any]:
     """oslo.config ``Opt`` objects for *options* (imports oslo.config lazily)."""
-    cfg = _oslo_config()
+    cfg = oslo_config()
 
     makers: dict[str, Callable[..., Any]] = {
         "str": cfg.StrOpt,
@@ -173,7 +173,7 @@ def oslo_opts(options: Sequence[Option]) -> list[Any]:
 
 def from_oslo(options: Sequence[Option], conf: Any, group: str) -> dict[str, Any]:
     """Values set in oslo.config *group* (those differing from the default), converted."""
-    cfg = _oslo_config()
+    cfg = oslo_config()
 
     for oslo_opt in oslo_opts(options):
         # registered once: when the host registered the option already, its definition is kept
@@ -292,7 +292,7 @@ def make_filter_factory(
         config_file = local.pop("oslo_config_file", None)
         kwargs: dict[str, Any] = {}
         if project or config_file:
-            cfg = _oslo_config()
+            cfg = oslo_config()
 
             conf = cfg.ConfigOpts()
             args = ["--config-file", config_file] if config_file else []
@@ -353,7 +353,7 @@ def oslo_hook_for(
     """``hook(app) -> app``: *factory* configured from the host's global ``oslo_config.cfg.CONF``."""
 
     def oslo_hook(app: WSGIApplication) -> WSGIApplication:
-        cfg = _oslo_config()
+        cfg = oslo_config()
 
         where = f"oslo.config [{group}]"
         kwargs = from_oslo(options, cfg.CONF, group)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
+from apimw._microversion_deprecation import DEPRECATION_HEADER, SUNSET_HEADER, Deprecation
 from apimw._microversion_type import LATEST, MAX_VERSION_LENGTH, Version, parse_version
 from apimw.errors import ConfigError, HTTPProblem, VersionParseError, check_profile
 
@@ -156,15 +157,19 @@ def merge_response_headers(
     owned: frozenset[str],
     vary: Sequence[str],
 ) -> list[tuple[str, str]]:
-    """The app's *headers* minus the *owned* ones (lower-case names), then *ours*, then one
-    ``Vary``: the app's tokens (``*`` stays ``*``) followed by the names in *vary* it lacked."""
+    """The app's *headers* minus the *owned* ones (lower-case names) that *ours* sets, then
+    *ours*, then one ``Vary``: the app's tokens (``*`` stays ``*``) followed by the names in
+    *vary* it lacked.  An owned header *ours* does not set this time (``Deprecation`` at a
+    version that is not deprecated) is the app's."""
     merged: list[tuple[str, str]] = []
     tokens: list[str] = []
+    replaced = owned & {name.lower() for name, _ in ours}
     for name, value in headers:
         lowered = name.lower()
-        if lowered in owned:
-            if lowered == "vary":
-                tokens.extend(t.strip() for t in value.split(",") if t.strip())
+        if lowered == "vary":
+            tokens.extend(t.strip() for t in value.split(",") if t.strip())
+            continue
+        if lowered in replaced:
             continue
         merged.append((name, value))
     merged.extend(ours)
@@ -181,11 +186,19 @@ class Served(NamedTuple):
     """A request that is served: its version and the headers that carry it."""
 
     version: Version
-    #: the range headers and the served version in the legacy and standard headers (no Vary)
+    #: the range headers, the served version in the legacy and standard headers, and at a
+    #: deprecated version the deprecation headers (no Vary)
     response_headers: _Headers
     #: the request's version headers as the app should read them, exactly *version*: the
     #: standard header first, then the legacy one (if the service has one)
     request_headers: _Headers
+    #: served below the ``deprecated_below`` floor
+    deprecated: bool = False
+
+    @property
+    def outcome(self) -> str:
+        """The metrics outcome (:mod:`apimw.metrics`): ``served`` or ``deprecated``."""
+        return "deprecated" if self.deprecated else "served"
 
 
 class Negotiator:
@@ -197,6 +210,8 @@ class Negotiator:
     """
 
     __slots__ = (
+        "deprecated_below",
+        "deprecation",
         "legacy_header",
         "malformed_status",
         "max_header",
@@ -222,6 +237,10 @@ class Negotiator:
         pin_max_version: str | Version | None = None,
         error_profile: str = "api-sig",
         service_aliases: Sequence[str] = (),
+        deprecated_below: str | Version | None = None,
+        deprecated_since: object = None,
+        sunset: object = None,
+        deprecation_link: str | None = None,
     ) -> None:
         self.service_type = check_token("service_type", service_type)
         self.min_version = config_version("min_version", min_version)
@@ -252,8 +271,30 @@ class Negotiator:
             (self.min_header, str(self.min_version)),
             (self.max_header, str(self.max_version)),
         )
-        #: the response headers the middleware sets (lower case): the app's are replaced
-        self.owned = frozenset(h.lower() for h in (self.min_header, self.max_header, *self.vary, "Vary"))
+        #: versions below it are deprecated (above max_version: the whole major version is)
+        self.deprecated_below: Version | None = None
+        self.deprecation: Deprecation | None = None
+        signalled = (self.min_header, self.max_header, *self.vary, "Vary")
+        if deprecated_below is not None:
+            floor = config_version("deprecated_below", deprecated_below)
+            if floor <= self.min_version:
+                raise ConfigError(
+                    f"deprecated_below {floor} deprecates nothing: it must be above min_version "
+                    f"{self.min_version} (above max_version {self.max_version} deprecates every version)"
+                )
+            if deprecated_since is None:
+                raise ConfigError(
+                    "deprecated_below needs deprecated_since: the date the versions below it were (or will "
+                    "be) deprecated, which the Deprecation header carries (RFC 9745)"
+                )
+            self.deprecated_below = floor
+            self.deprecation = Deprecation.build(deprecated_since, sunset, deprecation_link)
+            signalled += (DEPRECATION_HEADER, SUNSET_HEADER)
+        elif deprecated_since is not None or sunset is not None or deprecation_link is not None:
+            raise ConfigError("deprecated_since, sunset and deprecation_link need deprecated_below")
+        #: the response headers the middleware sets (lower case): the app's are replaced where
+        #: ours are set (the deprecation headers: only at a deprecated version)
+        self.owned = frozenset(h.lower() for h in signalled)
 
     def negotiate(self, standard: str | None, legacy: str | None) -> Served | HTTPProblem:
         """The outcome for the raw header values (``None`` when absent)."""
@@ -273,7 +314,12 @@ class Negotiator:
         # The app reads exactly the served version: our entry only in the standard header,
         # whatever the client sent (`latest`, an alias, nothing), so an app that negotiates
         # by itself serves what the response is labelled with.
-        return Served(selection.version, self.range_headers + labels, labels[::-1])
+        response_headers = self.range_headers + labels
+        deprecated = self.deprecated_below is not None and selection.version < self.deprecated_below
+        if deprecated:
+            assert self.deprecation is not None  # noqa: S101 - set with deprecated_below
+            response_headers += self.deprecation.headers
+        return Served(selection.version, response_headers, labels[::-1], deprecated)
 
     def problem(self, selection: Selection) -> HTTPProblem:
         """The 400/406 for a selection that serves no version."""

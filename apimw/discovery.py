@@ -5,6 +5,16 @@ maximum) and ``max_version`` (the API-SIG name, which keystoneauth prefers).
 ``/v{major}`` links each resource collection; a collection that exists only from some
 microversion on (Ironic's portgroups from 1.24) is linked at the versions that have it:
 give it as ``("portgroups", "1.24")`` or ``"portgroups:1.24"``.
+
+Deprecation (the microversion middleware's ``deprecated_below``): when every version of
+the major version is deprecated (the floor above ``max_version``) its ``status`` is
+``DEPRECATED``, the value the API-SIG version discovery guideline gives a version that
+may be removed.  The guideline has no word for deprecated *microversions* within a
+major version, so a floor inside the range is said by a field of apimw's own, which
+clients that do not know it ignore: ``"deprecated_below": "1.50"``.  Either way the
+entry then carries ``"deprecated_since"`` and, when configured, ``"sunset"`` (HTTP-dates,
+as the ``Deprecation`` and ``Sunset`` headers give them) and a ``{"rel": "deprecation"}``
+link to the notice.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from apimw._microversion_deprecation import Deprecation, http_date
 from apimw._microversion_type import Version, parse_version
 from apimw.errors import ConfigError, VersionParseError
 
@@ -69,11 +80,18 @@ def request_base_url(environ: WSGIEnvironment) -> str:
 
 
 def version_entry(
-    *, base_url: str, min_version: Version, max_version: Version, status: str = "CURRENT"
+    *,
+    base_url: str,
+    min_version: Version,
+    max_version: Version,
+    status: str = "CURRENT",
+    deprecated_below: Version | None = None,
+    deprecation: Deprecation | None = None,
 ) -> dict[str, Any]:
-    """One ``versions[]`` entry: id, links, status, min_version, version, max_version."""
+    """One ``versions[]`` entry: id, links, status, min_version, version, max_version, and
+    what is deprecated (see the module docstring) when *deprecated_below* is set."""
     major = f"v{max_version.major}"
-    return {
+    entry: dict[str, Any] = {
         "id": major,
         "links": [{"href": f"{base_url}/{major}/", "rel": "self"}],
         "status": status,
@@ -81,13 +99,34 @@ def version_entry(
         "version": str(max_version),
         "max_version": str(max_version),
     }
+    if deprecated_below is not None and deprecation is not None:
+        if deprecated_below > max_version:
+            entry["status"] = "DEPRECATED"
+        else:
+            entry["deprecated_below"] = str(deprecated_below)
+        entry["deprecated_since"] = http_date(deprecation.since)
+        if deprecation.sunset is not None:
+            entry["sunset"] = http_date(deprecation.sunset)
+        if deprecation.link is not None:
+            entry["links"].append({"href": deprecation.link, "rel": "deprecation"})
+    return entry
 
 
 def root_document(
-    *, base_url: str, min_version: Version, max_version: Version, name: str = "", description: str = ""
+    *,
+    base_url: str,
+    min_version: Version,
+    max_version: Version,
+    name: str = "",
+    description: str = "",
+    deprecated_below: Version | None = None,
+    deprecation: Deprecation | None = None,
 ) -> dict[str, Any]:
     """The unversioned root: ``{"name", "description", "default_version", "versions": [...]}``."""
-    entry = version_entry(base_url=base_url, min_version=min_version, max_version=max_version)
+    entry = version_entry(
+        base_url=base_url, min_version=min_version, max_version=max_version,
+        deprecated_below=deprecated_below, deprecation=deprecation,
+    )  # fmt: skip
     return {"name": name, "description": description, "default_version": entry, "versions": [entry]}
 
 
@@ -99,6 +138,8 @@ def major_document(
     resources: Sequence[Resource] = (),
     media_type: str = "application/json",
     served: Version | None = None,
+    deprecated_below: Version | None = None,
+    deprecation: Deprecation | None = None,
 ) -> dict[str, Any]:
     """The versioned root ``/v{major}``: id, links, media_types, version and resource links.
 
@@ -106,7 +147,10 @@ def major_document(
     request's version; default *max_version*) is at least that version.
     """
     served = max_version if served is None else served
-    entry = version_entry(base_url=base_url, min_version=min_version, max_version=max_version)
+    entry = version_entry(
+        base_url=base_url, min_version=min_version, max_version=max_version,
+        deprecated_below=deprecated_below, deprecation=deprecation,
+    )  # fmt: skip
     major = entry["id"]
     doc: dict[str, Any] = {
         "id": major,
@@ -137,8 +181,12 @@ class DiscoveryResponder:
         resources: Sequence[Resource] = (),
         public_url: str | None = None,
         media_type: str = "application/json",
+        deprecated_below: Version | None = None,
+        deprecation: Deprecation | None = None,
     ) -> None:
         self.min_version = min_version
+        self.deprecated_below = deprecated_below
+        self.deprecation = deprecation
         self.max_version = max_version
         self.name = name
         self.description = description
@@ -161,11 +209,13 @@ class DiscoveryResponder:
                 doc = root_document(
                     base_url=base_url, min_version=lo, max_version=hi,
                     name=self.name, description=self.description,
+                    deprecated_below=self.deprecated_below, deprecation=self.deprecation,
                 )  # fmt: skip
             else:
                 doc = major_document(
                     base_url=base_url, min_version=lo, max_version=hi,
                     resources=self.resources, media_type=self.media_type, served=served,
+                    deprecated_below=self.deprecated_below, deprecation=self.deprecation,
                 )  # fmt: skip
             cached = json.dumps(doc).encode("utf-8")
             if len(self._bodies) >= _CACHE_SIZE:

@@ -90,6 +90,7 @@ from apimw.errors import (
     check_profile,
     respond_with_problem,
 )
+from apimw.metrics import Metrics, as_metrics, problem_outcome
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -281,6 +282,9 @@ OPTIONS: Final = (
            "Fields left out of the etag, as 'type:field' entries.", "list"),
     Option("error_profile", as_optional_str, None,
            "Error body profile (ironic or api-sig); default: the outer middleware's, else api-sig."),
+    Option("metrics", as_metrics, None,
+           "'package.module:attribute' naming an apimw.metrics.Metrics object told each answer the "
+           "middleware gives (304, 412, 428, 400...) (e.g. apimw.metrics_prometheus:METRICS).", oslo=False),
 )  # fmt: skip
 
 
@@ -384,8 +388,10 @@ class ETagMiddleware:
         algorithm: str = "hmac-sha512",
         ignored_fields: Mapping[str, Iterable[str]] | Iterable[str] = _DEFAULT_IGNORED_LIST,
         error_profile: str | None = None,
+        metrics: Metrics | str | None = None,
     ) -> None:
         self.app = app  # the property below: also sets self._call_app
+        self.metrics = as_metrics(metrics)
         # here, not at import: apimw.etag stays cheap
         from apimw.microversion import MicroversionMiddleware, VersionGate
 
@@ -459,9 +465,16 @@ class ETagMiddleware:
         so any webob middleware outside this one) re-raise it instead (PEP 3333 needs
         exc_info only to replace headers already given to start_response).
         """
+        self._report(problem.code)
         return respond_with_problem(
             environ, start_response, problem, profile=self.error_profile, exc_info=exc_info
         )
+
+    def _report(self, code: str) -> None:
+        """Tell ``metrics`` an answer of ours: a problem code of the etag middleware's (an app's
+        other problems rendered here, a gate's or a 404, are not the etag middleware's outcomes)."""
+        if self.metrics is not None and code.startswith(("etag.", "apimw.")):
+            self.metrics.etag(problem_outcome(code))
 
     def _direct(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """Call the app with nothing to add; render an :class:`HTTPProblem` it raises."""
@@ -532,7 +545,8 @@ class ETagMiddleware:
                 return self._no_version(environ, start_response)
             enabled = isinstance(served, Version) and served >= lowest
         environ[ENVIRON_ENABLED] = enabled
-        method = environ["REQUEST_METHOD"]
+        # upper: Flask and pecan route ``patch`` as PATCH, and some servers pass it as sent
+        method = environ["REQUEST_METHOD"].upper()
         try:
             if method in self.methods:
                 return self._write(environ, start_response, method, enabled)
@@ -642,6 +656,7 @@ class ETagMiddleware:
 
     def _not_modified(self, start_response: StartResponse, etag: str) -> Iterable[bytes]:
         # RFC 9110 §15.4.5: a 304 carries the ETag it would have sent with a 200, and no body.
+        self._report("etag.not-modified")
         start_response("304 Not Modified", [(ETAG_HEADER, etag)])
         return []
 
@@ -795,6 +810,7 @@ class ETagMiddleware:
             environ.get("PATH_INFO"),
             ENVIRON_ENFORCED,
         )
+        self._report("etag.precondition-not-enforced")
         problem = HTTPProblem(
             500,
             "etag.precondition-not-enforced",

@@ -34,11 +34,13 @@ from apimw._config import (
     as_optional_str,
     as_str,
     integration,
+    oslo_config,
 )
 from apimw._idempotency_body import read_body
 from apimw._idempotency_capture import Claim, Exchange, Keeping
 from apimw._idempotency_identity import ClientToken as ClientToken
 from apimw._idempotency_lease import Renewer
+from apimw._idempotency_metered import MeteredStore
 from apimw._idempotency_records import NOT_STORED as NOT_STORED
 from apimw._idempotency_records import STATUS_HEADER
 from apimw._microversion_type import ENVIRON_VERSION
@@ -52,6 +54,7 @@ from apimw.errors import (
     check_profile,
     respond_with_problem,
 )
+from apimw.metrics import Metrics, as_metrics, problem_outcome
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -252,6 +255,9 @@ OPTIONS: Final = (
     Option("key_prefix", as_str, "apimw:", "Prefix of every store key."),
     Option("error_profile", as_optional_str, None,
            "Error body profile (ironic, api-sig); default: the outer middleware's, else api-sig."),
+    Option("metrics", as_metrics, None,
+           "'package.module:attribute' naming an apimw.metrics.Metrics object told each outcome and "
+           "each store call's duration (e.g. apimw.metrics_prometheus:METRICS).", oslo=False),
 )  # fmt: skip
 
 
@@ -285,13 +291,15 @@ class IdempotencyMiddleware:
         request_id_headers: Iterable[str] = DEFAULT_REQUEST_ID_HEADERS,
         key_prefix: str = "apimw:",
         error_profile: str | None = None,
+        metrics: Metrics | str | None = None,
     ) -> None:
         self.app = app  # the property below: also sets self._call_app
+        self.metrics = as_metrics(metrics)
         if isinstance(store, str):
             if store_timeout <= 0:
                 raise ConfigError(f"idempotency: store_timeout must be > 0, got {store_timeout}")
             store = open_store(store, timeout=store_timeout)
-        self.store: Store = store
+        self.store = store
         self._warn_multiprocess = self.store.name.startswith("memory://")
         self._methods = frozenset(m.strip().upper() for m in methods)
         if not self._methods or not all(re.fullmatch(r"[A-Z]+", m) for m in self._methods):
@@ -317,7 +325,7 @@ class IdempotencyMiddleware:
             if not value > 0:
                 raise ConfigError(f"idempotency: {name} must be > 0 seconds, got {value!r}")
         self._lease = float(lease)
-        self._renewer = Renewer(self.store, self._lease) if renew_lease else None
+        self._renewer = Renewer(self._calls, self._lease) if renew_lease else None
         if max_request_bytes < 0 or max_response_bytes < 1024:
             raise ConfigError("idempotency: max_request_bytes must be >= 0 and max_response_bytes >= 1024")
         self._max_request = int(max_request_bytes)
@@ -363,6 +371,21 @@ class IdempotencyMiddleware:
     def __repr__(self) -> str:
         return f"<IdempotencyMiddleware store={self.store.name} methods={sorted(self._methods)}>"
 
+    @property
+    def store(self) -> Store:
+        """The replay store (may be replaced; with ``metrics``, its calls are timed)."""
+        return self._store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self._store = store
+        #: what the middleware calls: the store, or the store timed for ``metrics``
+        self._calls: Store = store if self.metrics is None else MeteredStore(store, self.metrics)
+
+    def _report(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.idempotency(outcome)
+
     def _probe_store(self) -> None:
         """One quick, bounded look at a network store at startup: a warning if it cannot be reached.
 
@@ -403,7 +426,8 @@ class IdempotencyMiddleware:
     # -- the hot path ------------------------------------------------------------------------
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        if environ.get("REQUEST_METHOD") not in self._methods:
+        # upper: Flask and pecan route ``post`` as POST, and some servers pass it as sent
+        if environ.get("REQUEST_METHOD", "").upper() not in self._methods:
             return self._call_app(environ, start_response)
         client_token = environ.get(ENVIRON_CLIENT_TOKEN)
         key_header = environ.get(ENVIRON_IDEMPOTENCY_KEY) if self._accept_key else None
@@ -427,6 +451,7 @@ class IdempotencyMiddleware:
         extra: dict[str, Any] | None = None,
     ) -> Iterable[bytes]:
         problem = HTTPProblem(status, code, detail, headers=headers, extra=extra)
+        self._report(problem_outcome(code))
         return respond_with_problem(environ, start_response, problem, profile=self._profile)
 
     def _protected(
@@ -454,6 +479,7 @@ class IdempotencyMiddleware:
             scope = SHARED_SCOPE
         body = read_body(environ, self._max_request)
         if isinstance(body, HTTPProblem):
+            self._report(problem_outcome(body.code))
             return respond_with_problem(environ, start_response, body, profile=self._profile)
         fp = identity.fingerprint(
             method=environ["REQUEST_METHOD"],
@@ -483,9 +509,12 @@ class IdempotencyMiddleware:
             environ[ENVIRON_STATUS] = "claimed"
             environ[ENVIRON_REPLAYED] = False
             claim = Claim(key, pending[:PREFIX_LEN], owner, fp, scope)
-            exchange = Exchange(self._app, self.store, self._renewer, self._keeping, environ, start_response,
+            exchange = Exchange(self._app, self._calls, self._renewer, self._keeping, environ, start_response,
                                 claim, handed)  # fmt: skip
-            result = exchange.run()
+            try:
+                result = exchange.run()
+            finally:
+                self._report("replayed" if exchange.replayed else "claimed")
             if exchange.replayed:  # the database guard answered: the store had lost the token
                 environ[ENVIRON_REPLAYED] = True
             return result
@@ -506,7 +535,7 @@ class IdempotencyMiddleware:
     def _claim(self, key: str, pending: bytes) -> bytes | None:
         """``None`` if this request owns the key now, else the record there."""
         for _ in range(3):
-            current = self.store.claim(key, pending, self._lease)
+            current = self._calls.claim(key, pending, self._lease)
             # our own record: a retried claim whose first reply was lost
             if current is None or current[:PREFIX_LEN] == pending[:PREFIX_LEN]:
                 return None
@@ -520,6 +549,7 @@ class IdempotencyMiddleware:
     ) -> Iterable[bytes]:
         LOG.warning("idempotency store %s unavailable (key %s...): %s", self.store.name, key[-64:][:12], exc)
         if self._fail_open:
+            self._report("unprotected")
             environ[ENVIRON_STATUS] = "unprotected"
             marker = (UNPROTECTED_HEADER, "unprotected")
             started = False
@@ -578,6 +608,7 @@ class IdempotencyMiddleware:
                 extra={"original_status": int(record.status[:3]) if record.status[:3].isdigit() else None,
                        "location": record.location},
             )  # fmt: skip
+        self._report("replayed")
         environ[ENVIRON_REPLAYED] = True
         headers = records.with_request_id(record.headers, self._request_ids, lambda: _request_id(environ))
         headers += [("Content-Length", str(len(record.body))), self._replayed]
@@ -590,6 +621,42 @@ class IdempotencyMiddleware:
 # -- configuration --------------------------------------------------------------------------
 
 filter_factory, wrap_flask, list_opts, oslo_hook = integration(IdempotencyMiddleware, OPTIONS, GROUP)
+
+
+def ironic_hook(app: WSGIApplication) -> WSGIApplication:
+    """``apimw_idempotency`` for OpenStack Ironic's ``[api] middleware`` hook (docs/adopting.md).
+
+    Ironic applies that hook outside its own authentication, so a replay would be answered
+    before auth runs, and a ``project`` or ``user`` scope would trust an ``X-Project-Id`` that
+    any caller can send.  This builds the middleware like :func:`oslo_hook` only where that is
+    safe: Ironic without authentication (``[DEFAULT] auth_strategy = noauth``) and
+    ``scope = shared``; anything else is a :class:`ConfigError` when Ironic builds its API.
+    """
+    conf = oslo_config().CONF
+    try:
+        strategy = conf.auth_strategy
+    except AttributeError:  # oslo.config's NoSuchOptError: not Ironic's configuration
+        raise ConfigError(
+            f"oslo.config [{GROUP}]: the host has no [DEFAULT] auth_strategy, so whether its hook runs "
+            "before authentication cannot be told; apimw_idempotency is Ironic's (auth_strategy = noauth)"
+        ) from None
+    if strategy != "noauth":
+        raise ConfigError(
+            f"oslo.config [{GROUP}]: Ironic's [api] middleware runs before its authentication, so with "
+            f"auth_strategy = {strategy} a replay would be answered to unauthenticated callers; leave "
+            "apimw_idempotency out of the hook (docs/adopting.md)"
+        )
+    built = oslo_hook(app)
+    if not isinstance(built, IdempotencyMiddleware) or built._scope_fn is not shared_scope:
+        scope = conf[GROUP].scope
+        close = getattr(built, "close", None)
+        if close is not None:
+            close()
+        raise ConfigError(
+            f"oslo.config [{GROUP}]: scope = {scope} trusts X-Project-Id / X-User-Id headers that, before "
+            "Ironic's authentication, any caller can send; set scope = shared (noauth: one tenant)"
+        )
+    return built
 
 
 #: What the middleware stores replays in (Redis, memcached, in-process memory): the object

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from apimw import discovery as _discovery
@@ -48,6 +49,7 @@ from apimw.errors import (
     HTTPProblem,
     respond_with_problem,
 )
+from apimw.metrics import Metrics, as_metrics, problem_outcome
 
 if TYPE_CHECKING:
     from _typeshed import OptExcInfo
@@ -232,10 +234,11 @@ class VersionedFields:
 # -- the middleware ---------------------------------------------------------------------
 
 #: What the middleware does for one pair of raw header values, built once: for a served
-#: request ``(version, standard, legacy, headers)``: the version, the values of the standard
-#: and the legacy request headers forwarded to the app, the response headers to add
-#: (``Vary`` last); for a refused one ``(None, "", "", problem)``.
-_Outcome = tuple[Version | None, str, str, Any]  # Any: the headers, or the problem
+#: request ``(version, standard, legacy, headers, report)``: the version, the values of the
+#: standard and the legacy request headers forwarded to the app, the response headers to add
+#: (``Vary`` last); for a refused one ``(None, "", "", problem, report)``.  *report* tells the
+#: ``metrics`` object the outcome (``None`` without one).
+_Outcome = tuple[Version | None, str, str, Any, Callable[[], None] | None]  # Any: headers or problem
 
 #: Read for the legacy header when the service has none: never set, so it reads ``None``.
 _ENVIRON_NO_LEGACY: Final = "apimw.microversion.no-legacy-header"
@@ -268,6 +271,14 @@ class MicroversionMiddleware:
         discovery documents (``discovery_name``, ``discovery_description``,
         ``discovery_resources``, ``public_url``).  Place this middleware before
         authentication so that discovery stays unauthenticated.
+    deprecated_below, deprecated_since, sunset, deprecation_link
+        versions below ``deprecated_below`` are deprecated: their answers carry
+        ``Deprecation: @<deprecated_since>`` (RFC 9745), ``Sunset`` (RFC 8594) and
+        ``Link: <deprecation_link>; rel="deprecation"`` when those are set, and the
+        discovery documents say so (see ``docs/microversion.md``).
+    metrics
+        an :class:`apimw.metrics.Metrics` told every request's outcome (served,
+        deprecated, malformed, unsupported) and served version.
     """
 
     def __init__(
@@ -288,6 +299,11 @@ class MicroversionMiddleware:
         discovery_description: str = "",
         discovery_resources: Sequence[_discovery.Resource] = (),
         public_url: str | None = None,
+        deprecated_below: str | Version | None = None,
+        deprecated_since: object = None,
+        sunset: object = None,
+        deprecation_link: str | None = None,
+        metrics: Metrics | str | None = None,
     ) -> None:
         self.app = app  # the property below: also sets self._call_app
         negotiator = self.negotiator = Negotiator(
@@ -300,7 +316,12 @@ class MicroversionMiddleware:
             pin_max_version=pin_max_version,
             error_profile=error_profile,
             service_aliases=service_aliases,
+            deprecated_below=deprecated_below,
+            deprecated_since=deprecated_since,
+            sunset=sunset,
+            deprecation_link=deprecation_link,
         )
+        self.metrics = as_metrics(metrics)
         self.service_type = negotiator.service_type
         self.min_version, self.max_version = negotiator.min_version, negotiator.max_version
         self.error_profile = error_profile
@@ -331,6 +352,8 @@ class MicroversionMiddleware:
                 description=discovery_description,
                 resources=tuple(discovery_resources),
                 public_url=public_url,
+                deprecated_below=negotiator.deprecated_below,
+                deprecation=negotiator.deprecation,
             )
 
     app = WrappedApp()  # the wrapped WSGI app (may be replaced)
@@ -340,13 +363,18 @@ class MicroversionMiddleware:
         """Negotiate once per pair of raw header values (bounded: junk cannot grow memory)."""
         served = self.negotiator.negotiate(standard, legacy)
         outcome: _Outcome
+        metrics = self.metrics
         if isinstance(served, HTTPProblem):
-            outcome = (None, "", "", served)
+            outcome_label, version_label = problem_outcome(served.code), ""
+            outcome = (None, "", "", served, None)
         else:
             # the standard header first, the legacy one last (the same entry when there is none)
             forwarded = served.request_headers
             headers = [*served.response_headers, ("Vary", self._vary_value)]
-            outcome = (served.version, forwarded[0][1], forwarded[-1][1], headers)
+            outcome_label, version_label = served.outcome, str(served.version)
+            outcome = (served.version, forwarded[0][1], forwarded[-1][1], headers, None)
+        if metrics is not None:  # told once per request, built once per outcome
+            outcome = (*outcome[:4], partial(metrics.microversion, outcome_label, version_label))
         if self._outcome_count >= _CACHE_SIZE:
             self._outcomes.clear()
             self._outcome_count = 0
@@ -371,9 +399,11 @@ class MicroversionMiddleware:
         standard = environ.get(_ENVIRON_STANDARD)
         legacy = environ.get(self._legacy_read)
         try:
-            version, forward_standard, forward_legacy, ours = self._outcomes[standard][legacy]
+            version, forward_standard, forward_legacy, ours, report = self._outcomes[standard][legacy]
         except KeyError:
-            version, forward_standard, forward_legacy, ours = self._outcome(standard, legacy)
+            version, forward_standard, forward_legacy, ours, report = self._outcome(standard, legacy)
+        if report is not None:
+            report()
         environ[ENVIRON_PROFILE] = self.error_profile
         if version is None:
             # No version was served: range headers and Vary only.
@@ -452,6 +482,19 @@ OPTIONS: Final = (
            kind="list"),
     Option("public_url", as_optional_str, None,
            "Base URL for discovery links (default: from the request)."),
+    Option("deprecated_below", _optional_version_option, None,
+           "Versions below this one are deprecated: their answers carry Deprecation (RFC 9745), "
+           "Sunset and a deprecation Link; discovery marks them. Needs deprecated_since."),
+    Option("deprecated_since", as_optional_str, None,
+           "When the versions below deprecated_below were (or will be) deprecated: an HTTP-date, an "
+           "ISO date (2026-11-01) or @<epoch seconds>; sent as Deprecation: @<epoch seconds>."),
+    Option("sunset", as_optional_str, None,
+           "When the deprecated versions may stop being served (same forms); sent as Sunset."),
+    Option("deprecation_link", as_optional_str, None,
+           "URL of the deprecation notice; sent as Link: <url>; rel=\"deprecation\"."),
+    Option("metrics", as_metrics, None,
+           "'package.module:attribute' naming an apimw.metrics.Metrics object told each outcome "
+           "(e.g. apimw.metrics_prometheus:METRICS).", oslo=False),
 )  # fmt: skip
 
 GROUP: Final = "apimw_microversion"

@@ -585,6 +585,7 @@ def test_get_whose_body_fails_while_held_for_its_etag_closes_the_app_once() -> N
     assert made[0].closed == 1
 
 
+@pytest.mark.wsgi_only  # PEP 3333: the WSGI middleware raises to its server
 def test_get_from_an_app_that_never_calls_start_response_is_an_error() -> None:
     made: list[Tracked] = []
 

@@ -970,6 +970,9 @@ def test_a_renewed_lease_keeps_a_slow_request_from_running_twice(backend: Backen
     thread = threading.Thread(target=lambda: first.append(post(mw, tok)))
     thread.start()
     retries: list[Answer] = []
+    started = time.monotonic()
+    while not calls and time.monotonic() - started < 30:  # the first request holds the claim
+        time.sleep(0.01)
     try:
         while thread.is_alive() and len(retries) < 200:
             time.sleep(0.1)

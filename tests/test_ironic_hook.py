@@ -303,7 +303,7 @@ def test_the_wheel_declares_the_three_hook_entry_points() -> None:
              and ep.dist.name == "apimw"}  # fmt: skip
     assert sorted(found) == ["apimw_etag", "apimw_idempotency", "apimw_microversion"]
     assert found["apimw_etag"].load() is apimw.etag.oslo_hook
-    assert found["apimw_idempotency"].load() is apimw.idempotency.oslo_hook
+    assert found["apimw_idempotency"].load() is apimw.idempotency.ironic_hook
     assert found["apimw_microversion"].load() is apimw.microversion.oslo_hook
 
 

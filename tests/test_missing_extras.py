@@ -64,6 +64,16 @@ paste.app_factory = tests.test_paste_config:app_factory
         pytest.param("requests", "import apimw.client_resources",
                      "apimw.client needs the requests library: pip install 'apimw[client]'",
                      id="client-resources"),
+        pytest.param("prometheus_client", "import apimw.metrics_prometheus",
+                     "apimw.metrics_prometheus needs the prometheus_client library: pip install "
+                     "'apimw[prometheus]'", id="prometheus"),
+        pytest.param("prometheus_client", "from apimw.microversion import MicroversionMiddleware\n"
+                     "MicroversionMiddleware(lambda e, s: [], service_type='x', min_version='1.1', "
+                     "max_version='1.2', metrics='apimw.metrics_prometheus:METRICS')",
+                     "pip install 'apimw[prometheus]'", id="prometheus-option"),
+        pytest.param("opentelemetry", "import apimw.metrics_otel",
+                     "apimw.metrics_otel needs the opentelemetry-api library: pip install 'apimw[otel]'",
+                     id="otel"),
         pytest.param("redis", f"from paste.deploy import loadapp\nimport pathlib\n"
                      f"pathlib.Path('api-paste.ini').write_text({PASTE!r})\n"
                      "loadapp('config:' + str(pathlib.Path('api-paste.ini').resolve()))",

@@ -117,3 +117,39 @@ def test_current_etag_is_not_an_oslo_option() -> None:
     assert group == etag.GROUP == "apimw_etag"
     names = {opt.name for opt in opts}
     assert "current_etag" not in names and "hmac_key" in names
+
+
+@pytest.mark.parametrize(
+    ("auth_strategy", "scope", "refused"),
+    [
+        ("keystone", "shared", "auth_strategy = keystone"),
+        ("http_basic", "project", "auth_strategy = http_basic"),
+        ("noauth", "project", "scope = project"),
+        ("noauth", "user", "scope = user"),
+        ("noauth", "shared", None),
+    ],
+)
+def test_ironic_hook_builds_idempotency_only_where_it_is_safe_outside_auth(
+    host_conf: Any, auth_strategy: str, scope: str, refused: str | None
+) -> None:
+    """Ironic 39 applies ``[api] middleware`` outside its own authentication: a replay would be
+    answered before auth runs, and a project or user scope would trust ``X-Project-Id`` that any
+    caller can send (a caller with no credentials got another project's stored 201)."""
+    conf = host_conf(f"[DEFAULT]\nauth_strategy = {auth_strategy}\n", "",
+                     f"[apimw_idempotency]\nstore = memory://\nscope = {scope}\n")  # fmt: skip
+    conf.register_opt(cfg.StrOpt("auth_strategy", default="keystone"))  # Ironic registers it
+    if refused is None:
+        app = idempotency.ironic_hook(echo_version)
+        post = Request.blank("/v1/nodes", method="POST", headers={"X-Client-Token": "t"}, body=b"{}")
+        assert post.get_response(app).status_int == 201
+        again = Request.blank("/v1/nodes", method="POST", headers={"X-Client-Token": "t"}, body=b"{}")
+        assert again.get_response(app).headers["Idempotent-Replayed"] == "true"
+    else:
+        with pytest.raises(ConfigError, match=refused):
+            idempotency.ironic_hook(echo_version)
+
+
+def test_ironic_hook_refuses_a_host_whose_authentication_it_cannot_tell(host_conf: Any) -> None:
+    host_conf("", "", "[apimw_idempotency]\nstore = memory://\nscope = shared\n")
+    with pytest.raises(ConfigError, match="auth_strategy"):
+        idempotency.ironic_hook(echo_version)

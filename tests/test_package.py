@@ -18,6 +18,9 @@ MODULES = [
     "apimw.etag",
     "apimw.etag_db",
     "apimw.idempotency",
+    "apimw.metrics",
+    "apimw.metrics_otel",
+    "apimw.metrics_prometheus",
     "apimw.microversion",
     "apimw.webob",
 ]
@@ -47,7 +50,8 @@ def test_importing_apimw_does_not_import_optional_backends() -> None:
 
     code = (
         "import sys, apimw; "
-        "bad = [m for m in ('redis', 'pymemcache', 'flask', 'oslo_config', 'sqlalchemy', 'requests') "
+        "bad = [m for m in ('redis', 'pymemcache', 'flask', 'oslo_config', 'sqlalchemy', 'requests', "
+        "'prometheus_client', 'opentelemetry') "
         "if m in sys.modules]; print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

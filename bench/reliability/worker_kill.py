@@ -285,9 +285,9 @@ def run(ctx: Context) -> dict[str, Any]:
             f"{r['in_flight_409_before_lease_end']} of {r['retries_before_lease_end']}",
             r["first_success_after_kill"],
             r["first_success_after_claim"],
-            "replay"
-            if r["first_success_replayed"]
-            else ("database guard" if r["committed_before_kill"] else "executed"),
+            "database guard"
+            if r["committed_before_kill"]
+            else ("replay" if r["first_success_replayed"] else "executed"),
             r["executions"],
             r["5xx"],
         ]

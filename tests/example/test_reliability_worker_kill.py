@@ -39,5 +39,7 @@ def test_worker_killed_after_claim(ctx: Context) -> None:
         assert r["5xx"] == 0, r
     after_commit = next(r for r in rounds if r["variant"] == "after commit")
     assert after_commit["committed_before_kill"]  # the guard answered with the dead worker's node
-    assert not after_commit["first_success_replayed"]
+    assert after_commit["first_success_replayed"]  # as a replay: Idempotent-Replayed: true
+    before_commit = next(r for r in rounds if r["variant"] == "before commit")
+    assert not before_commit["committed_before_kill"] and not before_commit["first_success_replayed"]
     assert result["ok"], result["problems"]

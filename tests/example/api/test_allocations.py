@@ -116,3 +116,21 @@ def test_owner_scoping_and_token_replay(api: Api) -> None:
     first = api.post("/v1/allocations", {"resource_class": "rc-o"}, headers={"X-Client-Token": token})
     again = api.post("/v1/allocations", {"resource_class": "rc-o"}, headers={"X-Client-Token": token})
     assert first.status_code == again.status_code == 201 and again.json()["uuid"] == first.json()["uuid"]
+
+
+def test_a_node_allocation_delete_honours_if_match(api: Api) -> None:
+    """DELETE /v1/nodes/{node}/allocation with If-Match: a stale etag is 412 and the
+    allocation stays; the etag read from GET /v1/nodes/{node}/allocation deletes it (never
+    the etag middleware's 500 ``etag.precondition-not-enforced`` after the delete ran)."""
+    node = available_node(api, name="n1", resource_class="rc-a")
+    done = allocate(api, resource_class="rc-a", name="a1")
+    assert done["state"] == "active" and done["node_uuid"] == node["uuid"]
+    path = f"/v1/nodes/{node['uuid']}/allocation"
+    stale = api.delete(path, version="latest", headers={"If-Match": 'W/"stale"'})
+    assert stale.status_code == 412, stale.text
+    assert error_of(stale)["code"] == "etag.precondition-failed"
+    current = api.get(path, version="latest")
+    assert current.status_code == 200 and current.json()["uuid"] == done["uuid"]
+    gone = api.delete(path, version="latest", headers={"If-Match": current.headers["ETag"]})
+    assert gone.status_code == 204, gone.text
+    assert api.get(path).status_code == 404

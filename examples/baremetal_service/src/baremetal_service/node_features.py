@@ -158,6 +158,14 @@ class NodeFeatures:
     def _node(self, ident: str, project_id: str | None) -> dict[str, Any]:
         return self.db.get("node", ident, project_id=project_id)
 
+    def _unreserved(self, ident: str, project_id: str | None, if_match: IfMatchArg) -> dict[str, Any]:
+        """The node, 409 when reserved and 412 when *if_match* is stale: a write of no field,
+        so an action that changes nothing stored still honours (and marks) its If-Match."""
+        return self.db.update(
+            "node", ident, self.service._locked, if_match=if_match, project_id=project_id,
+            match=_UNRESERVED, on_conflict=self.service._locked,
+        )  # fmt: skip
+
     @staticmethod
     def _owner_only(current: Mapping[str, Any], project_id: str | None, rule: str) -> None:
         if project_id is not None and current.get("owner") != project_id:
@@ -247,9 +255,10 @@ class NodeFeatures:
         self.service._locked(node)
         self._network(node).vif_attach(node, dict(vif))
 
-    def detach_vif(self, ident: str, vif_id: str, *, project_id: str | None = None) -> None:
-        node = self._node(ident, project_id)
-        self.service._locked(node)
+    def detach_vif(
+        self, ident: str, vif_id: str, *, project_id: str | None = None, if_match: IfMatchArg = None
+    ) -> None:
+        node = self._unreserved(ident, project_id, if_match)
         self._network(node).vif_detach(node, vif_id)
 
     @staticmethod
@@ -277,14 +286,18 @@ class NodeFeatures:
         self.service._locked(node)
 
     def detach_vmedia(
-        self, ident: str, device_types: list[str] | None = None, *, project_id: str | None = None
+        self,
+        ident: str,
+        device_types: list[str] | None = None,
+        *,
+        project_id: str | None = None,
+        if_match: IfMatchArg = None,
     ) -> None:
         invalid = [d for d in device_types or () if d not in VMEDIA_DEVICES]
         if invalid:
             valid = ", ".join(VMEDIA_DEVICES)
             raise exc.Invalid(f"Invalid device type(s) {exc._cut(', '.join(invalid))} (valid are {valid})")
-        node = self._node(ident, project_id)
-        self.service._locked(node)
+        self._unreserved(ident, project_id, if_match)
 
     # -- firmware components -----------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 from . import exceptions as exc
-from .db.api import Database, public
+from .db.api import Database, IfMatchArg, public
 
 __all__ = ["AllocationService"]
 
@@ -149,11 +149,15 @@ class AllocationService:
         if doc.get("node_id") is not None:
             self._release_node(doc["node_id"], doc["uuid"])
 
-    def delete_node_allocation(self, node_ident: str, *, project_id: str | None = None) -> None:
+    def delete_node_allocation(
+        self, node_ident: str, *, project_id: str | None = None, if_match: IfMatchArg = None
+    ) -> None:
+        """*if_match*: the allocation's etag (GET /v1/nodes/{node}/allocation shows it)."""
         node = self.db.get("node", node_ident, project_id=project_id)
         if not node.get("allocation_uuid"):
             raise exc.AllocationNotFound(f"for node {node_ident}")
-        self.service.crud["allocation"].delete(node["allocation_uuid"], project_id=project_id)
+        allocations = self.service.crud["allocation"]
+        allocations.delete(node["allocation_uuid"], project_id=project_id, if_match=if_match)
 
     def get_node_allocation(self, node_ident: str, *, project_id: str | None = None) -> dict[str, Any]:
         node = self.db.get("node", node_ident, project_id=project_id)

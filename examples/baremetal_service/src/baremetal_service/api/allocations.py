@@ -23,7 +23,7 @@ from .common import (
     require,
     validate,
 )
-from .context import project_id, service
+from .context import if_match, project_id, service
 from .resources import GET_ARGS, check_args, endpoints
 
 bp = Blueprint("allocations", __name__)
@@ -84,5 +84,5 @@ def get_node_allocation(node_ident: str) -> Response:
 @bp.route("/v1/nodes/<node_ident>/allocation", methods=["DELETE"])
 def delete_node_allocation(node_ident: str) -> Response:
     ALLOCATIONS.gate()
-    service().allocations.delete_node_allocation(node_ident, project_id=project_id())
+    service().allocations.delete_node_allocation(node_ident, project_id=project_id(), if_match=if_match())
     return empty_response(204)

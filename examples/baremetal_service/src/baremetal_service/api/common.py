@@ -147,6 +147,16 @@ def bad_request(detail: str, code: str = "request.invalid") -> HTTPProblem:
     return HTTPProblem(400, code, detail)
 
 
+def invalid_patch(exc: Exception) -> HTTPProblem:
+    """400 ``request.invalid-patch`` for a JSON Patch that cannot apply.  jsonpointer words
+    a missing member ``member 'x' not found in {...}``, quoting the whole stored object it
+    looked in (a node's ``driver_info``, secrets in clear): only the member is kept."""
+    message = str(exc).split(" not found in ", 1)[0]
+    if message != str(exc):
+        message += " not found"
+    return bad_request(f"Unable to apply the patch: {shorten(message, 500)}", "request.invalid-patch")
+
+
 def quote(value: Any) -> str:
     """``repr(value)`` cut to :data:`MAX_QUOTED_CHARS` (error messages never echo a whole input)."""
     return shorten(repr(value))
@@ -437,7 +447,7 @@ def location(*segments: str) -> tuple[str, str]:
 
 def make_links(resource: str, ident: str, base: str | None = None) -> list[dict[str, str]]:
     base = base if base is not None else base_url()
-    path = url_path(resource, ident)
+    path = url_path(*resource.split("/"), ident)  # resource: a route's own path (volume/targets)
     return [
         {"href": f"{base}/v1{path}", "rel": "self"},
         {"href": f"{base}{path}", "rel": "bookmark"},

@@ -49,7 +49,7 @@ MASK: Final = "******"
 #: K_g key) and ``psk`` are whole words.
 SECRET_KEY_PATTERN: Final = re.compile(
     r"pass(?!thr)|pwd|pswd|secret|token|key|credential|community|configdrive|cookie|fsid|hashsuffix|kek"
-    r"|(?:^|[_.-])(?:kg|psk)(?:$|[_.-])"
+    r"|(?:^|[_.-])(?:kg|psk)(?:\Z|[_.-])"
 )
 #: What free text must contain (lower-cased) before oslo's ``mask_password`` can change it
 #: (its keys' parts).  Substring tests: several times faster than one regex on long text.

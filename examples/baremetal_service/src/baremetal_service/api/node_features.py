@@ -152,7 +152,7 @@ def attach_vif(ident: str) -> Response:
 @bp.route("/v1/nodes/<ident>/vifs/<vif_id>", methods=["DELETE"])
 def detach_vif(ident: str, vif_id: str) -> Response:
     _since(versions.NODE_VIFS)
-    _features().detach_vif(ident, vif_id, project_id=project_id())
+    _features().detach_vif(ident, vif_id, project_id=project_id(), if_match=if_match())
     return empty_response(204)
 
 
@@ -176,7 +176,7 @@ def detach_vmedia(ident: str) -> Response:
     _since(versions.NODE_VMEDIA)
     raw = request.args.getlist("device_types")
     device_types = [d.strip() for value in raw for d in value.split(",") if d.strip()] or None
-    _features().detach_vmedia(ident, device_types, project_id=project_id())
+    _features().detach_vmedia(ident, device_types, project_id=project_id(), if_match=if_match())
     return empty_response(204)
 
 

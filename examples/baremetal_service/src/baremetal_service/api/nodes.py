@@ -21,6 +21,7 @@ from .common import (
     check_fields_allowed,
     collect_page,
     empty_response,
+    invalid_patch,
     json_body,
     json_response,
     list_response,
@@ -363,7 +364,7 @@ def _patched_changes(
     try:
         patched = jsonpatch.apply_patch(patched, patch, in_place=True)
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-        raise bad_request(f"Unable to apply the patch: {exc}", "request.invalid-patch") from None
+        raise invalid_patch(exc) from None
     for field in _PATCHABLE_SET - set(patched):
         patched[field] = None  # "remove" of a top-level field resets it
     for field, value in list(patched.items()):

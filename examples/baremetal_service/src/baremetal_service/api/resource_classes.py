@@ -82,7 +82,7 @@ def _check_if_match(name: str) -> None:
     if not exists:
         raise HTTPProblem(
             412,
-            "baremetal.precondition-failed",
+            "etag.precondition-failed",  # the code of every 412 (exceptions.PreconditionFailed)
             f"Resource class {name} does not match the If-Match condition "
             "(resource classes have no etag; only If-Match: * is meaningful).",
         )

@@ -34,6 +34,7 @@ from .common import (
     check_fields_allowed,
     collect_page,
     empty_response,
+    invalid_patch,
     json_body,
     json_response,
     list_response,
@@ -171,7 +172,8 @@ class Endpoints:
         check_fields_allowed(body, decl.field_versions, decl.kind)
         obj = self.crud().create(dict(body), project_id=project_id(), token=token())
         doc = self.doc(obj)
-        return json_response(doc, 201, [location(decl.collection, doc["uuid"]), *self.etag_headers(obj)])
+        where = location(*decl.collection.split("/"), doc["uuid"])  # volume/connectors: two segments
+        return json_response(doc, 201, [where, *self.etag_headers(obj)])
 
     def patch(self, ident: str) -> Response:
         decl = self.decl
@@ -205,7 +207,7 @@ class Endpoints:
         try:
             patched = jsonpatch.apply_patch(current, patch)
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-            raise bad_request(f"Unable to apply the patch: {exc}", "request.invalid-patch") from None
+            raise invalid_patch(exc) from None
         for name in set(decl.patchable) - set(patched):
             patched[name] = serialize.default_for(name)
         for name in serialize.MASKED.get(decl.kind, {}).keys() & set(decl.patchable):
