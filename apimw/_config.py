@@ -15,7 +15,7 @@ table come:
 
     GROUP: Final = "apimw_<middleware>"
     OPTIONS: Final = (...)
-    filter_factory, wrap_flask, list_opts, oslo_hook = integration(Middleware, OPTIONS, GROUP)
+    filter_factory, wrap_flask, list_opts, oslo_hook, __getattr__ = integration(Middleware, OPTIONS, GROUP)
 
 Precedence, highest first: keyword arguments given in code, paste ini keys (the
 filter's own section over the global conf: ``[DEFAULT]``, ``set`` lines, the loader's
@@ -381,6 +381,9 @@ class Integration(NamedTuple):
     list_opts: Callable[[], list[tuple[str, list[Any]]]]
     #: ``oslo_hook(app) -> app``: options from the host's global ``cfg.CONF`` under the group
     oslo_hook: Callable[[WSGIApplication], WSGIApplication]
+    #: the module's ``__getattr__``: ``OPTS``, the oslo.config options, built on first use so
+    #: that oslo.config stays optional
+    module_getattr: Callable[[str], Any]
 
 
 def integration(
@@ -405,9 +408,17 @@ def integration(
         return [(group, oslo_opts(options))]
 
     list_opts.__doc__ = f"oslo-config-generator hook: ``[({group!r}, [Opt, ...])]``."
+    module = "apimw." + group.removeprefix("apimw_")
+
+    def module_getattr(name: str) -> Any:
+        if name == "OPTS":
+            return list_opts()[0][1]
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
     return Integration(
         make_filter_factory(factory, options, group),
         wrap_flask,
         list_opts,
         oslo_hook_for(factory, options, group),
+        module_getattr,
     )

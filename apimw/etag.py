@@ -827,11 +827,6 @@ class ETagMiddleware:
 GROUP: Final = "apimw_etag"
 OSLO_GROUP: Final = GROUP  # the name before GROUP, kept
 
-filter_factory, wrap_flask, list_opts, oslo_hook = integration(ETagMiddleware, OPTIONS, GROUP)
-
-
-def __getattr__(name: str) -> Any:
-    # ``OPTS``: the oslo.config options, built on first use so oslo.config stays optional.
-    if name == "OPTS":
-        return list_opts()[0][1]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+filter_factory, wrap_flask, list_opts, oslo_hook, __getattr__ = integration(
+    ETagMiddleware, OPTIONS, GROUP
+)

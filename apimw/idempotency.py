@@ -620,7 +620,9 @@ class IdempotencyMiddleware:
 
 # -- configuration --------------------------------------------------------------------------
 
-filter_factory, wrap_flask, list_opts, oslo_hook = integration(IdempotencyMiddleware, OPTIONS, GROUP)
+filter_factory, wrap_flask, list_opts, oslo_hook, __getattr__ = integration(
+    IdempotencyMiddleware, OPTIONS, GROUP
+)
 
 
 def ironic_hook(app: WSGIApplication) -> WSGIApplication:
@@ -683,10 +685,3 @@ def check_replay_store(store: ReplayStore) -> None:
     """One read of a probe key: returns when the store answers, raises its error when not
     (for health checks: a :class:`~apimw.errors.StoreError` or the client's connection error)."""
     store.get(PROBE_KEY)
-
-
-def __getattr__(name: str) -> Any:
-    # ``OPTS``: the oslo.config options, built on first use so oslo.config stays optional.
-    if name == "OPTS":
-        return list_opts()[0][1]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
