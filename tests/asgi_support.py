@@ -68,6 +68,18 @@ def flavours(fixture_name: str = "flavour") -> Callable[[pytest.Metafunc], None]
     return generate
 
 
+def module_flavour() -> Any:
+    """An autouse fixture that sets the test module's ``FLAVOUR`` to the test's flavour, for
+    modules whose helpers build the stack without taking the fixture:
+    ``_flavour = module_flavour()``."""
+
+    @pytest.fixture(autouse=True)
+    def _flavour(flavour: str, request: pytest.FixtureRequest) -> None:
+        request.module.FLAVOUR = flavour
+
+    return _flavour
+
+
 def as_asgi(app: Callable[..., Iterable[bytes]]) -> Any:
     """The WSGI test *app* as an ASGI app: its environ is the request's scope (the middleware's
     environ), its body the one the ASGI request carries; it runs in a worker thread."""

@@ -24,18 +24,14 @@ from apimw.etag import (
     set_response_etag,
 )
 from apimw.microversion import MicroversionMiddleware
-from tests.asgi_support import flavours, layered
+from tests.asgi_support import flavours, layered, module_flavour
 from tests.wsgi import run
 
 # every test runs against the WSGI middlewares and their ASGI twins (apimw.asgi)
 pytest_generate_tests = flavours()
 FLAVOUR = "wsgi"
 
-
-@pytest.fixture(autouse=True)
-def _flavour(flavour: str) -> None:
-    global FLAVOUR
-    FLAVOUR = flavour
+_flavour = module_flavour()
 
 LEGACY = "X-OpenStack-Ironic-API-Version"
 KEY = "test-deployment-secret-0123456789"

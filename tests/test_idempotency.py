@@ -17,18 +17,14 @@ from oslo_middleware.request_id import RequestId
 from apimw._idempotency_records import encode_pending
 from apimw.errors import ENVIRON_REQUEST_ID, HTTPProblem
 from apimw.idempotency import ENVIRON_REPLAYED, IdempotencyMiddleware
-from tests.asgi_support import flavours, layered
+from tests.asgi_support import flavours, layered, module_flavour
 from tests.idempotency_support import Answer, Backend, CreateApp, call, environ_for, post
 
 # every test runs against the WSGI middleware and its ASGI twin (apimw.asgi) on every store
 pytest_generate_tests = flavours()
 FLAVOUR = "wsgi"
 
-
-@pytest.fixture(autouse=True)
-def _flavour(flavour: str) -> None:
-    global FLAVOUR
-    FLAVOUR = flavour
+_flavour = module_flavour()
 
 BACKENDS = ["memory", "memcached", "redis"]
 

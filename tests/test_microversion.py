@@ -18,18 +18,14 @@ from apimw.microversion import (
     require_version,
     select_version,
 )
-from tests.asgi_support import flavours, layered
+from tests.asgi_support import flavours, layered, module_flavour
 from tests.wsgi import run
 
 # every test runs against the WSGI middleware and its ASGI twin (apimw.asgi)
 pytest_generate_tests = flavours()
 FLAVOUR = "wsgi"
 
-
-@pytest.fixture(autouse=True)
-def _flavour(flavour: str) -> None:
-    global FLAVOUR
-    FLAVOUR = flavour
+_flavour = module_flavour()
 
 
 def mv(app: Any, **options: Any) -> Any:
