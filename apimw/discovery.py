@@ -15,12 +15,18 @@ clients that do not know it ignore: ``"deprecated_below": "1.50"``.  Either way 
 entry then carries ``"deprecated_since"`` and, when configured, ``"sunset"`` (HTTP-dates,
 as the ``Deprecation`` and ``Sunset`` headers give them) and a ``{"rel": "deprecation"}``
 link to the notice.
+
+A service that keeps another service's wire exactly (the example keeps Ironic's) can leave
+``max_version`` out (``max_version_field=False``: Ironic's entries name the maximum only as
+``version``) and add links of its own to ``/v{major}`` beside ``self``, such as Ironic's
+``describedby`` or an RFC 8631 ``service-desc`` (``links=[...]``; an ``href`` that starts
+with ``/`` is taken relative to the base URL).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from apimw._microversion_deprecation import Deprecation, http_date
@@ -32,7 +38,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DiscoveryResponder",
+    "Link",
     "Resource",
+    "check_links",
+    "links_at",
     "major_document",
     "request_base_url",
     "resource_windows",
@@ -46,6 +55,10 @@ _CACHE_SIZE: Final = 256
 #: its name and the version it appeared in, as a pair or as ``"name:X.Y"`` (the form a
 #: paste.deploy or oslo.config list can carry).
 Resource = str | tuple[str, str | Version | None]
+
+#: A link of ``/v{major}`` besides ``self``: ``{"href": ..., "rel": ..., "type": ...}``
+#: (``type`` optional); an ``href`` starting with ``/`` is relative to the base URL.
+Link = Mapping[str, str]
 
 
 def resource_windows(resources: Sequence[Resource]) -> tuple[tuple[str, Version | None], ...]:
@@ -79,6 +92,25 @@ def request_base_url(environ: WSGIEnvironment) -> str:
     return f"{scheme}://{host}{environ.get('SCRIPT_NAME', '')}".rstrip("/")
 
 
+def links_at(base_url: str, links: Sequence[Link]) -> list[dict[str, str]]:
+    """*links* as they appear in a document served from *base_url* (see :data:`Link`)."""
+    out = []
+    for link in links:
+        href = link["href"]
+        out.append({**link, "href": base_url + href if href.startswith("/") else href})
+    return out
+
+
+def check_links(links: Sequence[Link]) -> tuple[Link, ...]:
+    """*links*, validated: each has a string ``href`` and ``rel`` (:class:`ConfigError` otherwise)."""
+    for link in links:
+        if not all(isinstance(link.get(key), str) and link.get(key) for key in ("href", "rel")):
+            raise ConfigError(f"discovery links: {link!r} needs an href and a rel")
+        if not all(isinstance(value, str) for value in link.values()):
+            raise ConfigError(f"discovery links: {link!r}: every value is a string")
+    return tuple(dict(link) for link in links)
+
+
 def version_entry(
     *,
     base_url: str,
@@ -87,9 +119,11 @@ def version_entry(
     status: str = "CURRENT",
     deprecated_below: Version | None = None,
     deprecation: Deprecation | None = None,
+    max_version_field: bool = True,
 ) -> dict[str, Any]:
-    """One ``versions[]`` entry: id, links, status, min_version, version, max_version, and
-    what is deprecated (see the module docstring) when *deprecated_below* is set."""
+    """One ``versions[]`` entry: id, links, status, min_version, version, max_version (unless
+    *max_version_field* is false), and what is deprecated (see the module docstring) when
+    *deprecated_below* is set."""
     major = f"v{max_version.major}"
     entry: dict[str, Any] = {
         "id": major,
@@ -97,8 +131,9 @@ def version_entry(
         "status": status,
         "min_version": str(min_version),
         "version": str(max_version),
-        "max_version": str(max_version),
     }
+    if max_version_field:
+        entry["max_version"] = str(max_version)
     if deprecated_below is not None and deprecation is not None:
         if deprecated_below > max_version:
             entry["status"] = "DEPRECATED"
@@ -121,11 +156,13 @@ def root_document(
     description: str = "",
     deprecated_below: Version | None = None,
     deprecation: Deprecation | None = None,
+    max_version_field: bool = True,
 ) -> dict[str, Any]:
     """The unversioned root: ``{"name", "description", "default_version", "versions": [...]}``."""
     entry = version_entry(
         base_url=base_url, min_version=min_version, max_version=max_version,
         deprecated_below=deprecated_below, deprecation=deprecation,
+        max_version_field=max_version_field,
     )  # fmt: skip
     return {"name": name, "description": description, "default_version": entry, "versions": [entry]}
 
@@ -140,21 +177,25 @@ def major_document(
     served: Version | None = None,
     deprecated_below: Version | None = None,
     deprecation: Deprecation | None = None,
+    links: Sequence[Link] = (),
+    max_version_field: bool = True,
 ) -> dict[str, Any]:
     """The versioned root ``/v{major}``: id, links, media_types, version and resource links.
 
     A resource given with the version it appeared in is linked only when *served* (the
-    request's version; default *max_version*) is at least that version.
+    request's version; default *max_version*) is at least that version.  *links* follow
+    ``self`` in ``links`` (see :data:`Link`).
     """
     served = max_version if served is None else served
     entry = version_entry(
         base_url=base_url, min_version=min_version, max_version=max_version,
         deprecated_below=deprecated_below, deprecation=deprecation,
+        max_version_field=max_version_field,
     )  # fmt: skip
     major = entry["id"]
     doc: dict[str, Any] = {
         "id": major,
-        "links": [{"href": f"{base_url}/{major}/", "rel": "self"}],
+        "links": [{"href": f"{base_url}/{major}/", "rel": "self"}, *links_at(base_url, links)],
         "media_types": {"base": "application/json", "type": media_type},
     }
     for resource, since in resource_windows(resources):
@@ -183,7 +224,11 @@ class DiscoveryResponder:
         media_type: str = "application/json",
         deprecated_below: Version | None = None,
         deprecation: Deprecation | None = None,
+        links: Sequence[Link] = (),
+        max_version_field: bool = True,
     ) -> None:
+        self.links = check_links(links)
+        self.max_version_field = max_version_field
         self.min_version = min_version
         self.deprecated_below = deprecated_below
         self.deprecation = deprecation
@@ -210,12 +255,14 @@ class DiscoveryResponder:
                     base_url=base_url, min_version=lo, max_version=hi,
                     name=self.name, description=self.description,
                     deprecated_below=self.deprecated_below, deprecation=self.deprecation,
+                    max_version_field=self.max_version_field,
                 )  # fmt: skip
             else:
                 doc = major_document(
                     base_url=base_url, min_version=lo, max_version=hi,
                     resources=self.resources, media_type=self.media_type, served=served,
                     deprecated_below=self.deprecated_below, deprecation=self.deprecation,
+                    links=self.links, max_version_field=self.max_version_field,
                 )  # fmt: skip
             cached = json.dumps(doc).encode("utf-8")
             if len(self._bodies) >= _CACHE_SIZE:

@@ -196,7 +196,7 @@ class VersionedFields:
     """Fields of a resource and the version each appeared in (and, optionally, left).
 
     ``VersionedFields({"name": "1.5", "description": "1.51"})``; fields not named
-    exist at every version.  ``visible(version)`` is cached per version.
+    exist at every version.  ``hidden(version)`` is cached per version.
     """
 
     def __init__(self, since: Mapping[str, str | Version], until: Mapping[str, str | Version] = ()):  # type: ignore[assignment]
@@ -206,6 +206,16 @@ class VersionedFields:
         for name, hi in dict(until).items():
             self._gates.setdefault(name, VersionGate(None, hi, what=f"Field {name!r}"))
         self._hidden_cache: dict[Version | None, frozenset[str]] = {}
+
+    def since(self, name: str) -> Version | None:
+        """The version *name* appeared in (``None``: every version, or not a versioned field)."""
+        gate = self._gates.get(name)
+        return None if gate is None else gate.lo
+
+    def visible(self, names: Iterable[str], version: Version | None) -> tuple[str, ...]:
+        """The names of *names* that exist at *version*, in their order."""
+        hidden = self.hidden(version)
+        return tuple(n for n in names if n not in hidden)
 
     def hidden(self, version: Version | None) -> frozenset[str]:
         """Field names that do not exist at *version*."""

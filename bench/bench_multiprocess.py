@@ -60,7 +60,7 @@ from tests.servers import (  # noqa: E402
 )
 
 REPO = Path(__file__).resolve().parent.parent
-GUNICORN_CONF = "python:baremetal_service.gunicorn_conf"
+GUNICORN_CONF = "python:baremetal_service.servers.gunicorn_conf"
 VERSION = {"X-OpenStack-Ironic-API-Version": "latest", "Content-Type": "application/json"}
 CASES = ("get node", "list 100 nodes", "replayed POST", "create node")
 EXPECTED = {"get node": 200, "list 100 nodes": 200, "replayed POST": 201, "create node": 201}
@@ -211,7 +211,7 @@ def _start(shape: str, port: int, database: str, store: str, workers: int, threa
     else:
         argv = [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "-w", str(workers),
                 "--threads", str(threads), "-b", f"127.0.0.1:{port}",
-                "baremetal_service.wsgi:application"]  # fmt: skip
+                "baremetal_service.deploy:application"]  # fmt: skip
         path = "/healthcheck"
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

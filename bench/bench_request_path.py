@@ -5,22 +5,15 @@
 In-process (no HTTP server), on a fresh SQLite file with 100 nodes, the whole
 middleware stack plus the Flask app: GET /v1/nodes/{uuid}, GET /v1/nodes (100),
 GET /v1/nodes/detail (100), POST /v1/nodes, PATCH /v1/nodes/{uuid} with If-Match and
-DELETE /v1/nodes/{uuid}, each in six configurations built side by side in one process,
+DELETE /v1/nodes/{uuid}, each in two configurations built side by side in one process,
 so that each ratio is measured in the same run:
 
-* ``lean``: the defaults (request ids without webob, reads and writes on the driver's
-  cursor, lists rendered from the driver's rows, compiled body checks, orjson bodies);
-* ``oslo request_id``: oslo.middleware's webob-based ``RequestId`` instead of ours
-  (``BAREMETAL_REQUEST_ID=oslo``);
-* ``Core reads``: one-row reads and lists through SQLAlchemy Core, lists rendered from
-  its documents (``BAREMETAL_FAST_READS=false``);
-* ``Core writes``: creates, updates and deletes built and run through SQLAlchemy Core
-  (``BAREMETAL_FAST_WRITES=false``);
-* ``jsonschema``: jsonschema decides every request body (``BAREMETAL_FAST_VALIDATION=false``);
+* ``lean``: the defaults (orjson bodies);
 * ``stdlib json``: ``json.dumps`` for response bodies instead of orjson.
 
-The garbage-collector setting (``BAREMETAL_GC``) is process-wide and is not compared
-here (tests/example/test_gc_tuning.py counts its passes).  Writes are timed in batches
+The garbage collector is process-wide and is not compared here (bench/bench_gc.py).
+Request ids (oslo.middleware's) and body validation (fastjsonschema) have one path each;
+bench/bench_validation.py compares the validators.  Writes are timed in batches
 of ``--number // 10`` requests (a DELETE's node is created untimed before its batch).
 
 The configurations alternate within each round; the figure is the best per-request time
@@ -109,21 +102,15 @@ def main() -> int:
     parser.add_argument("--number", type=int, default=300, help="requests per timing (best of 3)")
     args = parser.parse_args()
 
-    from baremetal_service.api import common
-    from baremetal_service.app import build_app
+    from baremetal_service.deploy import build_app
+    from baremetal_service.handlers import common
 
     workdir = Path(tempfile.mkdtemp(prefix="apimw-bench-path-"))
     db_url = f"sqlite:///{workdir / 'bench.db'}"
     apps = {
         "lean": build_app(db_url, "memory://", run_conductor=False),
-        "oslo request_id": build_app(db_url, "memory://", run_conductor=False, request_id="oslo"),
-        "Core reads": build_app(db_url, "memory://", run_conductor=False),
-        "Core writes": build_app(db_url, "memory://", run_conductor=False),
-        "jsonschema": build_app(db_url, "memory://", run_conductor=False, fast_validation=False),
         "stdlib json": build_app(db_url, "memory://", run_conductor=False),
     }
-    apps["Core reads"].service.db.fast_reads = False
-    apps["Core writes"].service.db.fast_writes = False
     uuids = []
     for i in range(100):
         status, out = _call(apps["lean"], "POST", "/v1/nodes", {"driver": "fake-hardware", "name": f"n{i}"})

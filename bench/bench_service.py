@@ -24,7 +24,7 @@ the HTTP stack itself.
 
 ``--server`` compares WSGI servers instead: each one (``waitress``, ``gunicorn``
 with the gthread worker, ``granian``; one process, ``--threads`` threads) serves a
-bare WSGI app and the service (``baremetal_service.wsgi:application``, SQLite,
+bare WSGI app and the service (``baremetal_service.deploy:application``, SQLite,
 conductor on), in turn, ``--rounds`` times (the candidates alternate, so a
 neighbour's load spreads over all of them).  Each case runs with one sequential
 keep-alive client and with 8 concurrent ones; the table shows medians over the
@@ -233,7 +233,7 @@ def bench_baseline(seconds: float, threads: int) -> dict[str, Any]:
 
 #: The bare app and the service as every server loads them (module:object).
 HELLO_TARGET = "bench.bench_service:hello"
-SERVICE_TARGET = "baremetal_service.wsgi:application"
+SERVICE_TARGET = "baremetal_service.deploy:application"
 CONCURRENT_CLIENTS = 8
 
 

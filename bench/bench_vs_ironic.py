@@ -33,7 +33,7 @@ negotiated versions are printed: Ironic 39.0 stops at 1.115).
 2. Concurrency: 8 keep-alive clients (``--client-procs`` processes x threads, so the
    load generator is not one GIL) on GET node, list (100) and POST, against our
    default server (1 process), our service with 2 worker processes (the CLI's
-   ``--workers`` when it has one, else gunicorn with ``baremetal_service.gunicorn_conf``,
+   ``--workers`` when it has one, else gunicorn with ``baremetal_service.servers.gunicorn_conf``,
    2 workers x 4 threads; a Redis replay store, since ``memory://`` refuses two
    processes) and Ironic.  Ironic's all-in-one process embeds its API server (cheroot,
    10 threads) in the conductor process: ``[api]api_workers`` is only read by
@@ -94,7 +94,7 @@ from bench._http import (  # noqa: E402
 )
 
 GOAL = 20.0
-MAX_PAGE = 1000  # baremetal_service.api.common.MAX_LIMIT, Ironic's [api]max_limit default
+MAX_PAGE = 1000  # baremetal_service.handlers.common.MAX_LIMIT, Ironic's [api]max_limit default
 BASE_NODES = 100
 CONCURRENT_CLIENTS = 8
 IRONIC_CONF = Path("/tmp/peer/ironic.conf")  # noqa: S108 - where ironic_up.sh writes it
@@ -698,10 +698,10 @@ def start_two_workers(args: argparse.Namespace, workdir: Path, processes: list[P
                 "--server", "granian", "--workers", "2"]  # fmt: skip
         label = "baremetal_service.cli --server granian --workers 2 (Redis store)"
     else:
-        argv = [sys.executable, "-m", "gunicorn", "-c", "python:baremetal_service.gunicorn_conf",
+        argv = [sys.executable, "-m", "gunicorn", "-c", "python:baremetal_service.servers.gunicorn_conf",
                 "-w", "2", "--threads", "4", "-b", f"{HOST}:{port}",
-                "baremetal_service.wsgi:application"]  # fmt: skip
-        label = "gunicorn -c python:baremetal_service.gunicorn_conf -w 2 --threads 4 (gevent, Redis store)"
+                "baremetal_service.deploy:application"]  # fmt: skip
+        label = "gunicorn -c python:baremetal_service.servers.gunicorn_conf -w 2 --threads 4 (gevent, Redis)"
     proc = Process(argv, env, workdir / "two-workers.log", workdir)
     processes.append(proc)
     return Pending("ours 2 workers", proc, port, label, args.microversion)

@@ -44,9 +44,8 @@ from apimw.client_resources import (
 )
 
 pytest.importorskip("baremetal_service")
-from baremetal_service.app import build_app  # noqa: E402
-
-from tests.example.api.conftest import Server, reset  # noqa: E402
+from baremetal_service.deploy import build_app  # noqa: E402
+from tests.example.handlers.conftest import Server, reset  # noqa: E402
 
 LEGACY = "X-OpenStack-Ironic-API-Version"
 FAST = RetryPolicy(attempts=4, backoff=0.02, max_backoff=0.2, jitter=0.0)

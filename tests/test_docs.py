@@ -12,7 +12,7 @@ does not exist (a deployment path such as ``/etc/baremetal/htpasswd``) is replac
 written for the test.
 
 Also here: every documented pipeline (ini pipelines and the ``a -> b -> c`` diagrams of
-the docs, the example service's api-paste.ini and app.py) has the one order of README's
+the docs, the example service's api-paste.ini and deploy.py) has the one order of README's
 "Pipeline order", the README's paste sample serves as the README says, and a Flask app
 wrapped with ``wrap_flask`` in the documented order answers like the paste pipeline.
 """
@@ -255,12 +255,12 @@ def _diagrams() -> list[tuple[str, str]]:
         for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
             if "→" in line or "->" in line:
                 out.append((f"{page.relative_to(ROOT)}:{number}", line))
-    for source in (SHIPPED_INI, SERVICE / "app.py", SERVICE / "health.py"):
+    for source in (SHIPPED_INI, SERVICE / "deploy.py", SERVICE / "health.py"):
         text = source.read_text()
         for number, line in enumerate(text.splitlines(), 1):
             if ("->" in line or "pipeline =" in line) and ("microversion" in line or "request_id" in line):
                 out.append((f"{source.relative_to(ROOT)}:{number}", line))
-        if source.name == "app.py":
+        if source.name == "deploy.py":
             diagram = [x for x in text.split('"""')[1].splitlines() if x.startswith("    ")]
             out.append((f"{source.relative_to(ROOT)} docstring", "\n".join(diagram)))
     return out
@@ -591,8 +591,8 @@ def test_production_postgres_recipe_gives_the_service_its_database(
     import subprocess
 
     import psycopg
-    from baremetal_service.wsgi import make_application
 
+    from baremetal_service.deploy import make_application
     from tests.servers import HOST
 
     page = ROOT / "docs" / "production.md"

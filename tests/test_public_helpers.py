@@ -1,10 +1,16 @@
-"""The public helpers applications use besides the middlewares: replay stores and config values."""
+"""The public helpers applications use besides the middlewares: replay stores, config values,
+discovery documents and versioned fields."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
+from apimw import Version, VersionedFields
 from apimw.config import as_bool, as_float, as_int, as_list
+from apimw.discovery import DiscoveryResponder, major_document, root_document
 from apimw.errors import ConfigError
 from apimw.idempotency import check_replay_store, open_replay_store
 
@@ -49,3 +55,59 @@ def test_config_values_parse_like_the_middlewares_options() -> None:
     for bad, parse in (("maybe", as_bool), ("x", as_float), ("1.5", as_int), ("²", as_int)):
         with pytest.raises(ConfigError):
             parse(bad)  # type: ignore[operator]
+
+
+# -- discovery documents and versioned fields, as an app serving discovery itself uses them ----
+
+
+def test_major_document_adds_links_after_self_relative_to_the_base() -> None:
+    links = [
+        {"href": "https://docs.example.org/api.html", "rel": "describedby", "type": "text/html"},
+        {"href": "/v1/openapi.json", "rel": "service-desc", "type": "application/openapi+json"},
+    ]
+    doc = major_document(
+        base_url="http://h:6385/bm", min_version=Version(1, 1), max_version=Version(1, 9), links=links
+    )
+    assert doc["links"] == [
+        {"href": "http://h:6385/bm/v1/", "rel": "self"},
+        links[0],
+        {**links[1], "href": "http://h:6385/bm/v1/openapi.json"},
+    ]
+
+
+def test_ironic_entries_leave_max_version_out() -> None:
+    lo, hi = Version(1, 1), Version(1, 115)
+    ironic = root_document(base_url="", min_version=lo, max_version=hi, max_version_field=False)
+    assert ironic["default_version"] == {
+        "id": "v1", "links": [{"href": "/v1/", "rel": "self"}], "status": "CURRENT",
+        "min_version": "1.1", "version": "1.115",
+    }  # fmt: skip
+    major = major_document(base_url="", min_version=lo, max_version=hi, max_version_field=False)
+    assert "max_version" not in major["version"]
+    assert root_document(base_url="", min_version=lo, max_version=hi)["versions"][0]["max_version"] == "1.115"
+
+
+def test_discovery_responder_serves_the_links() -> None:
+    responder = DiscoveryResponder(
+        min_version=Version(1, 1), max_version=Version(1, 9), max_version_field=False,
+        links=[{"href": "/v1/openapi.json", "rel": "service-desc"}],
+    )  # fmt: skip
+    doc = json.loads(responder.body("major", "http://h"))
+    assert doc["links"][1] == {"href": "http://h/v1/openapi.json", "rel": "service-desc"}
+    assert "max_version" not in doc["version"]
+
+
+@pytest.mark.parametrize(
+    "link", [{"rel": "describedby"}, {"href": "/x", "rel": ""}, {"href": "/x", "rel": "a", "type": 1}]
+)
+def test_bad_discovery_links_fail_at_construction(link: Any) -> None:
+    with pytest.raises(ConfigError, match="discovery links"):
+        DiscoveryResponder(min_version=Version(1, 1), max_version=Version(1, 9), links=[link])
+
+
+def test_versioned_fields_answer_since_and_visible_in_order() -> None:
+    fields = VersionedFields({"name": "1.5", "description": "1.51"})
+    assert fields.since("name") == Version(1, 5) and fields.since("uuid") is None
+    order = ("uuid", "description", "name")
+    assert fields.visible(order, Version(1, 4)) == ("uuid",)
+    assert fields.visible(order, Version(1, 51)) == order

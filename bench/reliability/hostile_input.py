@@ -4,7 +4,7 @@ The service runs under gunicorn (2 worker processes, 4 threads each) on PostgreS
 Redis as the replay store.  Seven families of requests are sent to it:
 
 * **create bodies**, **patch bodies**, **random requests**, **headers**: the Hypothesis
-  strategies of the hardening suite (``tests/example/api/test_hostile_input.py``), imported
+  strategies of the hardening suite (``tests/example/handlers/test_hostile_input.py``), imported
   and drawn from at volume: bad JSON (truncated, ``NaN``, ``1e999``, raw bytes, a BOM), wrong
   types for every field, huge numbers, 3,000-deep nesting, lone surrogates and control
   characters, JSON Patch documents with bogus operations and paths, random methods, paths,
@@ -203,7 +203,7 @@ def hostile_cases(world: dict[str, str], examples: dict[str, int]) -> dict[str, 
     """The hardening suite's four properties as request sequences, per family."""
     from hypothesis import strategies as st
 
-    from tests.example.api import test_hostile_input as h
+    from tests.example.handlers import test_hostile_input as h
 
     json_ct = {"Content-Type": "application/json"}
     version = {LEGACY: LATEST, **json_ct}

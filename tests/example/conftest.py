@@ -21,10 +21,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
 from baremetal_service.db.engine import create_engine
 from baremetal_service.db.migrate import upgrade
 from baremetal_service.db.models import Base
-
 from tests.servers import Server
 
 PG_TEMPLATE = "baremetal_template"

@@ -1,7 +1,7 @@
-"""Helpers of the production-shape tests: a real gunicorn running baremetal_service.wsgi.
+"""Helpers of the production-shape tests: a real gunicorn running baremetal_service.deploy.
 
 :class:`Gunicorn` (a :class:`tests.servers.Service`) starts ``python -m gunicorn -c
-python:baremetal_service.gunicorn_conf`` on a free loopback port with the given
+python:baremetal_service.servers.gunicorn_conf`` on a free loopback port with the given
 environment, waits (bounded) until ``/healthcheck`` answers, and stops the whole
 process group at the end.
 ``BAREMETAL_DEBUG_WORKER_HEADER=1`` makes every answer name the worker process
@@ -22,7 +22,7 @@ import requests
 
 from tests.servers import HOST, Service
 
-GUNICORN_CONF = "python:baremetal_service.gunicorn_conf"
+GUNICORN_CONF = "python:baremetal_service.servers.gunicorn_conf"
 PID_HEADER = "X-Baremetal-Worker-Pid"
 LATEST = {"X-OpenStack-Ironic-API-Version": "latest"}
 
@@ -30,7 +30,7 @@ T = TypeVar("T")
 
 
 class Gunicorn(Service):
-    """gunicorn serving ``baremetal_service.wsgi:application`` with *workers* processes, ready once
+    """gunicorn serving ``baremetal_service.deploy:application`` with *workers* processes, ready once
     ``/healthcheck`` answers; :meth:`stop` signals the whole process group."""
 
     term_group = True
@@ -50,7 +50,7 @@ class Gunicorn(Service):
 
     def _gunicorn_argv(self, port: int) -> list[str]:
         return [sys.executable, "-m", "gunicorn", "-c", GUNICORN_CONF, *self.options,
-                "-b", f"{HOST}:{port}", "baremetal_service.wsgi:application"]  # fmt: skip
+                "-b", f"{HOST}:{port}", "baremetal_service.deploy:application"]  # fmt: skip
 
     def worker_pids(self, *, want: int, timeout: float = 60.0) -> set[int]:
         """Worker pids seen answering /healthcheck, in bursts of 8 until *want* were seen or

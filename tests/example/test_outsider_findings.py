@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import sqlalchemy as sa
-from baremetal_service.app import build_app
-from baremetal_service.db.models import Node
 from werkzeug.test import Client
+
+from baremetal_service.db.models import Node
+from baremetal_service.deploy import build_app
 
 LATEST = {"X-OpenStack-Ironic-API-Version": "latest"}
 

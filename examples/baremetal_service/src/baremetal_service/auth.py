@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Final
 import bcrypt
 
 from apimw.errors import ConfigError, HTTPProblem, check_profile, respond_with_problem
+from apimw.idempotency import ENVIRON_PROJECT_ID, ENVIRON_USER_ID
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -61,11 +62,11 @@ LOG = logging.getLogger(__name__)
 
 ENV_AUTHORIZATION: Final = "HTTP_AUTHORIZATION"
 ENV_IDENTITY_STATUS: Final = "HTTP_X_IDENTITY_STATUS"
-ENV_USER_ID: Final = "HTTP_X_USER_ID"
+ENV_USER_ID: Final = ENVIRON_USER_ID
 ENV_USER_NAME: Final = "HTTP_X_USER_NAME"
 ENV_USER: Final = "HTTP_X_USER"
 ENV_ROLES: Final = "HTTP_X_ROLES"
-ENV_PROJECT_ID: Final = "HTTP_X_PROJECT_ID"
+ENV_PROJECT_ID: Final = ENVIRON_PROJECT_ID
 WWW_AUTHENTICATE: Final = "WWW-Authenticate"
 #: environ key: the verified user name (also in X-User-Id / X-User-Name).
 ENVIRON_USER: Final = "baremetal.auth.user"

@@ -12,7 +12,7 @@ the pipeline from an ``api-paste.ini`` instead of in code.
 
 The server is waitress (``--server waitress``, the default: it reads each request
 whole before a thread sees it, so slow clients cost no thread) or granian
-(``--server granian``, faster; see granian_server.py).  waitress polls with ``poll()``
+(``--server granian``, faster; see servers/granian.py).  waitress polls with ``poll()``
 (``select()`` cannot watch a descriptor above 1023).  Both hold at most
 ``--connection-limit`` client connections (lowered to fit the descriptor limit, whose
 soft value is raised towards the hard one at start) and close idle connections after
@@ -31,8 +31,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import gc_tuning
+from apimw.errors import ConfigError
+
+from . import deploy, openapi, versions
 from . import settings as defaults
+from .servers import connection_limit_that_fits
+from .servers import granian as granian_server
 
 DEFAULT_HOST = defaults.HOST
 DEFAULT_PORT = defaults.PORT
@@ -41,9 +45,6 @@ DEFAULT_STORE = defaults.STORE
 DEFAULT_CONNECTION_LIMIT = defaults.CONNECTION_LIMIT
 DEFAULT_IDLE_TIMEOUT = defaults.IDLE_TIMEOUT
 SERVERS = ("granian", "waitress")
-#: Descriptors kept for everything but client connections: the database pool and its
-#: overflow, store connections, BMC sessions, log files, the server's own sockets.
-RESERVED_DESCRIPTORS = 256
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -128,15 +129,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="seconds between power-state syncs with the BMCs; 0 turns the sync off (default 60)",
     )
     parser.add_argument(
-        "--request-id", choices=("builtin", "oslo"), default=defaults.REQUEST_ID,
-        help="the x-openstack-request-id middleware: ours without webob (default) or oslo.middleware's",
-    )
-    parser.add_argument(
-        "--gc", choices=gc_tuning.MODES, default=os.environ.get("BAREMETAL_GC", gc_tuning.DEFAULT_MODE),
-        help="garbage collector once the application is built: tuned (freeze the start-up objects, "
-        "fewer young-generation passes; default) or default (the interpreter's settings)",
-    )
-    parser.add_argument(
         "--public-endpoint", default=os.environ.get("BAREMETAL_PUBLIC_ENDPOINT"),
         help="base URL of links and Location headers, e.g. https://baremetal.example.com:6385 "
         "(default: $BAREMETAL_PUBLIC_ENDPOINT, else the request's Host header)",
@@ -169,96 +161,49 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def read_etag_key(path: str | None, environ: Mapping[str, str]) -> bytes | None:
+def read_etag_key(path: str | None, environ: Mapping[str, str]) -> str | None:
     """The etag key from *path* (whitespace stripped), else ``BAREMETAL_ETAG_KEY``, else None.
 
     A key on the command line would show in ``ps``: only a file or the environment.
     """
     if path:
-        key = Path(path).read_bytes().strip()
+        try:
+            key = Path(path).read_text(encoding="utf-8").strip()
+        except UnicodeDecodeError:
+            raise ConfigError(f"--etag-key-file {path} is not UTF-8 text") from None
         if not key:
-            raise ValueError(f"--etag-key-file {path} is empty")
+            raise ConfigError(f"--etag-key-file {path} is empty")
         return key
-    value = environ.get("BAREMETAL_ETAG_KEY")
-    return value.encode("utf-8") if value else None
+    return environ.get("BAREMETAL_ETAG_KEY") or None
 
 
-def build(args: argparse.Namespace) -> Any:
-    from baremetal_service.app import build_app, load_paste_app
-    from baremetal_service.settings import public_endpoint
-    from baremetal_service.wsgi import settings
+def configure(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the service is built from: the environment's (every ``BAREMETAL_*`` variable
+    checked, whatever the mode), with the command line's options laid over them.
 
-    # every BAREMETAL_* variable checked, whatever the auth strategy (main() checks the store
-    # against the command line's --workers, not against a WEB_CONCURRENCY meant for gunicorn)
-    conf = settings(os.environ, check_processes=False)
-    endpoint = public_endpoint(args.public_endpoint)
-    etag_key = read_etag_key(args.etag_key_file, os.environ)
-    if args.paste:
-        return load_paste_app(
-            args.paste, **args.configured, run_conductor=not args.no_conductor,
-            etag_key=etag_key, public_endpoint=endpoint,
-        )  # fmt: skip
-    if args.auth_strategy != "noauth":  # the production stack of wsgi.py (auth, /healthcheck)
-        from baremetal_service.wsgi import make_application
-
-        return make_application({
-            **os.environ, "BAREMETAL_DATABASE": args.database, "BAREMETAL_STORE": args.store,
-            "BAREMETAL_AUTH_STRATEGY": args.auth_strategy, "BAREMETAL_HTPASSWD": args.htpasswd,
-            "BAREMETAL_CONDUCTOR_WORKERS": "0" if args.no_conductor else "1",
-            "BAREMETAL_PUBLIC_ENDPOINT": endpoint or "",
-            **({"BAREMETAL_ETAG_KEY": etag_key.decode("utf-8")} if etag_key else {}),
-        })  # fmt: skip
-    return build_app(  # serves /healthcheck too
-        etag_key=etag_key,
-        database_url=args.database,
-        store_url=args.store,
-        run_conductor=not args.no_conductor,
+    :func:`main` checks the store against the command line's ``--workers``, not against a
+    ``WEB_CONCURRENCY`` meant for gunicorn.
+    """
+    conf = defaults.from_environ(os.environ, check_processes=False)
+    conf.update(
+        database=args.configured["database_url"],
+        store=args.configured["store_url"],
+        paste_ini=args.paste,
+        auth_strategy=args.auth_strategy,
+        htpasswd=args.htpasswd,
+        etag_key=read_etag_key(args.etag_key_file, os.environ),
+        public_endpoint=defaults.public_endpoint(args.public_endpoint),
+        conductor_workers=0 if args.no_conductor else conf["conductor_workers"],
         enabled_hardware_types=[t.strip() for t in args.enabled_hardware_types.split(",") if t.strip()],
         power_sync_interval=args.power_sync_interval,
-        request_id=args.request_id,
-        fast_validation=conf["fast_validation"], fast_reads=conf["fast_reads"],
-        fast_writes=conf["fast_writes"], lease=conf["idempotency_lease"], public_endpoint=endpoint,
-    )  # fmt: skip
+        processes=args.workers,
+    )
+    return conf
 
 
-def fit_connection_limit(wanted: int) -> tuple[int, int | None]:
-    """Raise this process's descriptor soft limit towards *wanted* connections; return what fits.
-
-    Returns ``(connection limit, soft limit)``: the soft limit goes up (never beyond the
-    hard one) to leave :data:`RESERVED_DESCRIPTORS` besides the client connections, and
-    the connection limit comes down when the hard limit is too low for that.  Without
-    the ``resource`` module (not Unix), *wanted* as it is and ``None``.
-    """
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not Unix
-        return wanted, None
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = wanted + RESERVED_DESCRIPTORS
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
-        if target > soft:
-            try:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-                soft = target
-            except (ValueError, OSError):  # a container may refuse it: keep the soft limit
-                pass
-    if soft == resource.RLIM_INFINITY:
-        return wanted, None
-    return max(1, min(wanted, soft - RESERVED_DESCRIPTORS)), soft
-
-
-def connection_limit_that_fits(wanted: int) -> int:
-    """:func:`fit_connection_limit`, saying once at start when the limit came down."""
-    connection_limit, soft = fit_connection_limit(wanted)
-    if connection_limit < wanted:
-        print(  # noqa: T201
-            f"baremetal-service: the descriptor limit (ulimit -n) is {soft}: at most {connection_limit} "
-            f"connections instead of {wanted}",
-            file=sys.stderr,
-            flush=True,
-        )
-    return connection_limit
+def build(args: argparse.Namespace) -> deploy.ServiceApp:
+    """The service the command line describes (:func:`baremetal_service.deploy.build`)."""
+    return deploy.build(configure(args))
 
 
 #: Connections waitress accepts in one turn of its loop when they queue up.  It accepts one a
@@ -384,8 +329,6 @@ def serve(server: Any, host: str) -> None:
 
 def openapi_command(argv: Sequence[str]) -> int:
     """``baremetal-service openapi [--version X] [--output FILE]``: write the OpenAPI document."""
-    from baremetal_service import openapi
-
     parser = argparse.ArgumentParser(
         prog="baremetal-service openapi",
         description="Write the OpenAPI 3.1 document of the API at one microversion (no server, no database).",
@@ -396,7 +339,7 @@ def openapi_command(argv: Sequence[str]) -> int:
     parser.add_argument("--output", default="-", help="file to write (default: standard output)")
     args = parser.parse_args(argv)
     try:
-        version = openapi.parse_version(args.version)
+        version = versions.parse(args.version)
     except ValueError as exc:
         parser.error(str(exc))
     text = json.dumps(openapi.document(version), indent=2) + "\n"
@@ -430,33 +373,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     try:
-        from baremetal_service.wsgi import check_built_store, check_store_processes
-
-        if not args.paste:  # a paste file's own store is judged once built, below
-            check_store_processes(args.store, args.workers)  # memory:// is one process's
-        app = build(args)
-        try:
-            check_built_store(app, args.workers)  # the store the pipeline holds (a paste file's own)
-        except Exception:
-            app.close()
-            raise
+        if not args.paste:  # a paste file's own store is judged once built (deploy.build)
+            defaults.check_store_processes(args.store, args.workers)  # memory:// is one process's
+        conf = configure(args)
+        app = deploy.build(conf)
     except Exception as exc:  # configuration problems: one clear line, exit 2
         print(f"baremetal-service: cannot start: {exc}", file=sys.stderr)  # noqa: T201
         return 2
     if args.server == "granian":
-        from baremetal_service import granian_server
-
         # built here to report a configuration error as one line; the worker builds its own
-        close = getattr(app, "close", None)
-        if close is not None:
-            close()
+        app.close()
         try:
             granian_server.check_listen(args.host, args.port)
         except (OSError, ValueError) as exc:
             return _cannot_listen(args, exc)
         connection_limit = connection_limit_that_fits(args.connection_limit)
-        return granian_server.serve(args, arguments, _announce, connection_limit=connection_limit)
-    gc_tuning.apply(args.gc)
+        return granian_server.serve(args, conf, _announce, connection_limit=connection_limit)
+    deploy.tune_gc()
     try:
         try:
             server = create_server(app, args)
@@ -466,9 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KeyboardInterrupt, SystemExit):
         pass
     finally:
-        close = getattr(app, "close", None)
-        if close is not None:
-            close()
+        app.close()
     return 0
 
 

@@ -41,8 +41,10 @@ import sqlalchemy as sa
 from oslo_middleware.healthcheck import Healthcheck
 from oslo_middleware.healthcheck.pluginbase import HealthcheckBaseExtension, HealthcheckResult
 
+from apimw.config import as_bool, as_float
 from apimw.errors import ConfigError
-from apimw.idempotency import check_replay_store
+from apimw.idempotency import check_replay_store, open_replay_store
+from baremetal_service.db.engine import create_engine
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -136,10 +138,6 @@ class BaremetalHealthcheck(HealthcheckBaseExtension):
 
 def _checks_from_urls(conf: Mapping[str, Any]) -> BackendChecks:
     """paste.deploy: a one-connection pool and a store of the service's URLs."""
-    from apimw.idempotency import open_replay_store
-
-    from .db.engine import create_engine
-
     engine = create_engine(conf["database"], pool_size=1) if conf.get("database") else None
     store = open_replay_store(conf["store"]) if conf.get("store") else None
     return BackendChecks(engine=engine, store=store, owns=[x for x in (engine, store) if x is not None])
@@ -184,8 +182,6 @@ def filter_factory(global_conf: Mapping[str, Any], **local_conf: str) -> Any:
     Keys (local or ``[DEFAULT]``): ``database`` and ``store`` (the service's URLs),
     ``path`` (``/healthcheck``), ``detailed`` (false), ``timeout`` (2 seconds).
     """
-    from apimw.config import as_bool, as_float
-
     conf = {**global_conf, **local_conf}
     path = str(conf.get("path") or HEALTH_PATH)
     if not path.startswith("/"):

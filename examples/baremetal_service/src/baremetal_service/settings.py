@@ -1,26 +1,59 @@
-"""The service's settings defaults: the one source the entry points read.
+"""The service's settings: the defaults, and the ``BAREMETAL_*`` environment read and checked.
 
-The CLI (:mod:`.cli`), the WSGI entry point (:mod:`.wsgi`, ``BAREMETAL_*`` variables),
-the gunicorn configuration (:mod:`.gunicorn_conf`), the in-code pipeline (:mod:`.app`)
-and the shipped ``api-paste.ini`` (its ``[DEFAULT]`` section, which a test compares
-with these values) all start from the defaults below.
+The CLI (:mod:`.cli`), the WSGI entry point and the in-code pipeline (:mod:`.deploy`),
+the gunicorn configuration (:mod:`.servers.gunicorn_conf`) and the shipped
+``api-paste.ini`` (its ``[DEFAULT]`` section, which a test compares with these values)
+all start from the defaults below.  :func:`from_environ` turns the environment into the
+one settings dict every entry point builds the service from (the CLI lays its options
+over it):
+
+=================================  ==============================  ===========================================
+environment variable               default                         meaning
+=================================  ==============================  ===========================================
+``BAREMETAL_DATABASE``             ``sqlite:///baremetal.sqlite``  SQLAlchemy URL (``postgresql+psycopg://...``)
+``BAREMETAL_STORE``                ``memory://``                   idempotency store: ``redis://``, ``memcached://``
+``BAREMETAL_IDEMPOTENCY_LEASE``    ``300``                         seconds a client-token claim lives while
+                                                                   its request runs (a crashed worker's token
+                                                                   answers 409 until then); keep it above the
+                                                                   worker timeout (paste: the ini's lease)
+``BAREMETAL_AUTH_STRATEGY``        ``noauth``                      ``noauth`` (trusts ``X-Project-Id``),
+                                                                   ``http_basic`` (htpasswd + bcrypt)
+``BAREMETAL_HTPASSWD``             ``/etc/baremetal/htpasswd``     the ``http_basic`` user file
+``BAREMETAL_AUTH_PROJECT``         (none)                          ``http_basic``: project of every user
+``BAREMETAL_PASTE_INI``            (none)                          build the pipeline from this api-paste.ini
+                                                                   instead (keystonemiddleware auth_token);
+                                                                   ``BAREMETAL_ETAG_KEY`` still applies
+``BAREMETAL_ETAG_KEY``             (random per process)            etag HMAC key; give every process the same
+                                                                   (set but empty: refused)
+``BAREMETAL_PUBLIC_ENDPOINT``      (the request's Host)            base URL of links and ``Location`` headers
+                                                                   (Ironic's ``public_endpoint``), such as
+                                                                   ``https://baremetal.example.com:6385``
+``BAREMETAL_CONDUCTOR_WORKERS``    ``1``                           conductor threads per process (0: API only)
+``BAREMETAL_HEALTHCHECK``          ``true``                        serve ``/healthcheck`` (unauthenticated)
+``BAREMETAL_WORKER_PROCESSES``     ``1``                           how many processes serve (gunicorn_conf.py
+                                                                   sets it); ``memory://`` refuses more than 1
+``BAREMETAL_DEBUG_WORKER_HEADER``  ``false``                       add ``X-Baremetal-Worker-Pid`` to responses
+                                                                   (tests and load checks, never production)
+=================================  ==============================  ===========================================
+
+A bad value is a :class:`apimw.errors.ConfigError` with one clear sentence.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from apimw.errors import ConfigError
 
 __all__ = [
+    "AUTH_STRATEGIES",
     "AUTH_STRATEGY",
     "CONNECTION_LIMIT",
     "DATABASE",
-    "FAST_READS",
-    "FAST_VALIDATION",
-    "FAST_WRITES",
     "HARDWARE_TYPES",
     "HOST",
     "HTPASSWD",
@@ -29,11 +62,13 @@ __all__ = [
     "PORT",
     "PUBLIC_ENDPOINT",
     "POWER_SYNC_INTERVAL",
-    "REQUEST_ID",
     "RUN_CONDUCTOR",
     "SERVER",
     "STORE",
     "THREADS",
+    "TRUE_VALUES",
+    "check_store_processes",
+    "from_environ",
     "public_endpoint",
 ]
 
@@ -42,14 +77,6 @@ HOST: Final = "127.0.0.1"
 PORT: Final = 6385
 #: A SQLite file in the current directory.
 DATABASE: Final = "sqlite:///baremetal.sqlite"
-#: One-row reads on the driver's cursor with statements compiled once (False: SQLAlchemy Core).
-FAST_READS: Final = True
-#: The fixed-shape statements of creates, updates and deletes compiled once and run on the
-#: driver's cursor in the same transaction (False: SQLAlchemy Core builds and runs each).
-FAST_WRITES: Final = True
-#: Request bodies checked by schema validators compiled once (api/fast_schema.py); jsonschema
-#: words the 400 of a refused body either way (False: jsonschema decides every body).
-FAST_VALIDATION: Final = True
 #: The idempotency replay store (in-process: one process only).
 STORE: Final = "memory://"
 #: Seconds a client-token claim lives while the request runs (apimw's ``lease``): after a
@@ -57,14 +84,12 @@ STORE: Final = "memory://"
 IDEMPOTENCY_LEASE: Final = 300.0
 #: ``noauth`` (trusts X-Project-Id) or ``http_basic`` (htpasswd file, bcrypt entries).
 AUTH_STRATEGY: Final = "noauth"
+AUTH_STRATEGIES: Final = ("noauth", "http_basic")
 HTPASSWD: Final = "/etc/baremetal/htpasswd"
 #: Hardware types enabled.
 HARDWARE_TYPES: Final[tuple[str, ...]] = ("fake-hardware",)
 #: Seconds between power-state syncs with the BMCs; 0 turns the sync off.
 POWER_SYNC_INTERVAL: Final = 60.0
-#: The request-id middleware: ``builtin`` (baremetal_service.request_id, no webob) or ``oslo``
-#: (oslo.middleware's RequestId); both give every answer an ``x-openstack-request-id``.
-REQUEST_ID: Final = "builtin"
 #: Whether this process runs the conductor workers.
 RUN_CONDUCTOR: Final = True
 #: The CLI's HTTP server: ``waitress`` or ``granian`` (docs/baremetal-service.md, "Server").
@@ -111,3 +136,118 @@ def public_endpoint(value: str | None) -> str | None:
     except ValueError:
         raise ConfigError(f"the public endpoint has an invalid port: {value!r}") from None
     return url.rstrip("/")
+
+
+MEMORY_STORE_MESSAGE: Final = (
+    "the memory:// idempotency store cannot be used with {processes} worker processes: each process "
+    "would keep its own records, so a retried X-Client-Token request reaching another process would "
+    "run again (a second node). Set BAREMETAL_STORE to a shared store (redis://host:6379/0 or "
+    "memcached://host:11211), or run a single worker process."
+)
+
+
+def check_store_processes(store_url: str, processes: int) -> None:
+    """Refuse ``memory://`` when more than one process serves (the one-line reason is the message).
+
+    Before anything is built this can only judge the configured URL; once the stack is
+    built, :func:`baremetal_service.deploy.check_built_store` judges the store it holds.
+    """
+    if processes > 1 and urlsplit(store_url).scheme.lower() == "memory":
+        raise ConfigError(MEMORY_STORE_MESSAGE.format(processes=processes))
+
+
+#: What a yes/no setting accepts as yes (and as no).
+TRUE_VALUES: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE: Final = frozenset({"0", "false", "no", "off", ""})
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in TRUE_VALUES:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(f"{name} must be true or false, got {value!r}")
+
+
+def _count(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    value = env.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+    if number < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, got {number}")
+    return number
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    value = env.get(name)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+    return number
+
+
+def _etag_key(env: Mapping[str, str]) -> str | None:
+    value = env.get("BAREMETAL_ETAG_KEY")
+    if value is not None and not value.strip():
+        # BAREMETAL_ETAG_KEY=$(cat missing-file): a random key per process would follow, silently
+        raise ConfigError("BAREMETAL_ETAG_KEY is set but empty: give it a key, or unset it for a random one")
+    return value
+
+
+def _public_endpoint(env: Mapping[str, str]) -> str | None:
+    try:
+        return public_endpoint(env.get("BAREMETAL_PUBLIC_ENDPOINT"))
+    except ConfigError as exc:
+        raise ConfigError(f"BAREMETAL_PUBLIC_ENDPOINT: {exc}") from None
+
+
+def from_environ(env: Mapping[str, str] | None = None, *, check_processes: bool = True) -> dict[str, Any]:
+    """The validated settings read from *env* (default ``os.environ``): plain values (JSON-able).
+
+    ``database`` and ``store`` are ``None`` when the environment names none: the defaults
+    above then apply, or a paste file's own ``[DEFAULT]``.  *check_processes*: refuse
+    ``memory://`` with more than one process (:func:`check_store_processes`; the CLI checks
+    its own ``--store`` and ``--workers``).
+    """
+    env = os.environ if env is None else env
+    strategy = env.get("BAREMETAL_AUTH_STRATEGY", "").strip().lower() or AUTH_STRATEGY
+    if strategy not in AUTH_STRATEGIES:
+        raise ConfigError(
+            f"BAREMETAL_AUTH_STRATEGY must be one of {', '.join(AUTH_STRATEGIES)}, got {strategy!r} "
+            "(keystone: use BAREMETAL_PASTE_INI with an auth_token pipeline)"
+        )
+    conf: dict[str, Any] = {
+        "database": env.get("BAREMETAL_DATABASE") or None,
+        "store": env.get("BAREMETAL_STORE") or None,
+        "idempotency_lease": _seconds(env, "BAREMETAL_IDEMPOTENCY_LEASE", IDEMPOTENCY_LEASE),
+        "auth_strategy": strategy,
+        "htpasswd": env.get("BAREMETAL_HTPASSWD") or HTPASSWD,
+        "auth_project": env.get("BAREMETAL_AUTH_PROJECT") or None,
+        "paste_ini": env.get("BAREMETAL_PASTE_INI") or None,
+        "etag_key": _etag_key(env),
+        "public_endpoint": _public_endpoint(env),
+        "conductor_workers": _count(env, "BAREMETAL_CONDUCTOR_WORKERS", 1, 0),
+        "enabled_hardware_types": list(HARDWARE_TYPES),
+        "power_sync_interval": POWER_SYNC_INTERVAL,
+        "healthcheck": _flag(env, "BAREMETAL_HEALTHCHECK", True),
+        "processes": max(
+            _count(env, "BAREMETAL_WORKER_PROCESSES", 1, 1), _count(env, "WEB_CONCURRENCY", 1, 1)
+        ),
+        "debug_worker_header": _flag(env, "BAREMETAL_DEBUG_WORKER_HEADER", False),
+    }
+    if check_processes and not conf["paste_ini"]:  # a paste file's own store is judged once built
+        check_store_processes(conf["store"] or STORE, conf["processes"])
+    return conf

@@ -6,8 +6,8 @@ import copy
 import re
 from typing import Any, Final
 
-from . import exceptions as exc
-from .db.api import is_uuid_like
+from baremetal_service import exceptions as exc
+from baremetal_service.db.api import is_uuid_like
 
 __all__ = ["RESERVED_NAMES", "check_name", "check_uuid", "json_copy", "mac"]
 

@@ -18,9 +18,9 @@ from typing import Any
 from cliff.app import App
 from cliff.commandmanager import CommandManager
 
+import baremetal_service.bmctl.commands as commands
 from apimw.client import UnsupportedVersion
 from apimw.errors import ApimwError
-from baremetal_service.bmctl import commands
 from baremetal_service.bmctl.client import BaremetalClient
 
 LOG = logging.getLogger(__name__)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from . import states
-from .worker import PENDING_POWER, PENDING_PROVISION, Conductor, LeaseLost, drain
+from baremetal_service.conductor.worker import PENDING_POWER, PENDING_PROVISION, Conductor, LeaseLost, drain
 
 __all__ = ["PENDING_POWER", "PENDING_PROVISION", "Conductor", "LeaseLost", "drain", "states"]

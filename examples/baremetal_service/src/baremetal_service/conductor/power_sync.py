@@ -33,11 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .. import exceptions as exc
-from ..db.api import Database
-from ..drivers import DriverRegistry, Task
-from ..periodic import PeriodicTask
-from . import states
+import baremetal_service.conductor.states as states
+from baremetal_service import exceptions as exc
+from baremetal_service.conductor.periodic import PeriodicTask
+from baremetal_service.db.api import Database
+from baremetal_service.drivers import DriverRegistry, Task
 
 __all__ = ["EVENT_TYPE", "PowerSync", "SyncResult", "sync_power_states"]
 

@@ -38,10 +38,10 @@ from collections.abc import Callable, Iterator
 from types import MappingProxyType
 from typing import Any, Final
 
+import baremetal_service.conductor.states as states
 from apimw.errors import ConfigError
-
-from ..db.api import Database, iso, utcnow
-from ..drivers import (
+from baremetal_service.db.api import Database, iso, utcnow
+from baremetal_service.drivers import (
     POWER_OFF,
     POWER_ON,
     REBOOT,
@@ -51,7 +51,6 @@ from ..drivers import (
     HardwareType,
     Task,
 )
-from . import states
 
 __all__ = ["Conductor", "LeaseLost", "PENDING_POWER", "PENDING_PROVISION"]
 

@@ -20,6 +20,12 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from apimw.errors import ConfigError
+from baremetal_service.db.models import fast_json_loads
+
+try:
+    from psycopg.types.json import set_json_loads
+except ImportError:  # without the ``postgres`` extra: SQLite only
+    set_json_loads = None  # type: ignore[assignment]
 
 __all__ = [
     "SQLITE_BUSY_TIMEOUT_MS",
@@ -186,11 +192,8 @@ class WalCheckpointer:
 
 
 def _psycopg_json(dbapi_connection: Any, _record: Any) -> None:
-    from psycopg.types.json import set_json_loads
-
-    from .models import fast_json_loads
-
-    set_json_loads(fast_json_loads, dbapi_connection)
+    if set_json_loads is not None:  # (only PostgreSQL engines listen: psycopg is there)
+        set_json_loads(fast_json_loads, dbapi_connection)
 
 
 def create_engine(

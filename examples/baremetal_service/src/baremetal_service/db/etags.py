@@ -14,14 +14,15 @@ client's If-Match stale.  The result is a weak validator ``W/"<128 hex>"``,
 HMAC-SHA-512 under the deployment's key, so an etag never lets anyone test
 guesses of the masked ``driver_info`` secrets it covers.
 
-Each resource's ignored fields are its declaration's ``etag_ignored``
-(:mod:`baremetal_service.resources`); :data:`IGNORED_FIELDS` is the built-in table the
-declarations must agree with (a test checks it).
+:data:`IGNORED_FIELDS` is the built-in table; the caller adds each resource's own
+(``make_generator(key, ignored)``: the service passes its declarations' ``etag_ignored``),
+so the data layer never imports the resources above it.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from typing import Final
 
 from apimw.etag import DEFAULT_IGNORED_FIELDS, ETagGenerator
@@ -34,21 +35,16 @@ IGNORED_FIELDS: Final[dict[str, frozenset[str]]] = {
 }
 
 
-def make_generator(key: str | bytes | None = None) -> ETagGenerator:
+def make_generator(
+    key: str | bytes | None = None, ignored_fields: Mapping[str, frozenset[str]] | None = None
+) -> ETagGenerator:
     """The generator for *key* (the same key the etag middleware is given, if any).
 
-    Without a key a random one is drawn for this process: etags stay correct (the
-    stored etag is authoritative; it is only recomputed when the resource changes),
-    but processes sharing a database should share a key so that equal states get
-    equal etags everywhere.
+    *ignored_fields*: data-API kind -> the fields its etag leaves out, on top of (and in
+    place of, per kind) :data:`IGNORED_FIELDS`.  Without a key a random one is drawn for
+    this process: etags stay correct (the stored etag is authoritative; it is only
+    recomputed when the resource changes), but processes sharing a database should share
+    a key so that equal states get equal etags everywhere.
     """
-    return ETagGenerator(key=key or secrets.token_bytes(32), ignored_fields=ignored_fields())
-
-
-def ignored_fields() -> dict[str, frozenset[str]]:
-    """Data-API kind -> the fields its etag leaves out, from the resource declarations."""
-    from ..resources import declarations  # the declarations import the data API: not at import time
-
-    out = dict(IGNORED_FIELDS)
-    out.update({d.store_kind: d.etag_ignored for d in declarations() if not d.read_only})
-    return out
+    ignored = {**IGNORED_FIELDS, **(ignored_fields or {})}
+    return ETagGenerator(key=key or secrets.token_bytes(32), ignored_fields=ignored)

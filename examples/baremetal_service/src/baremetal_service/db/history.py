@@ -21,8 +21,8 @@ from typing import Any, Final, cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from .. import exceptions as exc
-from .models_node_history import NodeHistory
+from baremetal_service import exceptions as exc
+from baremetal_service.db.models import NodeHistory
 
 __all__ = ["HISTORY", "NodeHistoryNotFound", "get", "list_for_node", "record"]
 

@@ -1,8 +1,11 @@
-"""SQLAlchemy 2 models of the bare-metal service.
+"""SQLAlchemy 2 models of the bare-metal service: every table, on one declarative base.
 
 Tables: ``nodes``, ``ports`` (unique MAC address), ``portgroups``, ``chassis``,
 ``resource_classes`` and ``node_events`` (the notification records, one row per
-create/update/delete/state change, carrying the resource's etag).
+create/update/delete/state change, carrying the resource's etag) (migrations 0001, 0002);
+the node's ``traits`` (0003); ``allocations``, ``conductors``, ``deploy_templates`` and
+``runbooks`` (0004); ``volume_connectors``, ``volume_targets`` and ``inspection_rules``
+(0005); ``node_history`` (0007); ``client_tokens`` (0008).
 
 Column names follow Ironic's field names.  Internal columns:
 
@@ -13,7 +16,11 @@ Column names follow Ironic's field names.  Internal columns:
   ``"power"``) that a conductor worker carries out; cleared in the same UPDATE
   that releases the reservation, so the work is done once.
 * ``etag``: ``W/"<hex>"``, recomputed on every create and modify in one place
-  (``baremetal_service.service``); added by its own migration (0002).
+  (``baremetal_service.db.api``); added by its own migration (0002).
+* ``traits``: Ironic keeps them in a ``node_traits`` table; the wire shows them as one
+  list field of the node (1.37) that changes like any other field, so here they are a
+  JSON list column of ``nodes``: a trait change is an ordinary node write (one
+  compare-and-swap UPDATE that also recomputes the etag).
 
 The schema itself is created by the alembic migrations in ``db/migrations``; these
 models are kept identical to them (a test compares the two).
@@ -33,18 +40,37 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    PrimaryKeyConstraint,
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from .driver_select import with_source
-
-__all__ = ["Base", "Chassis", "Node", "NodeEvent", "Port", "Portgroup", "ResourceClass", "JSONType"]
+__all__ = [
+    "TRAITS_SERVER_DEFAULT",
+    "Allocation",
+    "Base",
+    "Chassis",
+    "ClientTokenRecord",
+    "ConductorRecord",
+    "DeployTemplate",
+    "InspectionRule",
+    "JSONType",
+    "Node",
+    "NodeEvent",
+    "NodeHistory",
+    "Port",
+    "Portgroup",
+    "ResourceClass",
+    "Runbook",
+    "VolumeConnector",
+    "VolumeTarget",
+]
 
 _EMPTY_JSON: Final = frozenset({"{}", b"{}"})
 _EMPTY_LIST: Final = frozenset({"[]", b"[]"})
@@ -97,7 +123,6 @@ class FastJSON(TypeDecorator[Any]):
 
         loads = json.loads
 
-        @with_source('{} if _v_ == "{}" else [] if _v_ == "[]" else _p_(_v_)')
         def process(value: Any) -> Any:
             if value == "{}":
                 return {}
@@ -122,7 +147,6 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
             return super().result_processor(dialect, coltype)
         parse = dt.datetime.fromisoformat
 
-        @with_source("None if _v_ is None else _p_(_v_)")
         def process(value: Any) -> Any:
             return parse(value) if isinstance(value, str) else value
 
@@ -132,6 +156,8 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
 #: JSON on SQLite, JSONB on PostgreSQL.
 JSONType = FastJSON()
 ETAG_LENGTH = 140  # W/"<128 hex>" is 132 characters; a little room for a longer prefix
+#: Rows that predate ``nodes.traits`` get an empty list (migration 0003's server default too).
+TRAITS_SERVER_DEFAULT = "'[]'"
 
 
 class Base(DeclarativeBase):
@@ -232,6 +258,10 @@ class Node(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
     updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
+    # migration 0003 (the last column of the table, as it was added)
+    traits: Mapped[list[str]] = mapped_column(
+        JSONType, nullable=False, default=list, server_default=text(TRAITS_SERVER_DEFAULT)
+    )
 
 
 class Portgroup(Base):
@@ -317,10 +347,203 @@ class NodeEvent(Base):
     etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
 
 
-# Models of other modules on the same Base, so the metadata (and alembic's comparison) knows them.
-from . import (  # noqa: E402
-    models_collections_a,  # noqa: F401  (allocations, conductors, deploy templates, runbooks)
-    models_collections_b,  # noqa: F401  (volume connectors and targets, inspection rules; 0005)
-    models_node_features,  # noqa: F401  (appends nodes.traits; migration 0003)
-    models_node_history,  # noqa: F401  (node history, 1.78; migration 0007)
-)
+# -- migration 0004: allocations, deploy templates, runbooks, conductors -------------------------
+# ``allocations.node_id`` is unique: a node belongs to at most one allocation, so two
+# allocations racing for the same node cannot both take it (the database decides), and a
+# node's ``allocation_uuid`` is one outer join away.  ``conductors`` holds one row per
+# conductor host, refreshed by its heartbeat (``updated_at``); no etag (read-only over the API).
+
+
+class Allocation(Base):
+    __tablename__ = "allocations"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_allocations0uuid"),
+        UniqueConstraint("name", name="uniq_allocations0name"),
+        UniqueConstraint("node_id", name="uniq_allocations0node_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    name: Mapped[str | None] = mapped_column(String(255))
+    node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    state: Mapped[str] = mapped_column(String(15), nullable=False, default="allocating")
+    last_error: Mapped[str | None] = mapped_column(Text)
+    resource_class: Mapped[str | None] = mapped_column(String(80))
+    traits: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
+    candidate_nodes: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
+    owner: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
+    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
+
+
+class DeployTemplate(Base):
+    __tablename__ = "deploy_templates"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_deploy_templates0uuid"),
+        UniqueConstraint("name", name="uniq_deploy_templates0name"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    description: Mapped[str | None] = mapped_column(String(255))
+    steps: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, nullable=False, default=list)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
+    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
+
+
+class Runbook(Base):
+    __tablename__ = "runbooks"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_runbooks0uuid"),
+        UniqueConstraint("name", name="uniq_runbooks0name"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    description: Mapped[str | None] = mapped_column(String(255))
+    steps: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, nullable=False, default=list)
+    traits: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
+    public: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    owner: Mapped[str | None] = mapped_column(String(255))
+    disable_ramdisk: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
+    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
+
+
+class ConductorRecord(Base):
+    """One conductor host: written at start, its ``updated_at`` refreshed by each heartbeat."""
+
+    __tablename__ = "conductors"
+    __table_args__ = (UniqueConstraint("hostname", name="uniq_conductors0hostname"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    hostname: Mapped[str] = mapped_column(String(255), nullable=False)
+    conductor_group: Mapped[str] = mapped_column(String(255), nullable=False, default="")
+    drivers: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
+    online: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
+    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+
+# -- migration 0005: volume connectors and targets, inspection rules ------------------------------
+# Ironic's shapes plus the ``etag`` column: a connector is unique per ``(type, connector_id)``
+# and a target per ``(node_id, boot_index)`` (Ironic's two 409s); both go with their node
+# (``ON DELETE CASCADE``).  An inspection rule's ``conditions`` and ``actions`` are JSON lists.
+
+
+class VolumeConnector(Base):
+    __tablename__ = "volume_connectors"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_volume_connectors0uuid"),
+        UniqueConstraint("type", "connector_id", name="uniq_volume_connectors0type0connector_id"),
+        Index("volume_connectors_node_id_idx", "node_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False)
+    type: Mapped[str] = mapped_column(String(32), nullable=False)
+    connector_id: Mapped[str] = mapped_column(String(255), nullable=False)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
+    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
+
+
+class VolumeTarget(Base):
+    __tablename__ = "volume_targets"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_volume_targets0uuid"),
+        UniqueConstraint("boot_index", "node_id", name="uniq_volume_targets0boot_index0node_id"),
+        Index("volume_targets_node_id_idx", "node_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False)
+    volume_type: Mapped[str] = mapped_column(String(64), nullable=False)
+    properties: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
+    boot_index: Mapped[int] = mapped_column(Integer, nullable=False)
+    volume_id: Mapped[str] = mapped_column(String(36), nullable=False)
+    extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
+    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
+
+
+class InspectionRule(Base):
+    __tablename__ = "inspection_rules"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_inspection_rules0uuid"),
+        Index("inspection_rules_phase_idx", "phase"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    priority: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    description: Mapped[str | None] = mapped_column(String(255))
+    sensitive: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    phase: Mapped[str] = mapped_column(String(16), nullable=False, default="main")
+    conditions: Mapped[list[Any]] = mapped_column(JSONType, nullable=False, default=list)
+    actions: Mapped[list[Any]] = mapped_column(JSONType, nullable=False, default=list)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
+    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
+
+
+# -- migration 0007: node history (Ironic's ``node_history``, 1.78) -------------------------------
+# One row per write that sets a node's ``last_error`` to a new text (severity ERROR), in that
+# write's transaction (:mod:`.history`); ``state`` and ``target_provision_state`` are the
+# node's states when the failure happened.  Rows go with their node (``ON DELETE CASCADE``).
+
+
+class NodeHistory(Base):
+    __tablename__ = "node_history"
+    __table_args__ = (
+        UniqueConstraint("uuid", name="uniq_node_history0uuid"),
+        Index("node_history_node_id_idx", "node_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
+    severity: Mapped[str] = mapped_column(String(255), nullable=False)
+    event_type: Mapped[str] = mapped_column(String(255), nullable=False)
+    event: Mapped[str] = mapped_column(Text, nullable=False)
+    conductor: Mapped[str | None] = mapped_column(String(255))
+    user: Mapped[str | None] = mapped_column(String(64))
+    project: Mapped[str | None] = mapped_column(String(64))
+    state: Mapped[str | None] = mapped_column(String(15))
+    target_provision_state: Mapped[str | None] = mapped_column(String(15))
+    duration_seconds: Mapped[int | None] = mapped_column(Integer)
+
+
+# -- migration 0008: recorded client tokens (apimw's database-side idempotency guard) -------------
+# Every create run with an ``X-Client-Token`` records ``(scope, token)`` here in the
+# transaction that inserts the resource (:func:`apimw.idempotency_db.record_token`), so a retry
+# whose replay-store record is gone is answered with what the first execution created.  The
+# columns are :func:`apimw.idempotency_db.client_tokens_table`'s (a test compares them).
+
+
+class ClientTokenRecord(Base):
+    __tablename__ = "client_tokens"
+    __table_args__ = (
+        PrimaryKeyConstraint("scope", "token", name="client_tokens_pkey"),
+        Index("client_tokens_created_at_idx", "created_at"),
+    )
+
+    scope: Mapped[str] = mapped_column(String(255), nullable=False)
+    token: Mapped[str] = mapped_column(String(255), nullable=False)
+    fingerprint: Mapped[str] = mapped_column(String(64), nullable=False)
+    resource_kind: Mapped[str] = mapped_column(String(64), nullable=False)
+    resource_id: Mapped[str] = mapped_column(String(255), nullable=False)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(), nullable=False)

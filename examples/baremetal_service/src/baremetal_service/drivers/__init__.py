@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Final
 
-from .. import exceptions as exc
-from .base import (
+from baremetal_service import exceptions as exc
+from baremetal_service.drivers.base import (
     POWER_OFF,
     POWER_ON,
     POWER_TARGETS,
@@ -33,7 +33,7 @@ from .base import (
     Task,
     VendorMethod,
 )
-from .fake import FakeHardware
+from baremetal_service.drivers.fake import FakeHardware
 
 __all__ = [
     "ENTRY_POINT_GROUP",

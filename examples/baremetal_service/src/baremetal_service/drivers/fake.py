@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from .base import (
+from baremetal_service.drivers.base import (
     POWER_OFF,
     POWER_ON,
     SOFT_POWER_OFF,

@@ -52,7 +52,7 @@ from sushy import auth as sushy_auth
 from sushy import connector as sushy_connector
 from sushy import exceptions as sushy_exc
 
-from .base import (
+from baremetal_service.drivers.base import (
     POWER_OFF,
     POWER_ON,
     SOFT_POWER_OFF,
@@ -64,7 +64,7 @@ from .base import (
     PowerInterface,
     Task,
 )
-from .fake import FakeDeploy
+from baremetal_service.drivers.fake import FakeDeploy
 
 __all__ = ["RedfishConnectionInfo", "RedfishHardware", "parse_driver_info"]
 

@@ -12,23 +12,20 @@ Revises: 0001
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
+
+from baremetal_service.db.migrations.columns import etag
 
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
-#: "W/" + quoted 128 hex digits is 132 characters (the spec's 130 forgot the quotes).
-ETAG_LENGTH = 140
 TABLES = ("nodes", "ports", "portgroups", "chassis", "node_events")
 
 
 def upgrade() -> None:
     for table in TABLES:
         with op.batch_alter_table(table) as batch:
-            batch.add_column(sa.Column("etag", sa.String(length=ETAG_LENGTH), nullable=True))
+            batch.add_column(etag())
 
 
 def downgrade() -> None:

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
+
+from baremetal_service.db.migrations.columns import JSON_TYPE
 
 revision = "0003"
 down_revision = "0002"
-branch_labels = None
-depends_on = None
-
-JSON_TYPE = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 
 def upgrade() -> None:

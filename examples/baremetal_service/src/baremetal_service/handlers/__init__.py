@@ -1,0 +1,1 @@
+"""The HTTP layer: one module per resource, and :mod:`.routes`, the Flask application over them."""

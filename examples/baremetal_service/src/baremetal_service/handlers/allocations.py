@@ -1,0 +1,89 @@
+"""``/v1/allocations`` (Ironic 1.52; PATCH 1.57; backfill 1.58; owner 1.60) and
+``/v1/nodes/{node}/allocation``.
+
+Declared in :mod:`baremetal_service.objects.allocations`; the generic endpoints
+serve it, create checks the version rules first (``node`` needs 1.58).  The allocation process itself lives in
+:mod:`baremetal_service.objects.allocations`.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response
+
+from baremetal_service import versions
+from baremetal_service.handlers.common import (
+    api_version,
+    bad_request,
+    check_args,
+    empty_response,
+    json_body,
+    json_response,
+    parse_fields,
+    require,
+    validate,
+)
+from baremetal_service.handlers.context import if_match, project_id, service
+from baremetal_service.handlers.resources import GET_ARGS, endpoints
+from baremetal_service.objects.allocations import ALLOCATIONS as DECLARATION
+from baremetal_service.schemas import ALLOCATION_CREATE
+
+bp = Blueprint("allocations", __name__)
+
+ALLOCATIONS = endpoints(DECLARATION)
+
+
+def _method_not_allowed(detail: str) -> Exception:
+    from apimw.errors import HTTPProblem
+
+    return HTTPProblem(405, "request.method-not-allowed", detail)
+
+
+@bp.route("/v1/allocations", methods=["GET"])
+def list_allocations() -> Response:
+    return ALLOCATIONS.index()
+
+
+@bp.route("/v1/allocations", methods=["POST"])
+def create_allocation() -> Response:
+    ALLOCATIONS.gate()
+    body = json_body()
+    validate(body, ALLOCATION_CREATE, "allocation")
+    if body.get("node") is not None and api_version() < versions.ALLOCATION_BACKFILL:
+        raise bad_request("Cannot set node when creating an allocation in this API version")
+    if body.get("owner") is not None:
+        require("The allocation field 'owner'", versions.ALLOCATION_OWNER)
+    return ALLOCATIONS.create()
+
+
+@bp.route("/v1/allocations/<ident>", methods=["GET"])
+def get_allocation(ident: str) -> Response:
+    return ALLOCATIONS.get(ident)
+
+
+@bp.route("/v1/allocations/<ident>", methods=["PATCH"])
+def patch_allocation(ident: str) -> Response:
+    ALLOCATIONS.gate()
+    if api_version() < versions.ALLOCATION_UPDATE:
+        raise _method_not_allowed("The API version does not allow updating allocations")
+    return ALLOCATIONS.patch(ident)
+
+
+@bp.route("/v1/allocations/<ident>", methods=["DELETE"])
+def delete_allocation(ident: str) -> Response:
+    return ALLOCATIONS.delete(ident)
+
+
+@bp.route("/v1/nodes/<node_ident>/allocation", methods=["GET"])
+def get_node_allocation(node_ident: str) -> Response:
+    ALLOCATIONS.gate()
+    check_args(GET_ARGS)
+    fields = parse_fields(ALLOCATIONS.field_versions, ALLOCATIONS.fields, "allocation")
+    obj = service().allocations.get_node_allocation(node_ident, project_id=project_id())
+    return json_response(ALLOCATIONS.doc(obj, fields), headers=ALLOCATIONS.etag_headers(obj))
+
+
+@bp.route("/v1/nodes/<node_ident>/allocation", methods=["DELETE"])
+def delete_node_allocation(node_ident: str) -> Response:
+    ALLOCATIONS.gate()
+    service().allocations.delete_node_allocation(node_ident, project_id=project_id(), if_match=if_match())
+    return empty_response(204)
