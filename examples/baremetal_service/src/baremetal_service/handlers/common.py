@@ -570,6 +570,12 @@ class Page:
     last: str | None
     more: bool
 
+    @property
+    def next_marker(self) -> str | None:
+        """Where the next page starts: the last item, when the page stopped at the limit or
+        at the byte budget (its ``next`` link is due)."""
+        return self.last if self.more else None
+
 
 PAGE_BYTES_KEY: Final = "BAREMETAL_MAX_PAGE_BYTES"
 
@@ -611,26 +617,7 @@ def collect_page(fetch: Fetch, limit: int, marker: str | None, *, large: bool = 
 
 
 def next_link(
-    resource: str,
-    items: Sequence[Mapping[str, Any]],
-    paging: Mapping[str, Any],
-    fields: Sequence[str],
-    extra: Mapping[str, str] | None = None,
-    *,
-    path: str | None = None,
-) -> str | None:
-    """Ironic's ``next`` link when the page is full.
-
-    *items* are the stored records (they always carry ``uuid``), not the rendered
-    documents, which hold only the fields the client asked for.
-    """
-    if not items or len(items) < paging["limit"]:
-        return None
-    return link_after(str(items[-1]["uuid"]), resource, paging, fields, extra, path=path)
-
-
-def page_link(
-    page: Page,
+    marker: str | None,
     resource: str,
     paging: Mapping[str, Any],
     fields: Sequence[str],
@@ -638,23 +625,10 @@ def page_link(
     *,
     path: str | None = None,
 ) -> str | None:
-    """The ``next`` link of *page* (:func:`collect_page`): when it stopped at the limit or at
-    the byte budget."""
-    if not page.more or page.last is None:
+    """The link to the page after *marker* (``None``: there is no next page), with the
+    request's sort, fields, filters and limit.  A page's marker is :attr:`Page.next_marker`."""
+    if marker is None:
         return None
-    return link_after(page.last, resource, paging, fields, extra, path=path)
-
-
-def link_after(
-    marker: str,
-    resource: str,
-    paging: Mapping[str, Any],
-    fields: Sequence[str],
-    extra: Mapping[str, str] | None = None,
-    *,
-    path: str | None = None,
-) -> str:
-    """The link to the page after *marker*, with the request's sort, fields, filters and limit."""
     query: dict[str, str] = {"sort_key": paging["sort_key"], "sort_dir": paging["sort_dir"]}
     if fields:
         query["fields"] = ",".join(fields)

@@ -63,8 +63,8 @@ def list_conductors() -> Response:
     )  # fmt: skip
     shown = None if detail else (fields or list(LIST_FIELDS))
     out: dict[str, Any] = {"conductors": [select(_doc(c), shown) for c in items]}
-    marked = [{**c, "uuid": c["hostname"]} for c in items]
-    nxt = next_link("conductors", marked, paging, shown or [])
+    full = items and len(items) >= paging["limit"]  # a full page: there may be more
+    nxt = next_link(items[-1]["hostname"] if full else None, "conductors", paging, shown or [])
     if nxt:
         out["next"] = nxt
     return json_response(out)

@@ -152,7 +152,7 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
 
     large = shown is None or not _SMALL_FIELDS.issuperset(shown)
     page = common.collect_page(fetch, paging["limit"], paging["marker"], large=large)
-    next_link = common.page_link(page, "nodes", paging, shown or [], extra, path=path)
+    next_link = common.next_link(page.next_marker, "nodes", paging, shown or [], extra, path=path)
     return common.list_response("nodes", page, next_link)
 
 

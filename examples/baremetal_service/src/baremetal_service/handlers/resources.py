@@ -29,7 +29,7 @@ from baremetal_service.handlers.context import if_match, project_id, service, to
 from baremetal_service.objects.catalog import declarations
 from baremetal_service.objects.resource import Resource
 
-__all__ = ["Endpoints", "Resource", "blueprint", "declarations", "endpoints"]
+__all__ = ["Endpoints", "Resource", "blueprint", "declarations", "endpoints", "item_routes"]
 
 #: Query parameters every list takes (Ironic's), besides the resource's filters.
 LIST_ARGS: Final = frozenset({"fields", "limit", "marker", "sort_key", "sort_dir"})
@@ -132,7 +132,7 @@ class Endpoints:
         extra = {k: str(v) for k, v in filters.items()}
         if detail_arg:  # the next page is a detail page too
             extra["detail"] = "true"
-        nxt = common.page_link(page, decl.collection, paging, shown or [], extra, path=path)
+        nxt = common.next_link(page.next_marker, decl.collection, paging, shown or [], extra, path=path)
         return common.list_response(decl.list_key or decl.collection, page, nxt)
 
     def get(self, ident: str) -> Response:
@@ -232,23 +232,22 @@ def blueprint(decl: Resource) -> Blueprint:
     def create() -> Response:
         return http.create()
 
-    def get(ident: str) -> Response:
-        return http.get(ident)
-
-    def patch(ident: str) -> Response:
-        return http.patch(ident)
-
-    def delete(ident: str) -> Response:
-        return http.delete(ident)
-
     bp.add_url_rule(base, "list", list_all, methods=["GET"])
     if decl.detail_route:
         bp.add_url_rule(f"{base}/detail", "list_detail", list_detail, methods=["GET"])
     bp.add_url_rule(base, "create", create, methods=["POST"])
-    bp.add_url_rule(f"{base}/<ident>", "get", get, methods=["GET"])
-    bp.add_url_rule(f"{base}/<ident>", "patch", patch, methods=["PATCH"])
-    bp.add_url_rule(f"{base}/<ident>", "delete", delete, methods=["DELETE"])
+    item_routes(bp, http)
     return bp
+
+
+def item_routes(bp: Blueprint, http: Endpoints, *, patch: Callable[[str], Response] | None = None) -> None:
+    """Add the generic routes of one item of *http*'s resource to *bp*: get, patch, delete
+    ``/v1/<collection>/<ident>``; *patch* replaces the generic PATCH (a resource with version
+    rules of its own)."""
+    item = f"/v1/{http.decl.collection}/<ident>"
+    bp.add_url_rule(item, "get", http.get, methods=["GET"])
+    bp.add_url_rule(item, "patch", patch or http.patch, methods=["PATCH"])
+    bp.add_url_rule(item, "delete", http.delete, methods=["DELETE"])
 
 
 def blueprints() -> list[Blueprint]:
