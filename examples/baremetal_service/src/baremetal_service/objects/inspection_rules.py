@@ -32,6 +32,7 @@ from baremetal_service import exceptions as exc
 from baremetal_service import versions
 from baremetal_service.db.api import public
 from baremetal_service.objects.resource import Resource
+from baremetal_service.versions import ETAG_VERSION, FIRST, Fields
 
 __all__ = ['ACTIONS', 'OPERATORS', 'PHASES', 'check_create', 'check_rule', 'check_update', 'shown']
 
@@ -205,21 +206,11 @@ RULE_CREATE: Final[dict[str, Any]] = {
 
 RULES: Final = Resource(
     kind="inspection_rule",
-    collection="inspection_rules",
-    field_versions={"etag": versions.ETAG_VERSION},
-    fields=(
-        "uuid",
-        "created_at",
-        "updated_at",
-        "description",
-        "priority",
-        "sensitive",
-        "phase",
-        "conditions",
-        "actions",
-        "links",
-        "etag",
-    ),  # fmt: skip
+    fields=Fields({
+        "uuid": FIRST, "created_at": FIRST, "updated_at": FIRST, "description": FIRST,
+        "priority": FIRST, "sensitive": FIRST, "phase": FIRST, "conditions": FIRST, "actions": FIRST,
+        "links": FIRST, "etag": ETAG_VERSION,
+    }),  # fmt: skip
     list_fields=("uuid", "priority", "phase", "description"),
     create_schema=RULE_CREATE,
     patchable=("description", "priority", "sensitive", "phase", "conditions", "actions"),
