@@ -121,34 +121,36 @@ SORT_KEYS = (
     "resource_class", "maintenance", "instance_uuid", "conductor_group", "owner",
 )  # fmt: skip
 
+
+def _since(field: str) -> Version:
+    """The version that shows node *field*; a list filter by the field is accepted from it too."""
+    return NODE_FIELDS.since(field) or versions.FIRST
+
+
+def _by_field(*fields: str) -> tuple[tuple[str, Version], ...]:
+    """Filters named as the node field they filter by, each with the field's version."""
+    return tuple((field, _since(field)) for field in fields)
+
+
 #: List filters and the version each is accepted from.
 FILTERS: tuple[tuple[str, Version], ...] = (
     ("provision_state", versions.PROVISION_STATE_FILTER),
     ("driver", versions.DRIVER_FILTER),
-    ("resource_class", versions.RESOURCE_CLASS_FILTER),
-    ("conductor_group", Version(1, 46)),
-    ("conductor", versions.CONDUCTORS),
-    ("owner", Version(1, 50)),
-    ("lessee", Version(1, 65)),
-    ("project", versions.MIN_VERSION),  # owner or lessee; Ironic gates it by policy only
-    ("shard", Version(1, 82)),
-    ("parent_node", versions.PARENT_NODE),
-    ("fault", Version(1, 42)),
-    ("description_contains", Version(1, 51)),
-    ("instance_name", versions.NODE_INSTANCE_NAME),
+    *_by_field("resource_class", "conductor_group", "conductor", "owner", "lessee"),
+    ("project", versions.FIRST),  # owner or lessee; Ironic gates it by policy only
+    *_by_field("shard", "parent_node", "fault"),
+    ("description_contains", _since("description")),
+    *_by_field("instance_name"),
 )
 #: Filters by a related resource's UUID (checked as a UUID) and the version each is accepted from.
-UUID_FILTERS: tuple[tuple[str, Version], ...] = (
-    ("chassis_uuid", versions.MIN_VERSION),
-    ("instance_uuid", versions.MIN_VERSION),
-)
+UUID_FILTERS: tuple[tuple[str, Version], ...] = _by_field("chassis_uuid", "instance_uuid")
 #: Boolean filters and the version each is accepted from.
 FLAGS: tuple[tuple[str, Version], ...] = (
-    ("maintenance", versions.MIN_VERSION),
-    ("associated", versions.MIN_VERSION),
-    ("retired", versions.NODE_RETIRED),
-    ("sharded", Version(1, 82)),
-    ("include_children", versions.PARENT_NODE),
+    *_by_field("maintenance"),
+    ("associated", versions.FIRST),
+    *_by_field("retired"),
+    ("sharded", _since("shard")),
+    ("include_children", _since("parent_node")),
 )
 
 
