@@ -72,6 +72,12 @@ def check_delete(crud: Crud, current: dict[str, Any], project_id: str | None) ->
         raise exc.NodeStateForbidsAction(f"{crud.decl.name} deletion", node["uuid"], state)
 
 
+def _fields(*own: str) -> Fields:
+    """A connector's or target's fields in Ironic's order: its own between the common ones."""
+    names = ("uuid", "created_at", "updated_at", *own, "links", "node_uuid")
+    return Fields({**dict.fromkeys(names, FIRST), "etag": ETAG_VERSION})
+
+
 _COMMON: Final[dict[str, Any]] = {
     "since": versions.VOLUME,
     "filters": (("node", versions.VOLUME),),
@@ -92,10 +98,7 @@ _COMMON: Final[dict[str, Any]] = {
 CONNECTORS: Final = Resource(
     kind="connector",
     collection="volume/connectors",
-    fields=Fields({
-        "uuid": FIRST, "created_at": FIRST, "updated_at": FIRST, "connector_id": FIRST, "extra": FIRST,
-        "type": FIRST, "links": FIRST, "node_uuid": FIRST, "etag": ETAG_VERSION,
-    }),  # fmt: skip
+    fields=_fields("connector_id", "extra", "type"),
     list_fields=("uuid", "node_uuid", "type", "connector_id"),
     create_schema=CONNECTOR_CREATE,
     patchable=("type", "connector_id", "node_uuid", "extra"),
@@ -108,11 +111,7 @@ CONNECTORS: Final = Resource(
 TARGETS: Final = Resource(
     kind="target",
     collection="volume/targets",
-    fields=Fields({
-        "uuid": FIRST, "created_at": FIRST, "updated_at": FIRST, "boot_index": FIRST, "extra": FIRST,
-        "properties": FIRST, "volume_id": FIRST, "volume_type": FIRST, "links": FIRST,
-        "node_uuid": FIRST, "etag": ETAG_VERSION,
-    }),  # fmt: skip
+    fields=_fields("boot_index", "extra", "properties", "volume_id", "volume_type"),
     list_fields=("uuid", "node_uuid", "volume_type", "boot_index", "volume_id"),
     create_schema=TARGET_CREATE,
     patchable=("volume_type", "properties", "boot_index", "volume_id", "node_uuid", "extra"),
