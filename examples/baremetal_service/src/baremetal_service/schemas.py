@@ -264,26 +264,27 @@ _UUID: Final = {"type": "string", "pattern": _UUID_PATTERN}
 _UUID_OR_NULL: Final = {"type": ["string", "null"], "pattern": _UUID_PATTERN}
 _OBJ_OR_NULL: Final = {"type": ["object", "null"]}
 
+
+
+def _volume_body(own: Mapping[str, Any], required: Iterable[str]) -> dict[str, Any]:
+    """A volume connector's or target's body: its uuid, its node's, its own properties, extra."""
+    return object_schema({"uuid": _UUID_OR_NULL, "node_uuid": _UUID, **own, "extra": _OBJ_OR_NULL}, required)
+
+
 #: Ironic's request bodies (ironic/api/schemas/v1/volume_connector.py, volume_target.py).
-CONNECTOR_CREATE: Final = object_schema(
+CONNECTOR_CREATE: Final = _volume_body(
     {
-        "uuid": _UUID_OR_NULL,
-        "node_uuid": _UUID,
         "type": {"type": "string", "minLength": 1, "maxLength": 32},
         "connector_id": {"type": "string", "minLength": 1, "maxLength": 255},
-        "extra": _OBJ_OR_NULL,
     },
     ("connector_id", "node_uuid", "type"),
 )
-TARGET_CREATE: Final = object_schema(
+TARGET_CREATE: Final = _volume_body(
     {
-        "uuid": _UUID_OR_NULL,
-        "node_uuid": _UUID,
         "volume_type": {"type": "string", "minLength": 1, "maxLength": 64},
         "volume_id": {"type": "string", "minLength": 1, "maxLength": 36},
         "boot_index": _INT32,
         "properties": _OBJ_OR_NULL,
-        "extra": _OBJ_OR_NULL,
     },
     ("boot_index", "node_uuid", "volume_id", "volume_type"),
 )
