@@ -130,15 +130,7 @@ class ConductorRegistry:
             raise ConductorNotFound(hostname)
         return self._doc(row)
 
-    def list_conductors(
-        self,
-        *,
-        limit: int | None = None,
-        marker: str | None = None,
-        sort_key: str = "id",
-        sort_dir: str = "asc",
-    ) -> list[dict[str, Any]]:
-        rows = self.db.list_conductors(
-            limit=limit, marker=marker, sort_key=sort_key, sort_dir=sort_dir, not_found=ConductorNotFound
-        )
-        return [self._doc(r) for r in rows]
+    def list_conductors(self, **page: Any) -> list[dict[str, Any]]:
+        """A page of conductors as shown; *page*: the paging arguments of
+        :meth:`Database.list_conductors` (``limit``, ``marker``, ``sort_key``, ``sort_dir``)."""
+        return [self._doc(r) for r in self.db.list_conductors(**page, not_found=ConductorNotFound)]
