@@ -69,7 +69,7 @@ item_routes(bp, ALLOCATIONS, patch=patch_allocation)
 def get_node_allocation(node_ident: str) -> Response:
     ALLOCATIONS.gate()
     check_args(GET_ARGS)
-    fields = parse_fields(ALLOCATIONS.field_versions, ALLOCATIONS.fields, "allocation")
+    fields = parse_fields(ALLOCATIONS.fields, "allocation")
     obj = service().allocations.get_node_allocation(node_ident, project_id=project_id())
     return json_response(ALLOCATIONS.doc(obj, fields), headers=ALLOCATIONS.etag_headers(obj))
 

@@ -81,10 +81,9 @@ def require(what: str, needed: Version) -> None:
     require_version(request.environ, needed, what=what, detail=IRONIC_406)
 
 
-def check_fields_allowed(names: Iterable[str], table: Mapping[str, Version], kind: str) -> None:
-    """Ironic's 406 for the first of *names* that *table* (apimw's VersionedFields) hides at the
+def check_fields_allowed(names: Iterable[str], fields: versions.Fields, kind: str) -> None:
+    """Ironic's 406 for the first of *names* that *fields* (apimw's VersionedFields) hides at the
     served version."""
-    fields = versions.versioned_fields(table)
     hidden = fields.hidden(api_version())
     for name in names:
         if name in hidden:
@@ -464,18 +463,18 @@ def make_links(resource: str, ident: str, base: str | None = None) -> list[dict[
 # -- query parameters ---------------------------------------------------------------------------
 
 
-def parse_fields(table: Mapping[str, Version], known: Iterable[str], kind: str) -> list[str] | None:
+def parse_fields(fields: versions.Fields, kind: str) -> list[str] | None:
     """``?fields=a,b`` -> ["a", "b"] after version and name checks; None when absent."""
     raw = request.args.get("fields")
     if raw is None:
         return None
     require("The 'fields' parameter", versions.FIELDS_SELECTOR)
     names = [f.strip() for f in raw.split(",") if f.strip()]
-    known_set = set(known)
-    unknown = [n for n in names if n not in known_set]
+    known = set(fields.names)
+    unknown = [n for n in names if n not in known]
     if unknown:
         raise bad_request(f'Field(s) "{", ".join(unknown)}" are not valid', "request.invalid-fields")
-    check_fields_allowed(names, table, kind)
+    check_fields_allowed(names, fields, kind)
     return names
 
 

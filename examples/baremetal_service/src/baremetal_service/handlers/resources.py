@@ -51,7 +51,7 @@ class Endpoints:
         detail = {"detail"} if decl.detail_since is not None else set()
         self.list_args: frozenset[str] = LIST_ARGS | filters | detail | set(decl.ignored_args)
         if decl.kind not in _BUILTIN_KINDS:
-            serialize.register(decl.kind, decl.field_versions, decl.fields, defaults=decl.defaults)
+            serialize.register(decl.kind, decl.fields, defaults=decl.defaults)
 
     def __getattr__(self, name: str) -> Any:  # the declaration's attributes (kind, fields...)
         return getattr(self.decl, name)
@@ -92,7 +92,7 @@ class Endpoints:
         self.gate()
         common.check_args(self.list_args)
         served = common.api_version()
-        fields = common.parse_fields(decl.field_versions, decl.fields, decl.kind)
+        fields = common.parse_fields(decl.fields, decl.kind)
         detail_arg = common.parse_bool("detail", request.args.get("detail"))
         if detail_arg is not None:
             if detail:
@@ -118,9 +118,7 @@ class Endpoints:
         elif fields is not None:
             shown = fields
         else:
-            shown = [
-                f for f in decl.list_fields if decl.field_versions.get(f, versions.MIN_VERSION) <= served
-            ]
+            shown = list(decl.fields.visible(decl.list_fields, served))
         crud, caller = self.crud(), project_id()
 
         def fetch(count: int, marker: str | None) -> tuple[list[dict[str, Any]], list[str]]:
@@ -139,7 +137,7 @@ class Endpoints:
         decl = self.decl
         self.gate()
         common.check_args(GET_ARGS)
-        fields = common.parse_fields(decl.field_versions, decl.fields, decl.kind)
+        fields = common.parse_fields(decl.fields, decl.kind)
         obj = self.crud().get(ident, project_id=project_id())
         return common.json_response(self.doc(obj, fields), headers=self.etag_headers(obj))
 
@@ -149,7 +147,7 @@ class Endpoints:
         self.gate()
         body = common.json_body()
         common.validate(body, schema or decl.create_schema, decl.kind)
-        common.check_fields_allowed(body, decl.field_versions, decl.kind)
+        common.check_fields_allowed(body, decl.fields, decl.kind)
         obj = self.crud().create(dict(body), project_id=project_id(), token=token())
         doc = self.doc(obj)
         where = common.location(*decl.collection.split("/"), doc["uuid"])  # volume/connectors: two segments
@@ -173,7 +171,7 @@ class Endpoints:
             if op["op"] in ("add", "replace") and "value" not in op:
                 raise common.bad_request(f"'add' and 'replace' operations need a value (path {op['path']}).")
             touched.add(name)
-        common.check_fields_allowed(touched, decl.field_versions, decl.kind)
+        common.check_fields_allowed(touched, decl.fields, decl.kind)
 
         def changes(current_obj: dict[str, Any]) -> dict[str, Any]:
             return self._patched_changes(current_obj, patch)

@@ -24,14 +24,15 @@ from baremetal_service import exceptions as exc
 from baremetal_service import versions
 from baremetal_service.db.api import Database, iso, utcnow
 from baremetal_service.objects.resource import Resource
+from baremetal_service.versions import FIRST, Fields
 
 __all__ = ['ConductorNotFound', 'ConductorRegistry']
 
 CONDUCTORS: Final = Resource(
     kind="conductor",
-    collection="conductors",
-    field_versions=versions.CONDUCTOR_FIELD_VERSIONS,
-    fields=("hostname", "conductor_group", "alive", "drivers", "created_at", "updated_at", "links"),
+    fields=Fields(dict.fromkeys(
+        ("hostname", "conductor_group", "alive", "drivers", "created_at", "updated_at", "links"), FIRST
+    )),
     list_fields=("hostname", "conductor_group", "alive"),
     create_schema={},
     patchable=(),
