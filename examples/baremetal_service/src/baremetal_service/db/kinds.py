@@ -241,7 +241,7 @@ class Kind:
                 self._narrowed[wanted] = stmt
         return stmt
 
-    def to_doc(self, keys: tuple[str, ...], row: Sequence[Any]) -> dict[str, Any]:
+    def to_doc(self, keys: Iterable[str], row: Sequence[Any]) -> dict[str, Any]:
         """One row (its values in the order of *keys*, the result's keys) as a document."""
         doc = dict(zip(keys, row, strict=True))
         for key in self.datetimes:
@@ -252,7 +252,7 @@ class Kind:
 
     def to_docs(self, result: sa.CursorResult[Any]) -> builtins.list[dict[str, Any]]:
         """Every row of *result* as a document: one dict per row, built from the row tuple,
-        then its datetime values (found by position, once per result) as ISO 8601 strings."""
+        then its datetime values (the result's datetime keys, found once) as ISO 8601 strings."""
         keys = tuple(result.keys())
         dates = [k for k in keys if k in self.datetimes]
         docs = [dict(zip(keys, row, strict=True)) for row in result.all()]
