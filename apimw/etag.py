@@ -311,6 +311,7 @@ class Entry(NamedTuple):
     headers: list[tuple[str, str]] = []  # noqa: RUF012 - never mutated
 
 
+#: The entries of the two pass-through kinds (:meth:`ETagMiddleware.enter` answers with these).
 _PLAIN: Final = Entry(PLAIN)
 _DIRECT: Final = Entry(DIRECT)
 
@@ -760,16 +761,15 @@ class ETagMiddleware:
             environ.get(_ENVIRON_HTTP_IF_NONE_MATCH),
             environ.get("PATH_INFO", ""),
         )
-        kind = entry.kind
-        if kind == PLAIN:
+        if entry is _PLAIN:  # (enter answers the two pass-through kinds with these two)
             return self._plain(environ, start_response)
-        if kind == DIRECT:
+        if entry is _DIRECT:
             return self._direct(environ, start_response)
         try:
             if entry.lookup:
                 assert self.current_etag is not None  # noqa: S101 - a lookup entry has one
                 entry = self.looked_up(entry, self.current_etag(environ))
-                kind = entry.kind
+            kind = entry.kind
             if kind == CALL:
                 return self._call(environ, start_response, entry)
             if kind == NOT_MODIFIED:

@@ -405,8 +405,9 @@ class MicroversionMiddleware:
         self._outcome_count += 1
         return outcome
 
-    def _merge(self, headers: list[tuple[str, str]], ours: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The app's headers minus ours, then ours and one merged ``Vary`` (*ours* ends with ours)."""
+    def merge(self, headers: list[tuple[str, str]], ours: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The app's response *headers* minus ours, then *ours* (an outcome's, ``Vary`` last)
+        and one merged ``Vary`` (sans-IO: the WSGI and the ASGI middleware both ask here)."""
         owned, plain = self.negotiator.owned, self._plain_names
         mine = False
         for name, _ in headers:
@@ -430,16 +431,6 @@ class MicroversionMiddleware:
             report()
         return outcome
 
-    def response_headers(
-        self, headers: list[tuple[str, str]], ours: list[tuple[str, str]]
-    ) -> list[tuple[str, str]]:
-        """The app's response *headers* with *ours* (the outcome's) added, one merged ``Vary``."""
-        plain = self._plain_names
-        for name, _ in headers:
-            if name not in plain:  # ours, or not seen yet
-                return self._merge(headers, ours)
-        return [*headers, *ours]  # the usual case: the app set none of our headers
-
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         version, forward_standard, forward_legacy, ours, _, _ = self.negotiated(
             environ.get(_ENVIRON_STANDARD), environ.get(self._legacy_read)
@@ -453,13 +444,19 @@ class MicroversionMiddleware:
         # by itself serves what we label.
         environ[_ENVIRON_STANDARD] = forward_standard
         environ[self._legacy_write] = forward_legacy
+        plain = self._plain_names
         started = False
 
         def _start_response(
             status: str, headers: list[tuple[str, str]], exc_info: OptExcInfo | None = None
         ) -> Callable[[bytes], object]:
             nonlocal started
-            headers = self.response_headers(headers, ours)
+            for name, _ in headers:
+                if name not in plain:  # ours, or not seen yet
+                    headers = self.merge(headers, ours)
+                    break
+            else:  # the usual case: the app set none of our headers
+                headers = [*headers, *ours]
             if started:  # replacing (PEP 3333): the caller needs exc_info, and re-raises it if sent
                 return start_response(status, headers, exc_info)
             # The first call: there is nothing to replace, so an error the app handled itself

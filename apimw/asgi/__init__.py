@@ -146,7 +146,7 @@ class MicroversionMiddleware:
         if rules.discovery:
             document = rules._discovery.answer(path_info(scope), method, cgi_environ(scope), version)
             if document is not None:
-                await send_text(send, 200, rules.response_headers(*document[:1], ours), document[1])
+                await send_text(send, 200, rules.merge(document[0], ours), document[1])
                 return
 
         started = False
@@ -165,17 +165,17 @@ class MicroversionMiddleware:
             if started:
                 raise
             status, headers, body = problem_answer(scope, problem, method=method)
-            await send_text(send, status, rules.response_headers(headers, ours), body)
+            await send_text(send, status, rules.merge(headers, ours), body)
 
     def _with_ours(
         self, headers: Iterable[tuple[bytes, bytes]], ours: list[tuple[str, str]], ours_raw: RawHeaders
     ) -> RawHeaders:
-        """The app's headers with ours (:meth:`~apimw.microversion.MicroversionMiddleware.response_headers`
+        """The app's headers with ours (:meth:`~apimw.microversion.MicroversionMiddleware.merge`
         when the app set one of them)."""
         owned = self._owned
         for name, _ in headers:
             if name.lower() in owned:
-                return raw_headers(self.rules.response_headers(text_headers(headers), ours))
+                return raw_headers(self.rules.merge(text_headers(headers), ours))
         return [*headers, *ours_raw]
 
 
