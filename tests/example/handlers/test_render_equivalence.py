@@ -73,7 +73,7 @@ def _same(new: dict[str, Any], old: dict[str, Any]) -> None:
 
 def _node_sources() -> list[Any]:
     when = dt.datetime(2026, 11, 22, 10, 37, 50, 208515)
-    full = {name: None for name in NODE_FIELDS}
+    full = {name: None for name in NODE_FIELDS.names}
     return [
         {"uuid": "1be26c0b-03f2-4d2e-ae87-c02d7f33c123"},  # every other field absent: defaults
         dict(full, uuid="2be26c0b-03f2-4d2e-ae87-c02d7f33c123"),  # every field None
@@ -129,7 +129,7 @@ def test_node_documents_render_as_before_at_every_version_and_field_selection() 
 ])  # fmt: skip
 def test_other_documents_render_as_before(kind: str, resource: str, sublinks: tuple[str, ...]) -> None:
     fields_of = {"port": PORT_FIELDS, "portgroup": PORTGROUP_FIELDS,
-                 "chassis": CHASSIS_FIELDS}[kind]  # fmt: skip
+                 "chassis": CHASSIS_FIELDS}[kind].names  # fmt: skip
     sources: list[Any] = [
         {"uuid": "5be26c0b-03f2-4d2e-ae87-c02d7f33c123"},
         {name: None for name in fields_of} | {"uuid": "6be26c0b-03f2-4d2e-ae87-c02d7f33c123"},

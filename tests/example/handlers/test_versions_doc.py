@@ -6,6 +6,7 @@ from pathlib import Path
 
 from baremetal_service import versions
 from baremetal_service.deploy import MICROVERSION_OPTIONS
+from baremetal_service.objects.nodes import NODE_FIELDS
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "baremetal-service.md"
 
@@ -23,7 +24,7 @@ def test_history_ends_at_the_served_maximum_with_our_features_above_ironic() -> 
     assert MICROVERSION_OPTIONS["max_version"] == str(versions.MAX_VERSION)
     assert versions.IRONIC_MAX_VERSION < versions.ETAG_VERSION < versions.RESOURCE_CLASS_VERSION
     # Ironic's own numbers for the fields the issue names.
-    assert versions.NODE_FIELD_VERSIONS["name"] == versions.NODE_NAME == (1, 5)
-    assert versions.NODE_FIELD_VERSIONS["description"] == (1, 51)
-    assert versions.NODE_FIELD_VERSIONS["resource_class"] == (1, 21)
-    assert versions.NODE_FIELD_VERSIONS["driver_internal_info"] == (1, 3)
+    assert NODE_FIELDS.since("name") == versions.NODE_NAME == (1, 5)
+    assert NODE_FIELDS.since("description") == (1, 51)
+    assert NODE_FIELDS.since("resource_class") == (1, 21)
+    assert NODE_FIELDS.since("driver_internal_info") == (1, 3)

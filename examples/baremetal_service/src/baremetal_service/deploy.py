@@ -44,7 +44,8 @@ import gc
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -359,25 +360,29 @@ def make_application(env: Mapping[str, str] | None = None) -> ServiceApp:
 _INNER: Final = ("wsgi", "app", "_app", "application", "_closers")
 
 
-def replay_store(app: Any) -> Any:
-    """The replay store of the :class:`apimw.idempotency.IdempotencyMiddleware` in a built stack.
-
-    Walks the layers of *app* (at most 200 objects); ``None`` when the stack has none.
-    """
-    todo: list[Any] = [app]
+def _layers(app: Any, *, into_service: bool = True) -> Iterator[Any]:
+    """The objects of a built stack, outermost first, each reached from the one before through
+    :data:`_INNER` (at most 200).  *into_service*: also walk into the :class:`ServiceApp`
+    found inside (a paste pipeline ends in one)."""
+    todo: deque[Any] = deque([app])
     seen: set[int] = set()
     while todo and len(seen) < 200:
-        obj = todo.pop(0)
+        obj = todo.popleft()
         if obj is None or id(obj) in seen or isinstance(obj, (str, bytes, int, float, dict, type)):
             continue
         seen.add(id(obj))
-        if isinstance(obj, IdempotencyMiddleware):
-            return obj.store
         if isinstance(obj, (list, tuple)):
             todo.extend(obj)
             continue
-        todo.extend(getattr(obj, name, None) for name in _INNER)
-    return None
+        yield obj
+        if into_service or not isinstance(obj, ServiceApp):
+            todo.extend(getattr(obj, name, None) for name in _INNER)
+
+
+def replay_store(app: Any) -> Any:
+    """The replay store of the :class:`apimw.idempotency.IdempotencyMiddleware` in a built stack;
+    ``None`` when the stack has none."""
+    return next((layer.store for layer in _layers(app) if isinstance(layer, IdempotencyMiddleware)), None)
 
 
 def check_built_store(app: Any, processes: int) -> None:
@@ -485,16 +490,13 @@ def _paste_defaults(ini_path: str | Path) -> frozenset[str]:
     return frozenset(parser.defaults())
 
 
-def _closables(app: Any) -> list[Any]:
-    """Middlewares in the pipeline that hold resources (the idempotency store, health checks)."""
-    found = []
-    for _ in range(20):
-        if app is None or isinstance(app, ServiceApp):
-            break
-        if callable(getattr(app, "close", None)):
-            found.append(app)
-        app = getattr(app, "app", None) or getattr(app, "_app", None) or getattr(app, "application", None)
-    return found
+def _closables(pipeline: Any) -> list[Any]:
+    """Middlewares in a paste pipeline that hold resources (the idempotency store, health checks)."""
+    return [
+        layer
+        for layer in _layers(pipeline, into_service=False)
+        if not isinstance(layer, ServiceApp) and callable(getattr(layer, "close", None))
+    ]
 
 
 # -- the serving process ------------------------------------------------------------------------

@@ -109,13 +109,30 @@ def _cut(value: object) -> str:
 
 
 class BaremetalError(HTTPProblem):
-    """Base of every domain error: ``status``, ``code``, ``detail`` (Ironic's text)."""
+    """Base of every domain error: ``status``, ``code``, ``detail`` (Ironic's text).
+
+    A subclass names its code and, as Placement's errors do, its message: :attr:`msg_fmt`
+    is formatted with the positional arguments (``{0}``, ``{1}``...), each cut to
+    :data:`MAX_QUOTED_CHARS`; without one, the single positional argument is the message
+    as given.  *status* overrides the class's status (a missing reference in a body is a
+    400); keywords go to ``extra``, after the class's :attr:`field`.
+    """
 
     status_code: int = 500
     error_code: str = "baremetal.error"
+    #: the message, ``str.format``-ted with the (cut) positional arguments; "" = the message is given
+    msg_fmt: str = ""
+    #: the request field a duplicate is about: ``extra["field"]``
+    field: str | None = None
 
-    def __init__(self, detail: str, *, status: int | None = None, **extra: Any) -> None:
-        super().__init__(status or self.status_code, self.error_code, detail, extra=extra)
+    def __init__(self, *args: object, status: int | None = None, **extra: Any) -> None:
+        if self.msg_fmt:
+            detail = self.msg_fmt.format(*map(_cut, args))
+        else:
+            (detail,) = args
+        if self.field is not None:
+            extra = {"field": self.field, **extra}
+        super().__init__(status or self.status_code, self.error_code, str(detail), extra=extra)
 
 
 class NotFound(BaremetalError):
@@ -177,44 +194,32 @@ class DatabaseUnavailable(BaremetalError):
 
 class NodeNotFound(NotFound):
     error_code = "baremetal.node-not-found"
-
-    def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Node {_cut(ident)} could not be found.", status=status)
+    msg_fmt = "Node {0} could not be found."
 
 
 class PortNotFound(NotFound):
     error_code = "baremetal.port-not-found"
-
-    def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Port {_cut(ident)} could not be found.", status=status)
+    msg_fmt = "Port {0} could not be found."
 
 
 class PortgroupNotFound(NotFound):
     error_code = "baremetal.portgroup-not-found"
-
-    def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Portgroup {_cut(ident)} could not be found.", status=status)
+    msg_fmt = "Portgroup {0} could not be found."
 
 
 class ChassisNotFound(NotFound):
     error_code = "baremetal.chassis-not-found"
-
-    def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Chassis {_cut(ident)} could not be found.", status=status)
+    msg_fmt = "Chassis {0} could not be found."
 
 
 class ResourceClassNotFound(NotFound):
     error_code = "baremetal.resource-class-not-found"
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"No such resource class {_cut(name)}.")
+    msg_fmt = "No such resource class {0}."
 
 
 class DriverNotFound(NotFound):
     error_code = "baremetal.driver-not-found"
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"Could not find the following driver(s) or hardware type(s): {_cut(name)}.")
+    msg_fmt = "Could not find the following driver(s) or hardware type(s): {0}."
 
 
 # -- 409 ---------------------------------------------------------------------
@@ -222,107 +227,84 @@ class DriverNotFound(NotFound):
 
 class NodeNameExists(Conflict):
     error_code = "baremetal.node-duplicate-name"
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"A node with name {_cut(name)} already exists.", field="name")
+    msg_fmt = "A node with name {0} already exists."
+    field = "name"
 
 
 class NodeUuidExists(Conflict):
     error_code = "baremetal.node-duplicate-uuid"
-
-    def __init__(self, uuid: str) -> None:
-        super().__init__(f"A node with UUID {_cut(uuid)} already exists.", field="uuid")
+    msg_fmt = "A node with UUID {0} already exists."
+    field = "uuid"
 
 
 class InstanceAssociated(Conflict):
     error_code = "baremetal.instance-associated"
-
-    def __init__(self, instance_uuid: str, node: str) -> None:
-        super().__init__(
-            f"Instance {_cut(instance_uuid)} is already associated with a node, "
-            f"it cannot be associated with this other node {_cut(node)}",
-            field="instance_uuid",
-        )
+    msg_fmt = (
+        "Instance {0} is already associated with a node, it cannot be associated with this other node {1}"
+    )
+    field = "instance_uuid"
 
 
 class NodeAssociated(Conflict):
     error_code = "baremetal.node-associated"
-
-    def __init__(self, node: str, instance: str) -> None:
-        super().__init__(f"Node {_cut(node)} is associated with instance {_cut(instance)}.")
+    msg_fmt = "Node {0} is associated with instance {1}."
 
 
 class MACAlreadyExists(Conflict):
     error_code = "baremetal.port-duplicate-mac"
-
-    def __init__(self, mac: str) -> None:
-        super().__init__(f"A port with MAC address {_cut(mac)} already exists.", field="address")
+    msg_fmt = "A port with MAC address {0} already exists."
+    field = "address"
 
 
 class PortUuidExists(Conflict):
     error_code = "baremetal.port-duplicate-uuid"
-
-    def __init__(self, uuid: str) -> None:
-        super().__init__(f"A port with UUID {_cut(uuid)} already exists.", field="uuid")
+    msg_fmt = "A port with UUID {0} already exists."
+    field = "uuid"
 
 
 class PortNameExists(Conflict):
     error_code = "baremetal.port-duplicate-name"
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"A port with name {_cut(name)} already exists.", field="name")
+    msg_fmt = "A port with name {0} already exists."
+    field = "name"
 
 
 class PortgroupNameExists(Conflict):
     error_code = "baremetal.portgroup-duplicate-name"
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"A portgroup with name {_cut(name)} already exists.", field="name")
+    msg_fmt = "A portgroup with name {0} already exists."
+    field = "name"
 
 
 class PortgroupMACExists(Conflict):
     error_code = "baremetal.portgroup-duplicate-mac"
-
-    def __init__(self, mac: str) -> None:
-        super().__init__(f"A portgroup with MAC address {_cut(mac)} already exists.", field="address")
+    msg_fmt = "A portgroup with MAC address {0} already exists."
+    field = "address"
 
 
 class PortgroupUuidExists(Conflict):
     error_code = "baremetal.portgroup-duplicate-uuid"
-
-    def __init__(self, uuid: str) -> None:
-        super().__init__(f"A portgroup with UUID {_cut(uuid)} already exists.", field="uuid")
+    msg_fmt = "A portgroup with UUID {0} already exists."
+    field = "uuid"
 
 
 class ChassisUuidExists(Conflict):
     error_code = "baremetal.chassis-duplicate-uuid"
-
-    def __init__(self, uuid: str) -> None:
-        super().__init__(f"A chassis with UUID {_cut(uuid)} already exists.", field="uuid")
+    msg_fmt = "A chassis with UUID {0} already exists."
+    field = "uuid"
 
 
 class ResourceClassExists(Conflict):
     error_code = "baremetal.resource-class-exists"
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"Resource class {_cut(name)} already exists.")
+    msg_fmt = "Resource class {0} already exists."
 
 
 class ResourceClassInUse(Conflict):
     error_code = "baremetal.resource-class-in-use"
-
-    def __init__(self, name: str) -> None:
-        super().__init__(f"Resource class {_cut(name)} is in use by one or more nodes and cannot be deleted.")
+    msg_fmt = "Resource class {0} is in use by one or more nodes and cannot be deleted."
 
 
 class NodeLocked(Conflict):
     error_code = "baremetal.node-locked"
-
-    def __init__(self, node: str, host: str) -> None:
-        super().__init__(
-            f"Node {_cut(node)} is locked by host {_cut(host)}, "
-            "please retry after the current operation is completed."
-        )
+    msg_fmt = "Node {0} is locked by host {1}, please retry after the current operation is completed."
 
 
 #: Ironic's list, printed as a Python tuple in its message.
@@ -348,9 +330,7 @@ class NodeDeleteForbidden(Conflict):
 class NodeProtected(BaremetalError):
     status_code = 403
     error_code = "baremetal.node-protected"
-
-    def __init__(self, node: str) -> None:
-        super().__init__(f"Node {_cut(node)} is protected and cannot be undeployed, rebuilt or deleted")
+    msg_fmt = "Node {0} is protected and cannot be undeployed, rebuilt or deleted"
 
 
 class PolicyForbidden(BaremetalError):
@@ -372,9 +352,6 @@ class PolicyForbidden(BaremetalError):
 
 class InvalidParameterValue(Invalid):
     error_code = "baremetal.invalid-parameter"
-
-    def __init__(self, detail: str, **extra: Any) -> None:
-        super().__init__(detail, **extra)
 
 
 class InvalidStateRequested(Invalid):
@@ -422,39 +399,28 @@ class InterfaceNotFound(Invalid):
 
 class ChassisNotEmpty(Invalid):
     error_code = "baremetal.chassis-not-empty"
-
-    def __init__(self, chassis: str) -> None:
-        super().__init__(
-            f"Cannot complete the requested action because chassis {_cut(chassis)} contains nodes."
-        )
+    msg_fmt = "Cannot complete the requested action because chassis {0} contains nodes."
 
 
 class PortgroupNotEmpty(Invalid):
     error_code = "baremetal.portgroup-not-empty"
-
-    def __init__(self, portgroup: str) -> None:
-        super().__init__(
-            f"Cannot complete the requested action because portgroup {_cut(portgroup)} contains ports."
-        )
+    msg_fmt = "Cannot complete the requested action because portgroup {0} contains ports."
 
 
 class NodeInMaintenance(Invalid):
     error_code = "baremetal.node-in-maintenance"
-
-    def __init__(self, op: str, node: str) -> None:
-        super().__init__(
-            f"The {op} operation can't be performed on node {_cut(node)} because it's in maintenance mode."
-        )
+    msg_fmt = "The {0} operation can't be performed on node {1} because it's in maintenance mode."
 
 
 class InvalidResourceClassName(Invalid):
     error_code = "baremetal.invalid-resource-class"
+    msg_fmt = (
+        "Invalid resource class name {0}: custom resource classes must match CUSTOM_[A-Z0-9_]+ and be "
+        "at most 255 characters long."
+    )
 
     def __init__(self, name: str) -> None:
-        super().__init__(
-            f"Invalid resource class name {_cut(repr(name))}: custom resource classes must match "
-            "CUSTOM_[A-Z0-9_]+ and be at most 255 characters long."
-        )
+        super().__init__(repr(name))  # quoted as Python writes a string
 
 
 # -- allocations, deploy templates, runbooks (Ironic's texts) -----------------------------------
@@ -462,53 +428,39 @@ class InvalidResourceClassName(Invalid):
 
 class AllocationNotFound(NotFound):
     error_code = "baremetal.allocation-not-found"
-
-    def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Allocation {_cut(ident)} could not be found.", status=status)
+    msg_fmt = "Allocation {0} could not be found."
 
 
 class DeployTemplateNotFound(NotFound):
     error_code = "baremetal.deploy-template-not-found"
-
-    def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Deploy template {_cut(ident)} could not be found.", status=status)
+    msg_fmt = "Deploy template {0} could not be found."
 
 
 class RunbookNotFound(NotFound):
     error_code = "baremetal.runbook-not-found"
-
-    def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Runbook {_cut(ident)} could not be found.", status=status)
+    msg_fmt = "Runbook {0} could not be found."
 
 
 class AllocationDuplicate(Conflict):
     error_code = "baremetal.allocation-duplicate"
-
-    def __init__(self, value: object) -> None:
-        super().__init__(f"An allocation with name or UUID {_cut(value)} already exists.")
+    msg_fmt = "An allocation with name or UUID {0} already exists."
 
 
 class AllocationNodeTaken(Conflict):
     """Another allocation holds the node (the unique ``allocations.node_id`` decided)."""
 
     error_code = "baremetal.node-associated"
-
-    def __init__(self, value: object) -> None:
-        super().__init__("The node is already associated with another allocation.")
+    msg_fmt = "The node is already associated with another allocation."
 
 
 class DeployTemplateDuplicate(Conflict):
     error_code = "baremetal.deploy-template-duplicate"
-
-    def __init__(self, value: object) -> None:
-        super().__init__(f"A deploy template with name or UUID {_cut(value)} already exists.")
+    msg_fmt = "A deploy template with name or UUID {0} already exists."
 
 
 class RunbookDuplicate(Conflict):
     error_code = "baremetal.runbook-duplicate"
-
-    def __init__(self, value: object) -> None:
-        super().__init__(f"A runbook with name or UUID {_cut(value)} already exists.")
+    msg_fmt = "A runbook with name or UUID {0} already exists."
 
 
 class InvalidState(Conflict):
@@ -520,65 +472,47 @@ class InvalidState(Conflict):
 
 class VolumeConnectorNotFound(NotFound):
     error_code = "baremetal.volume-connector-not-found"
-
-    def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Volume connector {_cut(ident)} could not be found.", status=status)
+    msg_fmt = "Volume connector {0} could not be found."
 
 
 class VolumeTargetNotFound(NotFound):
     error_code = "baremetal.volume-target-not-found"
-
-    def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Volume target {_cut(ident)} could not be found.", status=status)
+    msg_fmt = "Volume target {0} could not be found."
 
 
 class InspectionRuleNotFound(NotFound):
     error_code = "baremetal.inspection-rule-not-found"
-
-    def __init__(self, ident: str, *, status: int | None = None) -> None:
-        super().__init__(f"Rule {_cut(ident)} could not be found.", status=status)
+    msg_fmt = "Rule {0} could not be found."
 
 
 class VolumeConnectorUuidExists(Conflict):
     error_code = "baremetal.volume-connector-duplicate-uuid"
-
-    def __init__(self, uuid: object) -> None:
-        super().__init__(f"A volume connector with UUID {_cut(uuid)} already exists.")
+    msg_fmt = "A volume connector with UUID {0} already exists."
 
 
 class VolumeConnectorTypeAndIdExists(Conflict):
     """Another connector has this ``(type, connector_id)`` (built from the whole document)."""
 
     error_code = "baremetal.volume-connector-duplicate"
+    msg_fmt = "A volume connector with type {0} and connector ID {1} already exists."
 
     def __init__(self, doc: Any) -> None:
-        super().__init__(
-            f"A volume connector with type {_cut(doc.get('type'))} and connector ID "
-            f"{_cut(doc.get('connector_id'))} already exists."
-        )
+        super().__init__(doc.get("type"), doc.get("connector_id"))
 
 
 class VolumeTargetUuidExists(Conflict):
     error_code = "baremetal.volume-target-duplicate-uuid"
-
-    def __init__(self, uuid: object) -> None:
-        super().__init__(f"A volume target with UUID {_cut(uuid)} already exists.")
+    msg_fmt = "A volume target with UUID {0} already exists."
 
 
 class VolumeTargetBootIndexExists(Conflict):
     error_code = "baremetal.volume-target-duplicate-boot-index"
-
-    def __init__(self, boot_index: object) -> None:
-        super().__init__(
-            f"A volume target with boot index '{_cut(boot_index)}' for the same node already exists."
-        )
+    msg_fmt = "A volume target with boot index '{0}' for the same node already exists."
 
 
 class InspectionRuleUuidExists(Conflict):
     error_code = "baremetal.inspection-rule-duplicate"
-
-    def __init__(self, uuid: object) -> None:
-        super().__init__(f"An inspection rule with UUID {_cut(uuid)} already exists.")
+    msg_fmt = "An inspection rule with UUID {0} already exists."
 
 
 class NodeStateForbidsAction(Invalid):

@@ -7,7 +7,20 @@ Ironic's request bodies of volume connectors and targets (1.32).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
+
+
+def object_schema(
+    properties: Mapping[str, Any], required: Iterable[str] = (), *, additional: bool = False
+) -> dict[str, Any]:
+    """A JSON object with these *properties* (the *required* ones present); no other
+    property unless *additional*."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    schema["additionalProperties"] = additional
+    return schema
 
 _STR_OR_NULL: Final = {"type": ["string", "null"], "maxLength": 255}
 _IFACE: Final = {"type": ["string", "null"], "maxLength": 255}
@@ -63,33 +76,25 @@ NODE_PROPERTIES: Final[dict[str, Any]] = {
     **{iface: _IFACE for iface in NODE_INTERFACES},
 }
 
-NODE_CREATE: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": NODE_PROPERTIES,
-    "required": ["driver"],
-    "additionalProperties": False,
-}
+NODE_CREATE: Final[dict[str, Any]] = object_schema(NODE_PROPERTIES, ("driver",))
 
 #: What a node looks like after a PATCH: the same rules, applied to the patched document.
 NODE_PATCHED: Final[dict[str, Any]] = NODE_CREATE
 
 PATCH: Final[dict[str, Any]] = {
     "type": "array",
-    "items": {
-        "type": "object",
-        "properties": {
+    "items": object_schema(
+        {
             "op": {"type": "string", "enum": ["add", "replace", "remove"]},
             "path": {"type": "string", "pattern": "^(/[\\w~\\-.:]+)+$"},
             "value": {},
         },
-        "required": ["op", "path"],
-        "additionalProperties": False,
-    },
+        ("op", "path"),
+    ),
 }
 
-PROVISION: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
+PROVISION: Final[dict[str, Any]] = object_schema(
+    {
         "target": {"type": "string"},
         "configdrive": {"type": ["object", "string", "null"]},
         "clean_steps": {"type": "array", "items": {"type": "object"}},
@@ -99,19 +104,16 @@ PROVISION: Final[dict[str, Any]] = {
         "disable_ramdisk": {"type": "boolean"},
         "runbook": {"type": "string"},
     },
-    "required": ["target"],
-    "additionalProperties": False,
-}
+    ("target",),
+)
 
-POWER: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
+POWER: Final[dict[str, Any]] = object_schema(
+    {
         "target": {"type": "string"},
         "timeout": {"type": ["integer", "null"], "minimum": 1},
     },
-    "required": ["target"],
-    "additionalProperties": False,
-}
+    ("target",),
+)
 
 MAINTENANCE: Final[dict[str, Any]] = {
     "type": ["object", "null"],
@@ -138,12 +140,7 @@ PORT_PROPERTIES: Final[dict[str, Any]] = {
     "available_for_dynamic_portgroup": _BOOL,
 }
 
-PORT_CREATE: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": PORT_PROPERTIES,
-    "required": ["address", "node_uuid"],
-    "additionalProperties": False,
-}
+PORT_CREATE: Final[dict[str, Any]] = object_schema(PORT_PROPERTIES, ("address", "node_uuid"))
 
 PORTGROUP_PROPERTIES: Final[dict[str, Any]] = {
     "uuid": _UUID,
@@ -158,12 +155,7 @@ PORTGROUP_PROPERTIES: Final[dict[str, Any]] = {
     "category": _STR_OR_NULL,
 }
 
-PORTGROUP_CREATE: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": PORTGROUP_PROPERTIES,
-    "required": ["node_uuid"],
-    "additionalProperties": False,
-}
+PORTGROUP_CREATE: Final[dict[str, Any]] = object_schema(PORTGROUP_PROPERTIES, ("node_uuid",))
 
 CHASSIS_PROPERTIES: Final[dict[str, Any]] = {
     "uuid": _UUID,
@@ -171,24 +163,16 @@ CHASSIS_PROPERTIES: Final[dict[str, Any]] = {
     "extra": _OBJ,
 }
 
-CHASSIS_CREATE: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": CHASSIS_PROPERTIES,
-    "additionalProperties": False,
-}
+CHASSIS_CREATE: Final[dict[str, Any]] = object_schema(CHASSIS_PROPERTIES)
 
 #: Placement's rule for custom resource class names (bounded length).
 RESOURCE_CLASS_NAME: Final = r"^CUSTOM_[A-Z0-9_]+$"
 RESOURCE_CLASS_MAX_LENGTH: Final = 255
 
-RESOURCE_CLASS_CREATE: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "pattern": RESOURCE_CLASS_NAME, "maxLength": RESOURCE_CLASS_MAX_LENGTH}
-    },
-    "required": ["name"],
-    "additionalProperties": False,
-}
+RESOURCE_CLASS_CREATE: Final[dict[str, Any]] = object_schema(
+    {"name": {"type": "string", "pattern": RESOURCE_CLASS_NAME, "maxLength": RESOURCE_CLASS_MAX_LENGTH}},
+    ("name",),
+)
 
 
 #: A trait: ``CUSTOM_[A-Z0-9_]+`` (Ironic also accepts os-traits' standard names).
@@ -203,9 +187,8 @@ _ORDER: Final[dict[str, Any]] = {
 }
 _LOGICAL_NAME: Final[dict[str, Any]] = {"type": ["string", "null"], "maxLength": 255, "pattern": NAME_PATTERN}
 
-ALLOCATION_CREATE: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
+ALLOCATION_CREATE: Final[dict[str, Any]] = object_schema(
+    {
         "candidate_nodes": {"type": ["array", "null"], "items": {"type": "string", "maxLength": 255}},
         "extra": {"type": ["object", "null"]},
         "name": _LOGICAL_NAME,
@@ -215,49 +198,42 @@ ALLOCATION_CREATE: Final[dict[str, Any]] = {
         "traits": {"type": ["array", "null"], "items": TRAIT},
         "uuid": {"type": ["string", "null"]},
     },
-    "additionalProperties": False,
-}
+)
 
 #: Deploy interfaces (Ironic's DEPLOYING_INTERFACE_PRIORITY) and cleaning ones (runbooks).
 DEPLOY_INTERFACES: Final = ("bios", "deploy", "firmware", "management", "network", "power", "raid", "storage")
 CLEAN_INTERFACES: Final = ("bios", "deploy", "firmware", "management", "network", "power", "raid")
 
-DEPLOY_STEP: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
+DEPLOY_STEP: Final[dict[str, Any]] = object_schema(
+    {
         "args": {"type": "object"},
         "interface": {"type": "string", "enum": list(DEPLOY_INTERFACES)},
         "priority": _ORDER,
         "step": {"type": "string", "minLength": 1, "maxLength": 255},
     },
-    "required": ["interface", "step", "args", "priority"],
-    "additionalProperties": False,
-}
+    ("interface", "step", "args", "priority"),
+)
 
-RUNBOOK_STEP: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
+RUNBOOK_STEP: Final[dict[str, Any]] = object_schema(
+    {
         "args": {"type": "object"},
         "interface": {"type": "string", "enum": list(CLEAN_INTERFACES)},
         "order": _ORDER,
         "step": {"type": "string", "minLength": 1, "maxLength": 255},
     },
-    "required": ["interface", "step", "order"],
-    "additionalProperties": False,
-}
+    ("interface", "step", "order"),
+)
 
-DEPLOY_TEMPLATE_CREATE: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
+DEPLOY_TEMPLATE_CREATE: Final[dict[str, Any]] = object_schema(
+    {
         "description": {"type": ["string", "null"], "maxLength": 255},
         "extra": {"type": ["object", "null"]},
         "name": TRAIT,
         "steps": {"type": "array", "items": DEPLOY_STEP, "minItems": 1},
         "uuid": {"type": ["string", "null"]},
     },
-    "required": ["steps", "name"],
-    "additionalProperties": False,
-}
+    ("steps", "name"),
+)
 
 _RUNBOOK_PROPERTIES: Final[dict[str, Any]] = {
     "uuid": {"type": ["string", "null"]},
@@ -269,12 +245,7 @@ _RUNBOOK_PROPERTIES: Final[dict[str, Any]] = {
     "owner": {"type": ["string", "null"], "maxLength": 255},
 }
 #: Before 1.112: the name is a trait.
-RUNBOOK_CREATE: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": _RUNBOOK_PROPERTIES,
-    "required": ["steps", "name"],
-    "additionalProperties": False,
-}
+RUNBOOK_CREATE: Final[dict[str, Any]] = object_schema(_RUNBOOK_PROPERTIES, ("steps", "name"))
 #: From 1.112 (and for every PATCH, as Ironic does): any logical name, and a description.
 RUNBOOK_CREATE_112: Final[dict[str, Any]] = {
     **RUNBOOK_CREATE,
@@ -284,11 +255,7 @@ RUNBOOK_CREATE_112: Final[dict[str, Any]] = {
         "description": {"type": ["string", "null"], "maxLength": 255},
     },
 }
-RUNBOOK_TRAITS: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {"traits": {"type": "array", "items": TRAIT}},
-    "additionalProperties": False,
-}
+RUNBOOK_TRAITS: Final[dict[str, Any]] = object_schema({"traits": {"type": "array", "items": TRAIT}})
 
 
 _INT32: Final = {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
@@ -297,30 +264,27 @@ _UUID: Final = {"type": "string", "pattern": _UUID_PATTERN}
 _UUID_OR_NULL: Final = {"type": ["string", "null"], "pattern": _UUID_PATTERN}
 _OBJ_OR_NULL: Final = {"type": ["object", "null"]}
 
+
+
+def _volume_body(own: Mapping[str, Any], required: Iterable[str]) -> dict[str, Any]:
+    """A volume connector's or target's body: its uuid, its node's, its own properties, extra."""
+    return object_schema({"uuid": _UUID_OR_NULL, "node_uuid": _UUID, **own, "extra": _OBJ_OR_NULL}, required)
+
+
 #: Ironic's request bodies (ironic/api/schemas/v1/volume_connector.py, volume_target.py).
-CONNECTOR_CREATE: Final = {
-    "type": "object",
-    "properties": {
-        "uuid": _UUID_OR_NULL,
-        "node_uuid": _UUID,
+CONNECTOR_CREATE: Final = _volume_body(
+    {
         "type": {"type": "string", "minLength": 1, "maxLength": 32},
         "connector_id": {"type": "string", "minLength": 1, "maxLength": 255},
-        "extra": _OBJ_OR_NULL,
     },
-    "required": ["connector_id", "node_uuid", "type"],
-    "additionalProperties": False,
-}
-TARGET_CREATE: Final = {
-    "type": "object",
-    "properties": {
-        "uuid": _UUID_OR_NULL,
-        "node_uuid": _UUID,
+    ("connector_id", "node_uuid", "type"),
+)
+TARGET_CREATE: Final = _volume_body(
+    {
         "volume_type": {"type": "string", "minLength": 1, "maxLength": 64},
         "volume_id": {"type": "string", "minLength": 1, "maxLength": 36},
         "boot_index": _INT32,
         "properties": _OBJ_OR_NULL,
-        "extra": _OBJ_OR_NULL,
     },
-    "required": ["boot_index", "node_uuid", "volume_id", "volume_type"],
-    "additionalProperties": False,
-}
+    ("boot_index", "node_uuid", "volume_id", "volume_type"),
+)

@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
 from apimw.errors import ConfigError
@@ -173,29 +173,35 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"{name} must be true or false, got {value!r}")
 
 
-def _count(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+_N = TypeVar("_N", int, float)
+
+
+def _number(env: Mapping[str, str], name: str, parse: Callable[[str], _N], what: str) -> _N | None:
+    """*name*'s value read by *parse* (``int``, ``float``); ``None`` when unset or blank."""
     value = env.get(name)
     if value is None or not value.strip():
-        return default
+        return None
     try:
-        number = int(value)
+        return parse(value)
     except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+        raise ConfigError(f"{name} must be {what}, got {value!r}") from None
+
+
+def _count(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    number = _number(env, name, int, "an integer")
+    if number is None:
+        return default
     if number < minimum:
         raise ConfigError(f"{name} must be at least {minimum}, got {number}")
     return number
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    value = env.get(name)
-    if value is None or not value.strip():
+    number = _number(env, name, float, "a number of seconds")
+    if number is None:
         return default
-    try:
-        number = float(value)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number of seconds, got {value!r}") from None
     if not number > 0 or number == float("inf"):
-        raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
+        raise ConfigError(f"{name} must be a positive number of seconds, got {env[name]!r}")
     return number
 
 

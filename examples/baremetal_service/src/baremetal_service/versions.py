@@ -12,15 +12,15 @@ Only the versions that change something this service implements are listed
 in :data:`HISTORY`; every number in between is still served (it behaves like
 the nearest lower listed one), exactly as Ironic serves them.
 
-The per-resource field tables (``NODE_FIELD_VERSIONS``...) are Ironic's data; apimw's
-:class:`~apimw.VersionedFields` answers which of them a version shows
-(:func:`versioned_fields`, :func:`fields_at`).  Version strings are parsed by apimw
+Each resource declares its fields as :class:`Fields` (Ironic's order and the version each
+appears in, ``objects/<resource>.py``); apimw's :class:`~apimw.VersionedFields` answers which
+of them a version shows.  Version strings are parsed by apimw
 (:func:`parse`), as strictly as the microversion middleware parses the headers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Final
 
 from apimw import Version, VersionedFields, parse_version
@@ -35,6 +35,8 @@ IRONIC_MAX_VERSION: Final = Version(1, 115)
 ETAG_VERSION: Final = Version(1, 116)
 RESOURCE_CLASS_VERSION: Final = Version(1, 117)
 MAX_VERSION: Final = RESOURCE_CLASS_VERSION
+#: A field (filter...) there from its resource's first version.
+FIRST: Final = MIN_VERSION
 
 # -- features (Ironic's numbers) --------------------------------------------------------------
 AVAILABLE_STATE: Final = Version(1, 2)
@@ -47,19 +49,16 @@ ENROLL_STATE: Final = Version(1, 11)
 LINKS_NODE_STATES: Final = Version(1, 14)
 MANUAL_CLEAN: Final = Version(1, 15)
 DRIVER_FILTER: Final = Version(1, 16)
-RESOURCE_CLASS_FILTER: Final = Version(1, 21)
 PORTGROUPS: Final = Version(1, 23)
 PORTGROUPS_SUBCONTROLLERS: Final = Version(1, 24)
 SOFT_POWER_OFF: Final = Version(1, 27)
 NODE_VIFS: Final = Version(1, 28)
 NODE_TRAITS: Final = Version(1, 37)
-NODE_RETIRED: Final = Version(1, 61)
 VIF_ATTACH_PORT: Final = Version(1, 67)
 SHARDS: Final = Version(1, 82)
 PARENT_NODE: Final = Version(1, 83)
 NODE_FIRMWARE: Final = Version(1, 86)
 NODE_VMEDIA: Final = Version(1, 89)
-NODE_INSTANCE_NAME: Final = Version(1, 104)
 DETAIL_QUERY: Final = Version(1, 43)
 VOLUME: Final = Version(1, 32)
 INSPECTION_RULES: Final = Version(1, 96)
@@ -182,136 +181,37 @@ HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     ),
 )
 
-_V = Version
-
-#: Node fields and the version that introduced them (Ironic's VERSIONED_FIELDS).
-#: Fields not listed exist from 1.1.
-NODE_FIELD_VERSIONS: Final[dict[str, Version]] = {
-    "driver_internal_info": _V(1, 3),
-    "name": _V(1, 5),
-    "inspection_finished_at": _V(1, 6),
-    "inspection_started_at": _V(1, 6),
-    "clean_step": _V(1, 7),
-    "raid_config": _V(1, 12),
-    "target_raid_config": _V(1, 12),
-    "states": _V(1, 14),
-    "network_interface": _V(1, 20),
-    "resource_class": _V(1, 21),
-    "portgroups": _V(1, 24),
-    "boot_interface": _V(1, 31),
-    "console_interface": _V(1, 31),
-    "deploy_interface": _V(1, 31),
-    "inspect_interface": _V(1, 31),
-    "management_interface": _V(1, 31),
-    "power_interface": _V(1, 31),
-    "raid_interface": _V(1, 31),
-    "vendor_interface": _V(1, 31),
-    "storage_interface": _V(1, 33),
-    "volume": _V(1, 32),
-    "traits": _V(1, 37),
-    "rescue_interface": _V(1, 38),
-    "bios_interface": _V(1, 40),
-    "fault": _V(1, 42),
-    "deploy_step": _V(1, 44),
-    "conductor_group": _V(1, 46),
-    "automated_clean": _V(1, 47),
-    "protected": _V(1, 48),
-    "protected_reason": _V(1, 48),
-    "conductor": _V(1, 49),
-    "owner": _V(1, 50),
-    "description": _V(1, 51),
-    "allocation_uuid": _V(1, 52),
-    "retired": _V(1, 61),
-    "retired_reason": _V(1, 61),
-    "lessee": _V(1, 65),
-    "network_data": _V(1, 66),
-    "boot_mode": _V(1, 75),
-    "secure_boot": _V(1, 75),
-    "shard": _V(1, 82),
-    "parent_node": _V(1, 83),
-    "firmware_interface": _V(1, 86),
-    "service_step": _V(1, 87),
-    "disable_power_off": _V(1, 95),
-    "instance_name": _V(1, 104),
-    "health": _V(1, 109),
-    "etag": ETAG_VERSION,
-}
-
-PORT_FIELD_VERSIONS: Final[dict[str, Version]] = {
-    "internal_info": _V(1, 18),
-    "local_link_connection": _V(1, 19),
-    "pxe_enabled": _V(1, 19),
-    "portgroup_uuid": _V(1, 24),
-    "physical_network": _V(1, 34),
-    "is_smartnic": _V(1, 53),
-    "name": _V(1, 88),
-    "description": _V(1, 97),
-    "vendor": _V(1, 100),
-    "category": _V(1, 101),
-    "available_for_dynamic_portgroup": _V(1, 111),
-    "etag": ETAG_VERSION,
-}
-
-PORTGROUP_FIELD_VERSIONS: Final[dict[str, Version]] = {
-    "mode": _V(1, 26),
-    "properties": _V(1, 26),
-    "physical_network": _V(1, 102),
-    "category": _V(1, 103),
-    "dynamic_portgroup": _V(1, 111),
-    "etag": ETAG_VERSION,
-}
-
-CHASSIS_FIELD_VERSIONS: Final[dict[str, Version]] = {
-    "etag": ETAG_VERSION,
-}
-
-ALLOCATION_FIELD_VERSIONS: Final[dict[str, Version]] = {
-    "owner": _V(1, 60),
-    "etag": ETAG_VERSION,
-}
-
-DEPLOY_TEMPLATE_FIELD_VERSIONS: Final[dict[str, Version]] = {
-    "etag": ETAG_VERSION,
-}
-
-RUNBOOK_FIELD_VERSIONS: Final[dict[str, Version]] = {
-    "description": _V(1, 112),
-    "traits": _V(1, 112),
-    "etag": ETAG_VERSION,
-}
-
-CONDUCTOR_FIELD_VERSIONS: Final[dict[str, Version]] = {}
-
 #: Provision verbs and the version that introduced them (Ironic's MIN_VERB_VERSIONS).
 VERB_VERSIONS: Final[dict[str, Version]] = {
     "manage": MANAGEABLE_STATE,
     "provide": MANAGEABLE_STATE,
     "inspect": INSPECT_STATE,
-    "abort": _V(1, 13),
+    "abort": Version(1, 13),
     "clean": MANUAL_CLEAN,
-    "adopt": _V(1, 17),
-    "rescue": _V(1, 38),
-    "unrescue": _V(1, 38),
+    "adopt": Version(1, 17),
+    "rescue": Version(1, 38),
+    "unrescue": Version(1, 38),
     "deploy": DEPLOY_UNDEPLOY_VERBS,
     "undeploy": DEPLOY_UNDEPLOY_VERBS,
 }
 
 
-#: VersionedFields of each table, by the table's id (the table is kept, so its id stays its own).
-_VERSIONED: dict[int, tuple[Mapping[str, Version], VersionedFields]] = {}
+class Fields(VersionedFields):
+    """A resource's fields in Ironic's order, each with the microversion it appears in.
 
+    ``Fields({"uuid": FIRST, ..., "etag": ETAG_VERSION})``: a field at :data:`FIRST` is there
+    from the resource's first version.  apimw's VersionedFields answers for the others
+    (``since``, ``hidden``, ``visible``); :attr:`names` keeps the order documents show.
+    """
 
-def versioned_fields(table: Mapping[str, Version]) -> VersionedFields:
-    """*table* (field -> the version it appeared in) as apimw's VersionedFields, built once."""
-    cached = _VERSIONED.get(id(table))
-    if cached is None or cached[0] is not table:
-        cached = _VERSIONED[id(table)] = (table, VersionedFields(table))
-    return cached[1]
+    def __init__(self, since: Mapping[str, Version]) -> None:
+        super().__init__({name: version for name, version in since.items() if version > FIRST})
+        #: every field, in Ironic's order
+        self.names: Final = tuple(since)
 
-
-def fields_at(table: Mapping[str, Version], order: Iterable[str], version: Version) -> tuple[str, ...]:
-    """The fields of *order* visible at *version*."""
-    return versioned_fields(table).visible(order, version)
+    def at(self, version: Version) -> tuple[str, ...]:
+        """The fields a document shows at *version*, in order."""
+        return self.visible(self.names, version)
 
 
 def parse(text: str) -> Version:

@@ -7,6 +7,7 @@ automatic retries; asking for etags is a clear :class:`~apimw.client_resources.E
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -60,8 +61,11 @@ def replay_supported(server: ServerRange | None) -> bool:
     return server is not None and server.versioned and server.max_version >= ETAG_VERSION
 
 
-class BaremetalClient:
-    """Managers for nodes, ports, portgroups, chassis and resource classes on one endpoint."""
+class BaremetalClient(contextlib.AbstractContextManager["BaremetalClient"]):
+    """Managers for nodes, ports, portgroups, chassis and resource classes on one endpoint.
+
+    ``with BaremetalClient(...) as client:`` closes its connections at the end.
+    """
 
     def __init__(
         self,
@@ -109,9 +113,6 @@ class BaremetalClient:
     def close(self) -> None:
         self.session.close()
         self._http.close()
-
-    def __enter__(self) -> BaremetalClient:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

@@ -393,12 +393,20 @@ def _wait(cmd: _Base, node: str, args: argparse.Namespace, **kwargs: Any) -> Non
         progress.done()
 
 
-class ProvisionCommand(_Base):
-    verb = "manage"
+class _NodeAction(_Base):
+    """A command acting on one node, named by its first argument."""
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
         parser.add_argument("node", metavar="<node>", help="UUID or name")
+        return parser
+
+
+class ProvisionCommand(_NodeAction):
+    verb = "manage"
+
+    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
+        parser = super().get_parser(prog_name)
         if self.verb == "clean":
             parser.add_argument("--clean-steps", required=True, metavar="<json>",
                                 help="The steps as a JSON list, e.g. "
@@ -418,12 +426,11 @@ class ProvisionCommand(_Base):
         return 0
 
 
-class PowerCommand(_Base):
+class PowerCommand(_NodeAction):
     action = "on"
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
-        parser.add_argument("node", metavar="<node>", help="UUID or name")
         if self.action in ("off", "reboot"):
             parser.add_argument("--soft", action="store_true", help="Soft (ACPI) power off or reboot (1.27).")
         parser.add_argument("--power-timeout", type=int, metavar="<seconds>",
@@ -441,12 +448,11 @@ class PowerCommand(_Base):
         return 0
 
 
-class MaintenanceSet(_Base):
+class MaintenanceSet(_NodeAction):
     """Put a node in maintenance."""
 
     def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
         parser = super().get_parser(prog_name)
-        parser.add_argument("node", metavar="<node>", help="UUID or name")
         parser.add_argument("--reason", metavar="<text>")
         return parser
 
@@ -455,13 +461,8 @@ class MaintenanceSet(_Base):
         return 0
 
 
-class MaintenanceUnset(_Base):
+class MaintenanceUnset(_NodeAction):
     """Take a node out of maintenance."""
-
-    def get_parser(self, prog_name: str) -> argparse.ArgumentParser:
-        parser = super().get_parser(prog_name)
-        parser.add_argument("node", metavar="<node>", help="UUID or name")
-        return parser
 
     def take_action(self, args: argparse.Namespace) -> int:
         self.client.maintenance(args.node, False)

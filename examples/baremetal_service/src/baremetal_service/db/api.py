@@ -603,10 +603,8 @@ class Database(ResourceClassQueries, ConductorQueries, LeaseQueries, EventQuerie
         AND etag = :read AND`` the conditions) in the transaction that also records the event.
         """
         kind = KINDS[kind_name]
-        for _attempt in write_attempts(MAX_WRITE_ATTEMPTS - 1, WRITE_BACKOFF):
-            current = self._current(kind_name, ident, project_id)
-            if not _matches(if_match, current["etag"]):
-                raise exc.PreconditionFailed(kind_name, ident)
+
+        def write(current: dict[str, Any]) -> dict[str, Any]:
             changes = mutate(dict(current))
             if not changes:
                 return current
@@ -631,18 +629,12 @@ class Database(ResourceClassQueries, ConductorQueries, LeaseQueries, EventQuerie
                     if kind_name == "node":  # a new last_error is a history entry (Ironic's)
                         history.record(conn, current, changes, now)
                     return doc
-            except _LostRace:
-                pass
             except sa.exc.IntegrityError as error:
                 raise_integrity(kind_name, error, {**current, **changes})
             except sa.exc.DataError:
                 raise exc.InvalidParameterValue(f"Invalid {kind_name}: {DATA_ERROR}") from None
-            except sa.exc.DBAPIError as error:
-                if not is_retryable(error):
-                    raise
-            if on_conflict is not None:
-                on_conflict(self._current(kind_name, ident, project_id))
-        raise exc.Conflict(f"The {kind_name} {ident} is being modified concurrently; please retry.")
+
+        return self._retry_cas(kind_name, ident, project_id, if_match, on_conflict, write)
 
     def delete(
         self,
@@ -657,10 +649,8 @@ class Database(ResourceClassQueries, ConductorQueries, LeaseQueries, EventQuerie
         on_conflict: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Delete one resource (and a node's ports and portgroups) with the same CAS rules."""
-        for _attempt in write_attempts(MAX_WRITE_ATTEMPTS - 1, WRITE_BACKOFF):
-            current = self._current(kind_name, ident, project_id)
-            if not _matches(if_match, current["etag"]):
-                raise exc.PreconditionFailed(kind_name, ident)
+
+        def write(current: dict[str, Any]) -> dict[str, Any]:
             if check is not None:
                 check(current)
             now = utcnow()
@@ -675,10 +665,37 @@ class Database(ResourceClassQueries, ConductorQueries, LeaseQueries, EventQuerie
                         conn, kind_name, current, f"baremetal.{kind_name}.delete.end", current["etag"], now
                     )
                     return current
-            except _LostRace:
-                pass
             except sa.exc.IntegrityError as error:
                 raise_integrity(kind_name, error, current)
+
+        return self._retry_cas(kind_name, ident, project_id, if_match, on_conflict, write)
+
+    def _retry_cas(
+        self,
+        kind_name: str,
+        ident: str,
+        project_id: str | None,
+        if_match: IfMatchArg,
+        on_conflict: Callable[[dict[str, Any]], None] | None,
+        write: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """The compare-and-swap loop of :meth:`update` and :meth:`delete`.
+
+        Each attempt reads the current document, checks *if_match* against its etag (412)
+        and hands it to *write*, which returns the result or raises :class:`_LostRace` when
+        its conditional write matched no row.  A lost race or a retryable database error
+        (a serialization failure, a deadlock) means another attempt, after *on_conflict*
+        (given the document as it is now) had its chance to raise a precise error; after
+        the last one, 409.
+        """
+        for _attempt in write_attempts(MAX_WRITE_ATTEMPTS - 1, WRITE_BACKOFF):
+            current = self._current(kind_name, ident, project_id)
+            if not _matches(if_match, current["etag"]):
+                raise exc.PreconditionFailed(kind_name, ident)
+            try:
+                return write(current)
+            except _LostRace:
+                pass
             except sa.exc.DBAPIError as error:
                 if not is_retryable(error):
                     raise

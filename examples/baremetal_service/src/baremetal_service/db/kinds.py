@@ -5,7 +5,7 @@ a node's ``chassis_uuid`` and ``allocation_uuid``), its lookups by uuid or name 
 a project or not), how its rows become documents (datetimes as ISO 8601 strings in UTC),
 its list filters, sortable columns and column limits.  Also here: the small helpers every
 module of the data API shares (:func:`utcnow`, :func:`iso`, :func:`is_uuid_like`,
-:func:`public`) and the named write conditions (:data:`CONDITIONS`).
+:func:`public`, :func:`items_changed`) and the named write conditions (:data:`CONDITIONS`).
 """
 
 from __future__ import annotations
@@ -392,27 +392,25 @@ def _integral_floats_as_ints(value: Any, field: str, kind_name: str) -> Any:
         if "\x00" in value:
             raise exc.InvalidParameterValue(f"The {field} of a {kind_name} cannot contain NUL characters")
         return value
-    if kind is dict:
-        out = None
-        for key, item in value.items():
-            if "\x00" in key:
-                raise exc.InvalidParameterValue(f"The {field} of a {kind_name} cannot contain NUL characters")
-            new = _integral_floats_as_ints(item, field, kind_name)
-            if new is not item:
-                if out is None:
-                    out = dict(value)
-                out[key] = new
-        return value if out is None else out
-    if kind is list:
-        items = None
-        for index, item in enumerate(value):
-            new = _integral_floats_as_ints(item, field, kind_name)
-            if new is not item:
-                if items is None:
-                    items = list(value)
-                items[index] = new
-        return value if items is None else items
+    if kind is dict or kind is list:
+        if kind is dict and any("\x00" in key for key in value):
+            raise exc.InvalidParameterValue(f"The {field} of a {kind_name} cannot contain NUL characters")
+        return items_changed(value, lambda item: _integral_floats_as_ints(item, field, kind_name))
     return value
+
+
+def items_changed(value: Any, change: Callable[[Any], Any]) -> Any:
+    """*value* (a dict or a list) with each item replaced by ``change(item)``: *value*
+    itself when ``change`` returned every item unchanged (the same object), else a shallow
+    copy with the changed items, so a walk over a JSON document copies only what it changes."""
+    out: Any = None
+    for key, item in value.items() if value.__class__ is dict else enumerate(value):
+        new = change(item)
+        if new is not item:
+            if out is None:
+                out = value.copy()
+            out[key] = new
+    return value if out is None else out
 
 
 def after_marker(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 from collections.abc import Iterable
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -34,16 +35,9 @@ class LeaseQueries:
         *drivers* restricts them to nodes of those hardware types (a conductor only
         takes nodes whose driver it has enabled, as Ironic's hash ring does).
         """
-        stale = utcnow() - dt.timedelta(seconds=lease_timeout)
-        conditions = [
-            NODES.c.pending_action.is_not(None),
-            sa.or_(NODES.c.reservation.is_(None), NODES.c.reserved_at < stale),
-        ]
-        if drivers is not None:
-            conditions.append(NODES.c.driver.in_(list(drivers)))
         stmt = (
             sa.select(NODES.c.id, NODES.c.uuid)
-            .where(*conditions)
+            .where(*_takeable(utcnow(), lease_timeout, drivers))
             .order_by(NODES.c.provision_updated_at.asc().nulls_first(), NODES.c.id)
             .limit(limit)
         )
@@ -55,33 +49,35 @@ class LeaseQueries:
     ) -> bool:
         """Atomically take the lease of a node with queued work: one UPDATE decides."""
         now = utcnow()
-        stale = now - dt.timedelta(seconds=lease_timeout)
-        conditions = [
-            NODES.c.id == node_id,
-            NODES.c.pending_action.is_not(None),
-            sa.or_(NODES.c.reservation.is_(None), NODES.c.reserved_at < stale),
-        ]
-        if drivers is not None:
-            conditions.append(NODES.c.driver.in_(list(drivers)))
+        conditions = [NODES.c.id == node_id, *_takeable(now, lease_timeout, drivers)]
         stmt = NODES.update().where(*conditions).values(reservation=worker, reserved_at=now)
         with self.engine.begin() as conn:
             return conn.execute(stmt).rowcount == 1
 
     def renew_lease(self, node_id: int, worker: str) -> bool:
-        stmt = (
-            NODES.update()
-            .where(NODES.c.id == node_id, NODES.c.reservation == worker)
-            .values(reserved_at=utcnow())
-        )
-        with self.engine.begin() as conn:
-            return conn.execute(stmt).rowcount == 1
+        return self._write_held(node_id, worker, reserved_at=utcnow())
 
     def release_lease(self, node_id: int, worker: str) -> None:
         """Drop a lease without finishing the work (it stays queued for another worker)."""
-        stmt = (
-            NODES.update()
-            .where(NODES.c.id == node_id, NODES.c.reservation == worker)
-            .values(reservation=None, reserved_at=None)
-        )
+        self._write_held(node_id, worker, reservation=None, reserved_at=None)
+
+    def _write_held(self, node_id: int, worker: str, **values: Any) -> bool:
+        """Set *values* on the node while *worker* holds its lease; whether it still did."""
+        stmt = NODES.update().where(NODES.c.id == node_id, NODES.c.reservation == worker).values(**values)
         with self.engine.begin() as conn:
-            conn.execute(stmt)
+            return conn.execute(stmt).rowcount == 1
+
+
+def _takeable(
+    now: dt.datetime, lease_timeout: float, drivers: Iterable[str] | None
+) -> builtins.list[sa.ColumnElement[bool]]:
+    """The conditions of a node a worker may take: work queued, no lease younger than
+    *lease_timeout* seconds, and (with *drivers*) one of those hardware types."""
+    stale = now - dt.timedelta(seconds=lease_timeout)
+    conditions = [
+        NODES.c.pending_action.is_not(None),
+        sa.or_(NODES.c.reservation.is_(None), NODES.c.reserved_at < stale),
+    ]
+    if drivers is not None:
+        conditions.append(NODES.c.driver.in_(list(drivers)))
+    return conditions

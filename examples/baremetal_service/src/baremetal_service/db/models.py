@@ -164,20 +164,42 @@ class Base(DeclarativeBase):
     pass
 
 
-class Chassis(Base):
+# -- the columns many tables share, in the places the migrations give them: ``id`` (and a
+# resource's ``uuid``) first, the table's own columns, then ``created_at``, ``updated_at``
+# and ``etag`` (``sort_order`` puts a mixin's columns there: by default they would follow
+# the class's own).
+
+
+class _Id:
+    """The integer primary key (every table but ``client_tokens``)."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True, sort_order=-2)
+
+
+class _Timestamps:
+    """When the row was created and last updated."""
+
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False, sort_order=1)
+    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, sort_order=1)
+
+
+class _Resource(_Id, _Timestamps):
+    """The table of an API resource (the migrations' ``create_resource_table``): ``id``,
+    ``uuid``, its own columns, ``created_at``, ``updated_at``, ``etag``."""
+
+    uuid: Mapped[str] = mapped_column(String(36), nullable=False, sort_order=-1)
+    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH), sort_order=2)
+
+
+class Chassis(_Resource, Base):
     __tablename__ = "chassis"
     __table_args__ = (UniqueConstraint("uuid", name="uniq_chassis0uuid"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     description: Mapped[str | None] = mapped_column(String(255))
     extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
 
 
-class Node(Base):
+class Node(_Resource, Base):
     __tablename__ = "nodes"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_nodes0uuid"),
@@ -190,8 +212,6 @@ class Node(Base):
         Index("nodes_chassis_id_idx", "chassis_id"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     name: Mapped[str | None] = mapped_column(String(255))
     description: Mapped[str | None] = mapped_column(Text)
     driver: Mapped[str] = mapped_column(String(255), nullable=False)
@@ -255,16 +275,13 @@ class Node(Base):
     reservation: Mapped[str | None] = mapped_column(String(255))
     reserved_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     pending_action: Mapped[str | None] = mapped_column(String(64))
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
-    # migration 0003 (the last column of the table, as it was added)
+    # migration 0003 (the last column of the table, as it was added: after etag)
     traits: Mapped[list[str]] = mapped_column(
-        JSONType, nullable=False, default=list, server_default=text(TRAITS_SERVER_DEFAULT)
+        JSONType, nullable=False, default=list, server_default=text(TRAITS_SERVER_DEFAULT), sort_order=3
     )
 
 
-class Portgroup(Base):
+class Portgroup(_Resource, Base):
     __tablename__ = "portgroups"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_portgroups0uuid"),
@@ -273,8 +290,6 @@ class Portgroup(Base):
         Index("portgroups_node_id_idx", "node_id"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     name: Mapped[str | None] = mapped_column(String(255))
     address: Mapped[str | None] = mapped_column(String(18))
     node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False)
@@ -286,12 +301,9 @@ class Portgroup(Base):
     properties: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
     internal_info: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
     extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
 
 
-class Port(Base):
+class Port(_Resource, Base):
     __tablename__ = "ports"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_ports0uuid"),
@@ -301,8 +313,6 @@ class Port(Base):
         Index("ports_portgroup_id_idx", "portgroup_id"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     address: Mapped[str] = mapped_column(String(18), nullable=False)
     name: Mapped[str | None] = mapped_column(String(255))
     description: Mapped[str | None] = mapped_column(String(255))
@@ -317,28 +327,21 @@ class Port(Base):
     local_link_connection: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
     internal_info: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
     extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
 
 
-class ResourceClass(Base):
+class ResourceClass(_Id, _Timestamps, Base):
     __tablename__ = "resource_classes"
     __table_args__ = (UniqueConstraint("name", name="uniq_resource_classes0name"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(255), nullable=False)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
 
-class NodeEvent(Base):
+class NodeEvent(_Id, Base):
     """A notification record: what happened to which resource, with its etag then."""
 
     __tablename__ = "node_events"
     __table_args__ = (Index("node_events_resource_uuid_idx", "resource_uuid"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     event_type: Mapped[str] = mapped_column(String(64), nullable=False)
     resource_type: Mapped[str] = mapped_column(String(16), nullable=False)
     resource_uuid: Mapped[str] = mapped_column(String(36), nullable=False)
@@ -354,7 +357,7 @@ class NodeEvent(Base):
 # conductor host, refreshed by its heartbeat (``updated_at``); no etag (read-only over the API).
 
 
-class Allocation(Base):
+class Allocation(_Resource, Base):
     __tablename__ = "allocations"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_allocations0uuid"),
@@ -362,8 +365,6 @@ class Allocation(Base):
         UniqueConstraint("node_id", name="uniq_allocations0node_id"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     name: Mapped[str | None] = mapped_column(String(255))
     node_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
     state: Mapped[str] = mapped_column(String(15), nullable=False, default="allocating")
@@ -373,38 +374,28 @@ class Allocation(Base):
     candidate_nodes: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
     extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
     owner: Mapped[str | None] = mapped_column(String(255))
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
 
 
-class DeployTemplate(Base):
+class DeployTemplate(_Resource, Base):
     __tablename__ = "deploy_templates"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_deploy_templates0uuid"),
         UniqueConstraint("name", name="uniq_deploy_templates0name"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     name: Mapped[str] = mapped_column(String(255), nullable=False)
     description: Mapped[str | None] = mapped_column(String(255))
     steps: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, nullable=False, default=list)
     extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
 
 
-class Runbook(Base):
+class Runbook(_Resource, Base):
     __tablename__ = "runbooks"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_runbooks0uuid"),
         UniqueConstraint("name", name="uniq_runbooks0name"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     name: Mapped[str] = mapped_column(String(255), nullable=False)
     description: Mapped[str | None] = mapped_column(String(255))
     steps: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, nullable=False, default=list)
@@ -413,24 +404,18 @@ class Runbook(Base):
     public: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     owner: Mapped[str | None] = mapped_column(String(255))
     disable_ramdisk: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
 
 
-class ConductorRecord(Base):
+class ConductorRecord(_Id, _Timestamps, Base):
     """One conductor host: written at start, its ``updated_at`` refreshed by each heartbeat."""
 
     __tablename__ = "conductors"
     __table_args__ = (UniqueConstraint("hostname", name="uniq_conductors0hostname"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     hostname: Mapped[str] = mapped_column(String(255), nullable=False)
     conductor_group: Mapped[str] = mapped_column(String(255), nullable=False, default="")
     drivers: Mapped[list[str]] = mapped_column(JSONType, nullable=False, default=list)
     online: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
 
 # -- migration 0005: volume connectors and targets, inspection rules ------------------------------
@@ -439,7 +424,7 @@ class ConductorRecord(Base):
 # (``ON DELETE CASCADE``).  An inspection rule's ``conditions`` and ``actions`` are JSON lists.
 
 
-class VolumeConnector(Base):
+class VolumeConnector(_Resource, Base):
     __tablename__ = "volume_connectors"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_volume_connectors0uuid"),
@@ -447,18 +432,13 @@ class VolumeConnector(Base):
         Index("volume_connectors_node_id_idx", "node_id"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False)
     type: Mapped[str] = mapped_column(String(32), nullable=False)
     connector_id: Mapped[str] = mapped_column(String(255), nullable=False)
     extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
 
 
-class VolumeTarget(Base):
+class VolumeTarget(_Resource, Base):
     __tablename__ = "volume_targets"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_volume_targets0uuid"),
@@ -466,37 +446,27 @@ class VolumeTarget(Base):
         Index("volume_targets_node_id_idx", "node_id"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False)
     volume_type: Mapped[str] = mapped_column(String(64), nullable=False)
     properties: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
     boot_index: Mapped[int] = mapped_column(Integer, nullable=False)
     volume_id: Mapped[str] = mapped_column(String(36), nullable=False)
     extra: Mapped[dict[str, Any]] = mapped_column(JSONType, nullable=False, default=dict)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
 
 
-class InspectionRule(Base):
+class InspectionRule(_Resource, Base):
     __tablename__ = "inspection_rules"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_inspection_rules0uuid"),
         Index("inspection_rules_phase_idx", "phase"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     priority: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     description: Mapped[str | None] = mapped_column(String(255))
     sensitive: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     phase: Mapped[str] = mapped_column(String(16), nullable=False, default="main")
     conditions: Mapped[list[Any]] = mapped_column(JSONType, nullable=False, default=list)
     actions: Mapped[list[Any]] = mapped_column(JSONType, nullable=False, default=list)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)
-    updated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
-    etag: Mapped[str | None] = mapped_column(String(ETAG_LENGTH))
 
 
 # -- migration 0007: node history (Ironic's ``node_history``, 1.78) -------------------------------
@@ -505,14 +475,13 @@ class InspectionRule(Base):
 # node's states when the failure happened.  Rows go with their node (``ON DELETE CASCADE``).
 
 
-class NodeHistory(Base):
+class NodeHistory(_Id, Base):
     __tablename__ = "node_history"
     __table_args__ = (
         UniqueConstraint("uuid", name="uniq_node_history0uuid"),
         Index("node_history_node_id_idx", "node_id"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     uuid: Mapped[str] = mapped_column(String(36), nullable=False)
     node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, nullable=False)

@@ -61,6 +61,7 @@ __all__ = [
     "DriverValidationError",
     "HardwareType",
     "InspectInterface",
+    "Interface",
     "ManagementInterface",
     "PowerInterface",
     "Task",
@@ -219,11 +220,19 @@ class Task:
         return max(0.0, self.deadline - time.monotonic())
 
 
-class PowerInterface(abc.ABC):
+class Interface(abc.ABC):  # noqa: B024 - each kind declares its abstract methods
+    """One interface of a hardware type (power, management, deploy, inspect)."""
+
+    #: what the node's ``<kind>_interface`` field shows
     name: ClassVar[str] = "fake"
 
     def validate(self, task: Task) -> None:  # noqa: B027 - optional hook
-        """Raise DriverValidationError if the node cannot be power-managed."""
+        """Raise DriverValidationError if the node's settings do not let this interface work
+        (driver_info; for a deploy interface instance_info too)."""
+
+
+class PowerInterface(Interface):
+    """Reads and switches the node's power."""
 
     @abc.abstractmethod
     def get_power_state(self, task: Task) -> str:
@@ -239,11 +248,8 @@ class PowerInterface(abc.ABC):
         self.set_power_state(task, POWER_ON, timeout)
 
 
-class ManagementInterface(abc.ABC):
-    name: ClassVar[str] = "fake"
-
-    def validate(self, task: Task) -> None:  # noqa: B027 - optional hook
-        """Raise DriverValidationError if the node cannot be managed."""
+class ManagementInterface(Interface):
+    """The boot device and the indicators (LEDs)."""
 
     def get_supported_boot_devices(self, task: Task) -> list[str]:
         return list(BOOT_DEVICES)
@@ -268,11 +274,8 @@ class ManagementInterface(abc.ABC):
         raise NotSupportedByDriver(str(task.node.get("driver")), "set_indicator_state")
 
 
-class DeployInterface(abc.ABC):
-    name: ClassVar[str] = "fake"
-
-    def validate(self, task: Task) -> None:  # noqa: B027 - optional hook
-        """Raise DriverValidationError if the node cannot be deployed (instance_info...)."""
+class DeployInterface(Interface):
+    """Writes the instance, removes it, cleans the node."""
 
     @abc.abstractmethod
     def deploy(self, task: Task) -> None:
@@ -287,11 +290,8 @@ class DeployInterface(abc.ABC):
         """Automated cleaning (``clean_steps is None``) or the given manual steps."""
 
 
-class InspectInterface(abc.ABC):
-    name: ClassVar[str] = "fake"
-
-    def validate(self, task: Task) -> None:  # noqa: B027 - optional hook
-        """Raise DriverValidationError if the node cannot be inspected."""
+class InspectInterface(Interface):
+    """Discovers the node's hardware."""
 
     @abc.abstractmethod
     def inspect(self, task: Task) -> dict[str, Any]:

@@ -60,6 +60,7 @@ from baremetal_service.drivers.base import (
     DriverValidationError,
     HardwareType,
     InspectInterface,
+    Interface,
     ManagementInterface,
     PowerInterface,
     Task,
@@ -402,7 +403,10 @@ def _power_state_of(client: RedfishClient) -> str:
     return state
 
 
-class RedfishPower(PowerInterface):
+class _RedfishInterface(Interface):
+    """What the Redfish interfaces share: the hardware type's settings, and the check of the
+    node's driver_info (the BMC address and credentials)."""
+
     name = "redfish"
 
     def __init__(self, settings: _Settings) -> None:
@@ -411,6 +415,8 @@ class RedfishPower(PowerInterface):
     def validate(self, task: Task) -> None:
         parse_driver_info(task.driver_info)
 
+
+class RedfishPower(_RedfishInterface, PowerInterface):
     def get_power_state(self, task: Task) -> str:
         with self._settings.client(task, "getting the power state") as client:
             return _power_state_of(client)
@@ -487,15 +493,7 @@ class RedfishPower(PowerInterface):
             self._wait(task, client, POWER_ON, wait, started)
 
 
-class RedfishManagement(ManagementInterface):
-    name = "redfish"
-
-    def __init__(self, settings: _Settings) -> None:
-        self._settings = settings
-
-    def validate(self, task: Task) -> None:
-        parse_driver_info(task.driver_info)
-
+class RedfishManagement(_RedfishInterface, ManagementInterface):
     @staticmethod
     def _allowed(client: RedfishClient) -> list[str]:
         values = {getattr(v, "value", v) for v in client.system.get_allowed_system_boot_source_values()}
@@ -530,15 +528,7 @@ class RedfishManagement(ManagementInterface):
             }
 
 
-class RedfishInspect(InspectInterface):
-    name = "redfish"
-
-    def __init__(self, settings: _Settings) -> None:
-        self._settings = settings
-
-    def validate(self, task: Task) -> None:
-        parse_driver_info(task.driver_info)
-
+class RedfishInspect(_RedfishInterface, InspectInterface):
     def inspect(self, task: Task) -> dict[str, Any]:
         found: dict[str, Any] = {}
         with self._settings.client(task, "inspecting") as client:

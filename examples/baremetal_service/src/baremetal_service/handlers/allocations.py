@@ -23,7 +23,7 @@ from baremetal_service.handlers.common import (
     validate,
 )
 from baremetal_service.handlers.context import if_match, project_id, service
-from baremetal_service.handlers.resources import GET_ARGS, endpoints
+from baremetal_service.handlers.resources import GET_ARGS, endpoints, item_routes
 from baremetal_service.objects.allocations import ALLOCATIONS as DECLARATION
 from baremetal_service.schemas import ALLOCATION_CREATE
 
@@ -55,12 +55,6 @@ def create_allocation() -> Response:
     return ALLOCATIONS.create()
 
 
-@bp.route("/v1/allocations/<ident>", methods=["GET"])
-def get_allocation(ident: str) -> Response:
-    return ALLOCATIONS.get(ident)
-
-
-@bp.route("/v1/allocations/<ident>", methods=["PATCH"])
 def patch_allocation(ident: str) -> Response:
     ALLOCATIONS.gate()
     if api_version() < versions.ALLOCATION_UPDATE:
@@ -68,16 +62,14 @@ def patch_allocation(ident: str) -> Response:
     return ALLOCATIONS.patch(ident)
 
 
-@bp.route("/v1/allocations/<ident>", methods=["DELETE"])
-def delete_allocation(ident: str) -> Response:
-    return ALLOCATIONS.delete(ident)
+item_routes(bp, ALLOCATIONS, patch=patch_allocation)
 
 
 @bp.route("/v1/nodes/<node_ident>/allocation", methods=["GET"])
 def get_node_allocation(node_ident: str) -> Response:
     ALLOCATIONS.gate()
     check_args(GET_ARGS)
-    fields = parse_fields(ALLOCATIONS.field_versions, ALLOCATIONS.fields, "allocation")
+    fields = parse_fields(ALLOCATIONS.fields, "allocation")
     obj = service().allocations.get_node_allocation(node_ident, project_id=project_id())
     return json_response(ALLOCATIONS.doc(obj, fields), headers=ALLOCATIONS.etag_headers(obj))
 

@@ -81,10 +81,9 @@ def require(what: str, needed: Version) -> None:
     require_version(request.environ, needed, what=what, detail=IRONIC_406)
 
 
-def check_fields_allowed(names: Iterable[str], table: Mapping[str, Version], kind: str) -> None:
-    """Ironic's 406 for the first of *names* that *table* (apimw's VersionedFields) hides at the
+def check_fields_allowed(names: Iterable[str], fields: versions.Fields, kind: str) -> None:
+    """Ironic's 406 for the first of *names* that *fields* (apimw's VersionedFields) hides at the
     served version."""
-    fields = versions.versioned_fields(table)
     hidden = fields.hidden(api_version())
     for name in names:
         if name in hidden:
@@ -464,18 +463,18 @@ def make_links(resource: str, ident: str, base: str | None = None) -> list[dict[
 # -- query parameters ---------------------------------------------------------------------------
 
 
-def parse_fields(table: Mapping[str, Version], known: Iterable[str], kind: str) -> list[str] | None:
+def parse_fields(fields: versions.Fields, kind: str) -> list[str] | None:
     """``?fields=a,b`` -> ["a", "b"] after version and name checks; None when absent."""
     raw = request.args.get("fields")
     if raw is None:
         return None
     require("The 'fields' parameter", versions.FIELDS_SELECTOR)
     names = [f.strip() for f in raw.split(",") if f.strip()]
-    known_set = set(known)
-    unknown = [n for n in names if n not in known_set]
+    known = set(fields.names)
+    unknown = [n for n in names if n not in known]
     if unknown:
         raise bad_request(f'Field(s) "{", ".join(unknown)}" are not valid', "request.invalid-fields")
-    check_fields_allowed(names, table, kind)
+    check_fields_allowed(names, fields, kind)
     return names
 
 
@@ -570,6 +569,12 @@ class Page:
     last: str | None
     more: bool
 
+    @property
+    def next_marker(self) -> str | None:
+        """Where the next page starts: the last item, when the page stopped at the limit or
+        at the byte budget (its ``next`` link is due)."""
+        return self.last if self.more else None
+
 
 PAGE_BYTES_KEY: Final = "BAREMETAL_MAX_PAGE_BYTES"
 
@@ -611,26 +616,7 @@ def collect_page(fetch: Fetch, limit: int, marker: str | None, *, large: bool = 
 
 
 def next_link(
-    resource: str,
-    items: Sequence[Mapping[str, Any]],
-    paging: Mapping[str, Any],
-    fields: Sequence[str],
-    extra: Mapping[str, str] | None = None,
-    *,
-    path: str | None = None,
-) -> str | None:
-    """Ironic's ``next`` link when the page is full.
-
-    *items* are the stored records (they always carry ``uuid``), not the rendered
-    documents, which hold only the fields the client asked for.
-    """
-    if not items or len(items) < paging["limit"]:
-        return None
-    return link_after(str(items[-1]["uuid"]), resource, paging, fields, extra, path=path)
-
-
-def page_link(
-    page: Page,
+    marker: str | None,
     resource: str,
     paging: Mapping[str, Any],
     fields: Sequence[str],
@@ -638,23 +624,10 @@ def page_link(
     *,
     path: str | None = None,
 ) -> str | None:
-    """The ``next`` link of *page* (:func:`collect_page`): when it stopped at the limit or at
-    the byte budget."""
-    if not page.more or page.last is None:
+    """The link to the page after *marker* (``None``: there is no next page), with the
+    request's sort, fields, filters and limit.  A page's marker is :attr:`Page.next_marker`."""
+    if marker is None:
         return None
-    return link_after(page.last, resource, paging, fields, extra, path=path)
-
-
-def link_after(
-    marker: str,
-    resource: str,
-    paging: Mapping[str, Any],
-    fields: Sequence[str],
-    extra: Mapping[str, str] | None = None,
-    *,
-    path: str | None = None,
-) -> str:
-    """The link to the page after *marker*, with the request's sort, fields, filters and limit."""
     query: dict[str, str] = {"sort_key": paging["sort_key"], "sort_dir": paging["sort_dir"]}
     if fields:
         query["fields"] = ",".join(fields)

@@ -24,11 +24,9 @@ from baremetal_service.handlers.common import (
 )
 from baremetal_service.handlers.context import service
 from baremetal_service.handlers.resources import GET_ARGS, LIST_ARGS
+from baremetal_service.objects.conductors import CONDUCTORS
 
 bp = Blueprint("conductors", __name__)
-
-FIELDS = ("hostname", "conductor_group", "alive", "drivers", "created_at", "updated_at", "links")
-LIST_FIELDS = ("hostname", "conductor_group", "alive")
 
 
 def _gate() -> None:
@@ -50,21 +48,21 @@ def _doc(conductor: dict[str, Any]) -> dict[str, Any]:
 def list_conductors() -> Response:
     _gate()
     check_args(LIST_ARGS | {"detail"})
-    fields = parse_fields(versions.CONDUCTOR_FIELD_VERSIONS, FIELDS, "conductor")
+    fields = parse_fields(CONDUCTORS.fields, "conductor")
     detail = parse_bool("detail", request.args.get("detail"))
     if detail is not None:
         require("The 'detail' parameter", versions.DETAIL_QUERY)
         if detail and fields is not None:
             raise bad_request("Can not specify ?detail=True and fields in the same request.")
-    paging = parse_paging(("hostname", "conductor_group", "created_at", "updated_at"))
+    paging = parse_paging(CONDUCTORS.sort_keys)
     items = service().conductors.list_conductors(
         limit=paging["limit"], marker=paging["marker"], sort_key=paging["sort_key"],
         sort_dir=paging["sort_dir"],
     )  # fmt: skip
-    shown = None if detail else (fields or list(LIST_FIELDS))
+    shown = None if detail else (fields or list(CONDUCTORS.list_fields))
     out: dict[str, Any] = {"conductors": [select(_doc(c), shown) for c in items]}
-    marked = [{**c, "uuid": c["hostname"]} for c in items]
-    nxt = next_link("conductors", marked, paging, shown or [])
+    full = items and len(items) >= paging["limit"]  # a full page: there may be more
+    nxt = next_link(items[-1]["hostname"] if full else None, "conductors", paging, shown or [])
     if nxt:
         out["next"] = nxt
     return json_response(out)
@@ -74,5 +72,5 @@ def list_conductors() -> Response:
 def get_conductor(hostname: str) -> Response:
     _gate()
     check_args(GET_ARGS)
-    fields = parse_fields(versions.CONDUCTOR_FIELD_VERSIONS, FIELDS, "conductor")
+    fields = parse_fields(CONDUCTORS.fields, "conductor")
     return json_response(select(_doc(service().conductors.get_conductor(hostname)), fields))

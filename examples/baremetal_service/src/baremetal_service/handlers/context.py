@@ -8,6 +8,7 @@ from flask import current_app, request
 
 from apimw.etag import ENVIRON_IF_MATCH
 from apimw.idempotency import ClientToken, client_token
+from baremetal_service.handlers import serialize
 from baremetal_service.handlers.noauth import ENVIRON_PROJECT
 
 SERVICE_KEY: Final = "BAREMETAL_SERVICE"
@@ -30,3 +31,10 @@ def if_match() -> Any:
 def token() -> ClientToken | None:
     """The request's X-Client-Token as the idempotency middleware saw it (scope, fingerprint)."""
     return client_token(request.environ)
+
+
+def node_scope(node_ident: str) -> dict[str, Any]:
+    """The list filter of a node's sub-collection (its ports, portgroups, volume connectors...):
+    the node's uuid; 404 when the caller cannot see the node."""
+    node = service().get_node(node_ident, project_id=project_id())
+    return {"node": serialize.get(node, "uuid")}

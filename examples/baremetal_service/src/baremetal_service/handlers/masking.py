@@ -32,6 +32,8 @@ from typing import Any, Final
 
 from oslo_utils import strutils
 
+from baremetal_service.db.kinds import items_changed
+
 __all__ = [
     "MASK",
     "SECRET_KEY_PATTERN",
@@ -121,7 +123,7 @@ def _masked(value: Any, texts: list[str] | None) -> Any:
     cls = value.__class__
     if cls is str:
         return _masked_text(value, texts)
-    if cls is dict:
+    if cls is dict:  # walked here, not by items_changed: the keys decide, and it is the hot path
         out: Any = None
         known = _secret_keys.get
         for key, item in value.items():
@@ -148,14 +150,7 @@ def _masked(value: Any, texts: list[str] | None) -> Any:
                 out[key] = new
         return value if out is None else out
     if cls is list:
-        out = None
-        for index, item in enumerate(value):
-            new = _masked(item, texts)
-            if new is not item:
-                if out is None:
-                    out = list(value)
-                out[index] = new
-        return value if out is None else out
+        return items_changed(value, lambda item: _masked(item, texts))
     return value
 
 

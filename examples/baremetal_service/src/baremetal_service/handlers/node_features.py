@@ -18,6 +18,7 @@ from baremetal_service import versions
 from baremetal_service.handlers import common
 from baremetal_service.handlers.context import if_match, project_id, service
 from baremetal_service.objects.nodes import VMEDIA_DEVICES
+from baremetal_service.schemas import object_schema
 
 bp = Blueprint("node_features", __name__)
 
@@ -27,31 +28,24 @@ _TRAITS_USAGE: Final = (
     "traits specified in the request body."
 )
 
-TRAITS_BODY: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {"traits": {"type": "array", "items": {"type": "string"}}},
-    "additionalProperties": False,
-}
-VIF_BODY: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
+TRAITS_BODY: Final = object_schema({"traits": {"type": "array", "items": {"type": "string"}}})
+VIF_BODY: Final = object_schema(
+    {
         "id": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[a-zA-Z0-9\-._~]+$"},
         "port_uuid": {"type": "string"},
         "portgroup_uuid": {"type": "string"},
     },
-    "required": ["id"],
-    "additionalProperties": True,
-}
-VMEDIA_BODY: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
+    ("id",),
+    additional=True,
+)
+VMEDIA_BODY: Final = object_schema(
+    {
         "device_type": {"type": "string", "enum": list(VMEDIA_DEVICES)},
         "image_url": {"type": "string", "maxLength": 4096},
         "image_download_source": {"type": "string", "enum": ["http", "local", "swift"]},
     },
-    "required": ["device_type", "image_url"],
-    "additionalProperties": False,
-}
+    ("device_type", "image_url"),
+)
 
 
 def _since(needed: Version) -> None:

@@ -76,7 +76,7 @@ def _etag_headers(node: Any) -> list[tuple[str, str]]:
 def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Response:
     served = common.api_version()
     common.check_args(_LIST_ARGS)
-    fields = common.parse_fields(versions.NODE_FIELD_VERSIONS, NODE_FIELDS, "node")
+    fields = common.parse_fields(NODE_FIELDS, "node")
     detail_arg = common.parse_bool("detail", request.args["detail"]) if "detail" in request.args else None
     if detail_arg is not None:
         if detail:
@@ -90,7 +90,7 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
         raise common.bad_request("Can not specify fields on the /detail endpoint.")
     paging = common.parse_paging(SORT_KEYS)
     if paging["sort_key"] != "id":
-        common.check_fields_allowed([paging["sort_key"]], versions.NODE_FIELD_VERSIONS, "node")
+        common.check_fields_allowed([paging["sort_key"]], NODE_FIELDS, "node")
     filters: dict[str, Any] = {}
     args = request.args  # (a missing key's .get() costs werkzeug an exception: ask `in` first)
     for name, since in FILTERS:
@@ -122,7 +122,7 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
     else:
         shown = fields if fields is not None else list(NODE_LIST_FIELDS)
         if fields is None:
-            shown = [f for f in shown if versions.NODE_FIELD_VERSIONS.get(f, versions.MIN_VERSION) <= served]
+            shown = list(NODE_FIELDS.visible(shown, served))
     # Fetch only what is shown (a list of six fields does not decode sixty); masking
     # driver_info needs the driver, and the next link the sort key.
     wanted: set[str] | None = None
@@ -152,7 +152,7 @@ def _list(detail: bool, path: str, scope: dict[str, Any] | None = None) -> Respo
 
     large = shown is None or not _SMALL_FIELDS.issuperset(shown)
     page = common.collect_page(fetch, paging["limit"], paging["marker"], large=large)
-    next_link = common.page_link(page, "nodes", paging, shown or [], extra, path=path)
+    next_link = common.next_link(page.next_marker, "nodes", paging, shown or [], extra, path=path)
     return common.list_response("nodes", page, next_link)
 
 
@@ -201,7 +201,7 @@ def list_nodes_detail() -> Response:
 def create_node() -> Response:
     body = common.json_body()
     common.validate(body, schemas.NODE_CREATE, "node")
-    common.check_fields_allowed(body, versions.NODE_FIELD_VERSIONS, "node")
+    common.check_fields_allowed(body, NODE_FIELDS, "node")
     values = dict(body)
     if common.api_version() < versions.ENROLL_STATE:
         values.setdefault("_initial_state", "available")
@@ -216,7 +216,7 @@ def create_node() -> Response:
 @bp.route("/v1/nodes/<ident>", methods=["GET"])
 def get_node(ident: str) -> Response:
     common.check_args(_GET_ARGS)
-    fields = common.parse_fields(versions.NODE_FIELD_VERSIONS, NODE_FIELDS, "node")
+    fields = common.parse_fields(NODE_FIELDS, "node")
     node = service().get_node(ident, project_id=project_id())
     return common.json_response(_doc(node, fields), headers=_etag_headers(node))
 
@@ -244,7 +244,7 @@ def patch_node(ident: str) -> Response:
         if op["op"] in ("add", "replace") and "value" not in op:
             raise common.bad_request(f"'add' and 'replace' operations need a value (path {op['path']}).")
         touched.add(field)
-    common.check_fields_allowed(touched, versions.NODE_FIELD_VERSIONS, "node")
+    common.check_fields_allowed(touched, NODE_FIELDS, "node")
     caller = project_id()
     tenancy = touched & _TENANCY_FIELDS
 
@@ -334,12 +334,8 @@ def delete_node(ident: str) -> Response:
 @bp.route("/v1/nodes/<ident>/states", methods=["GET"])
 def get_states(ident: str) -> Response:
     node = service().get_node(ident, project_id=project_id())
-    served = common.api_version()
-    doc = {}
-    for name in serialize.NODE_STATE_FIELDS:
-        if versions.NODE_FIELD_VERSIONS.get(name, versions.MIN_VERSION) <= served:
-            doc[name] = serialize.get(node, name)
-    return common.json_response(doc)
+    shown = NODE_FIELDS.visible(serialize.NODE_STATE_FIELDS, common.api_version())
+    return common.json_response({name: serialize.get(node, name) for name in shown})
 
 
 def _states_location(node_uuid: str) -> list[tuple[str, str]]:

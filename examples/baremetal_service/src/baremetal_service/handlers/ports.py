@@ -7,12 +7,9 @@ The port is declared in :mod:`baremetal_service.objects.ports`; ``/v1/ports`` it
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Response
 
-from baremetal_service.handlers import serialize
-from baremetal_service.handlers.context import project_id, service
+from baremetal_service.handlers.context import node_scope
 from baremetal_service.handlers.resources import endpoints
 from baremetal_service.objects.ports import PORTS as DECLARATION
 
@@ -21,16 +18,11 @@ bp = Blueprint("ports", __name__)
 PORTS = endpoints(DECLARATION)
 
 
-def _node_scope(node_ident: str) -> dict[str, Any]:
-    node = service().get_node(node_ident, project_id=project_id())
-    return {"node": serialize.get(node, "uuid")}
-
-
 @bp.route("/v1/nodes/<node_ident>/ports", methods=["GET"])
 def list_node_ports(node_ident: str) -> Response:
-    return PORTS.index(scope=lambda: _node_scope(node_ident), path=f"nodes/{node_ident}/ports")
+    return PORTS.index(scope=lambda: node_scope(node_ident), path=f"nodes/{node_ident}/ports")
 
 
 @bp.route("/v1/nodes/<node_ident>/ports/detail", methods=["GET"])
 def list_node_ports_detail(node_ident: str) -> Response:
-    return PORTS.index(True, scope=lambda: _node_scope(node_ident), path=f"nodes/{node_ident}/ports/detail")
+    return PORTS.index(True, scope=lambda: node_scope(node_ident), path=f"nodes/{node_ident}/ports/detail")

@@ -29,7 +29,7 @@ from baremetal_service.handlers.context import if_match, project_id, service, to
 from baremetal_service.objects.catalog import declarations
 from baremetal_service.objects.resource import Resource
 
-__all__ = ["Endpoints", "Resource", "blueprint", "declarations", "endpoints"]
+__all__ = ["Endpoints", "Resource", "blueprint", "declarations", "endpoints", "item_routes"]
 
 #: Query parameters every list takes (Ironic's), besides the resource's filters.
 LIST_ARGS: Final = frozenset({"fields", "limit", "marker", "sort_key", "sort_dir"})
@@ -51,7 +51,7 @@ class Endpoints:
         detail = {"detail"} if decl.detail_since is not None else set()
         self.list_args: frozenset[str] = LIST_ARGS | filters | detail | set(decl.ignored_args)
         if decl.kind not in _BUILTIN_KINDS:
-            serialize.register(decl.kind, decl.field_versions, decl.fields, defaults=decl.defaults)
+            serialize.register(decl.kind, decl.fields, defaults=decl.defaults)
 
     def __getattr__(self, name: str) -> Any:  # the declaration's attributes (kind, fields...)
         return getattr(self.decl, name)
@@ -92,7 +92,7 @@ class Endpoints:
         self.gate()
         common.check_args(self.list_args)
         served = common.api_version()
-        fields = common.parse_fields(decl.field_versions, decl.fields, decl.kind)
+        fields = common.parse_fields(decl.fields, decl.kind)
         detail_arg = common.parse_bool("detail", request.args.get("detail"))
         if detail_arg is not None:
             if detail:
@@ -118,9 +118,7 @@ class Endpoints:
         elif fields is not None:
             shown = fields
         else:
-            shown = [
-                f for f in decl.list_fields if decl.field_versions.get(f, versions.MIN_VERSION) <= served
-            ]
+            shown = list(decl.fields.visible(decl.list_fields, served))
         crud, caller = self.crud(), project_id()
 
         def fetch(count: int, marker: str | None) -> tuple[list[dict[str, Any]], list[str]]:
@@ -132,14 +130,14 @@ class Endpoints:
         extra = {k: str(v) for k, v in filters.items()}
         if detail_arg:  # the next page is a detail page too
             extra["detail"] = "true"
-        nxt = common.page_link(page, decl.collection, paging, shown or [], extra, path=path)
+        nxt = common.next_link(page.next_marker, decl.collection, paging, shown or [], extra, path=path)
         return common.list_response(decl.list_key or decl.collection, page, nxt)
 
     def get(self, ident: str) -> Response:
         decl = self.decl
         self.gate()
         common.check_args(GET_ARGS)
-        fields = common.parse_fields(decl.field_versions, decl.fields, decl.kind)
+        fields = common.parse_fields(decl.fields, decl.kind)
         obj = self.crud().get(ident, project_id=project_id())
         return common.json_response(self.doc(obj, fields), headers=self.etag_headers(obj))
 
@@ -149,7 +147,7 @@ class Endpoints:
         self.gate()
         body = common.json_body()
         common.validate(body, schema or decl.create_schema, decl.kind)
-        common.check_fields_allowed(body, decl.field_versions, decl.kind)
+        common.check_fields_allowed(body, decl.fields, decl.kind)
         obj = self.crud().create(dict(body), project_id=project_id(), token=token())
         doc = self.doc(obj)
         where = common.location(*decl.collection.split("/"), doc["uuid"])  # volume/connectors: two segments
@@ -173,7 +171,7 @@ class Endpoints:
             if op["op"] in ("add", "replace") and "value" not in op:
                 raise common.bad_request(f"'add' and 'replace' operations need a value (path {op['path']}).")
             touched.add(name)
-        common.check_fields_allowed(touched, decl.field_versions, decl.kind)
+        common.check_fields_allowed(touched, decl.fields, decl.kind)
 
         def changes(current_obj: dict[str, Any]) -> dict[str, Any]:
             return self._patched_changes(current_obj, patch)
@@ -232,23 +230,22 @@ def blueprint(decl: Resource) -> Blueprint:
     def create() -> Response:
         return http.create()
 
-    def get(ident: str) -> Response:
-        return http.get(ident)
-
-    def patch(ident: str) -> Response:
-        return http.patch(ident)
-
-    def delete(ident: str) -> Response:
-        return http.delete(ident)
-
     bp.add_url_rule(base, "list", list_all, methods=["GET"])
     if decl.detail_route:
         bp.add_url_rule(f"{base}/detail", "list_detail", list_detail, methods=["GET"])
     bp.add_url_rule(base, "create", create, methods=["POST"])
-    bp.add_url_rule(f"{base}/<ident>", "get", get, methods=["GET"])
-    bp.add_url_rule(f"{base}/<ident>", "patch", patch, methods=["PATCH"])
-    bp.add_url_rule(f"{base}/<ident>", "delete", delete, methods=["DELETE"])
+    item_routes(bp, http)
     return bp
+
+
+def item_routes(bp: Blueprint, http: Endpoints, *, patch: Callable[[str], Response] | None = None) -> None:
+    """Add the generic routes of one item of *http*'s resource to *bp*: get, patch, delete
+    ``/v1/<collection>/<ident>``; *patch* replaces the generic PATCH (a resource with version
+    rules of its own)."""
+    item = f"/v1/{http.decl.collection}/<ident>"
+    bp.add_url_rule(item, "get", http.get, methods=["GET"])
+    bp.add_url_rule(item, "patch", patch or http.patch, methods=["PATCH"])
+    bp.add_url_rule(item, "delete", http.delete, methods=["DELETE"])
 
 
 def blueprints() -> list[Blueprint]:

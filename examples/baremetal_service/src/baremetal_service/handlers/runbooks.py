@@ -13,7 +13,7 @@ from flask import Blueprint, Response
 from baremetal_service import versions
 from baremetal_service.handlers import common
 from baremetal_service.handlers.context import if_match, project_id, service
-from baremetal_service.handlers.resources import endpoints
+from baremetal_service.handlers.resources import endpoints, item_routes
 from baremetal_service.objects.runbooks import RUNBOOKS as DECLARATION
 from baremetal_service.schemas import RUNBOOK_CREATE, RUNBOOK_CREATE_112, RUNBOOK_TRAITS, TRAIT
 
@@ -39,19 +39,7 @@ def create_runbook() -> Response:
     return RUNBOOKS.create(RUNBOOK_CREATE_112 if traits_era else RUNBOOK_CREATE)
 
 
-@bp.route("/v1/runbooks/<ident>", methods=["GET"])
-def get_runbook(ident: str) -> Response:
-    return RUNBOOKS.get(ident)
-
-
-@bp.route("/v1/runbooks/<ident>", methods=["PATCH"])
-def patch_runbook(ident: str) -> Response:
-    return RUNBOOKS.patch(ident)
-
-
-@bp.route("/v1/runbooks/<ident>", methods=["DELETE"])
-def delete_runbook(ident: str) -> Response:
-    return RUNBOOKS.delete(ident)
+item_routes(bp, RUNBOOKS)
 
 
 # -- traits (1.112) ---------------------------------------------------------------------------

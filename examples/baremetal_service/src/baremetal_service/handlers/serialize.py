@@ -47,27 +47,21 @@ _DEFAULTS: Final[dict[str, Any]] = {"conductor_group": "", "traits": []}
 
 @lru_cache(maxsize=512)
 def visible(kind: str, version: Version) -> tuple[str, ...]:
-    table, order = _TABLES[kind]
-    return versions.fields_at(table, order, version)
+    return _TABLES[kind].at(version)
 
 
-_TABLES: Final[dict[str, tuple[dict[str, Version], tuple[str, ...]]]] = {
-    "node": (versions.NODE_FIELD_VERSIONS, NODE_FIELDS),
-    "port": (versions.PORT_FIELD_VERSIONS, PORT_FIELDS),
-    "portgroup": (versions.PORTGROUP_FIELD_VERSIONS, PORTGROUP_FIELDS),
-    "chassis": (versions.CHASSIS_FIELD_VERSIONS, CHASSIS_FIELDS),
+_TABLES: Final[dict[str, versions.Fields]] = {
+    "node": NODE_FIELDS,
+    "port": PORT_FIELDS,
+    "portgroup": PORTGROUP_FIELDS,
+    "chassis": CHASSIS_FIELDS,
 }
 
 
-def register(
-    kind: str,
-    field_versions: Mapping[str, Version],
-    fields: Sequence[str],
-    defaults: Mapping[str, Any] | None = None,
-) -> None:
-    """Declare a resource kind: its fields in Ironic's order, the version each appears in,
-    and the value an absent field shows (by field name, as for the built-in kinds)."""
-    _TABLES[kind] = (dict(field_versions), tuple(fields))
+def register(kind: str, fields: versions.Fields, defaults: Mapping[str, Any] | None = None) -> None:
+    """Declare a resource kind: its fields (Ironic's order, the version each appears in) and
+    the value an absent field shows (by field name, as for the built-in kinds)."""
+    _TABLES[kind] = fields
     for name, value in (defaults or {}).items():
         _DEFAULTS.setdefault(name, value)
     visible.cache_clear()

@@ -13,7 +13,7 @@ the power rules live in :mod:`baremetal_service.objects.volume`.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from flask import Blueprint, Response
 
@@ -28,7 +28,7 @@ from baremetal_service.handlers.common import (
     check_args,
     json_response,
 )
-from baremetal_service.handlers.context import project_id, service
+from baremetal_service.handlers.context import node_scope, project_id, service
 from baremetal_service.handlers.resources import GET_ARGS, endpoints
 from baremetal_service.objects.volume import CONNECTORS as CONNECTOR_DECLARATION
 from baremetal_service.objects.volume import TARGETS as TARGET_DECLARATION
@@ -67,11 +67,6 @@ def _check_uuid(name: str, ident: str) -> None:
     """Ironic types these identifiers as UUIDs (no names): anything else is a 400."""
     if not UUID_RE.match(ident):
         raise bad_request(f"Expected UUID for {name}: {ident[:100]}", "request.invalid-parameter")
-
-
-def _node_scope(node_ident: str) -> dict[str, Any]:
-    node = service().get_node(node_ident, project_id=project_id())
-    return {"node": serialize.get(node, "uuid")}
 
 
 @bp.route("/v1/volume", methods=["GET"])
@@ -123,7 +118,7 @@ def delete_volume(what: str, ident: str) -> Response:
 def list_node_volume(node_ident: str, what: str) -> Response:
     _gate()
     return _BY_NAME[what].index(
-        scope=lambda: _node_scope(node_ident), path=f"nodes/{node_ident}/volume/{what}"
+        scope=lambda: node_scope(node_ident), path=f"nodes/{node_ident}/volume/{what}"
     )
 
 
@@ -134,5 +129,5 @@ def list_node_volume(node_ident: str, what: str) -> Response:
 )
 def node_volume_item(node_ident: str, what: str, ident: str | None = None) -> Response:
     _gate()
-    _node_scope(node_ident)
+    node_scope(node_ident)
     raise bad_request("Malformed request URI.", "request.malformed-uri")

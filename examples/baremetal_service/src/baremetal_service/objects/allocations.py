@@ -43,6 +43,7 @@ from baremetal_service import versions
 from baremetal_service.db.api import Database, IfMatchArg, public
 from baremetal_service.objects.resource import Resource
 from baremetal_service.schemas import ALLOCATION_CREATE
+from baremetal_service.versions import ETAG_VERSION, FIRST, Fields
 
 if TYPE_CHECKING:
     from baremetal_service.objects.crud import Crud
@@ -65,17 +66,16 @@ def after_delete(crud: Crud, doc: dict[str, Any]) -> None:
     crud.service.allocations.deleted(doc)
 
 
-FIELDS: Final = (
-    "uuid", "created_at", "updated_at", "candidate_nodes", "extra", "last_error", "name", "owner",
-    "resource_class", "state", "traits", "links", "node_uuid", "etag",
-)  # fmt: skip
+FIELDS: Final = Fields({
+    "uuid": FIRST, "created_at": FIRST, "updated_at": FIRST, "candidate_nodes": FIRST, "extra": FIRST,
+    "last_error": FIRST, "name": FIRST, "owner": versions.ALLOCATION_OWNER, "resource_class": FIRST,
+    "state": FIRST, "traits": FIRST, "links": FIRST, "node_uuid": FIRST, "etag": ETAG_VERSION,
+})  # fmt: skip
 
 ALLOCATIONS: Final = Resource(
     kind="allocation",
-    collection="allocations",
-    field_versions=versions.ALLOCATION_FIELD_VERSIONS,
     fields=FIELDS,
-    list_fields=FIELDS,
+    list_fields=FIELDS.names,
     create_schema=ALLOCATION_CREATE,
     patchable=("name", "extra"),
     sort_keys=("uuid", "name", "created_at", "updated_at", "state", "resource_class"),

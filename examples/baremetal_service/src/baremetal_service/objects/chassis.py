@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from baremetal_service import exceptions as exc
-from baremetal_service import schemas, versions
+from baremetal_service import schemas
 from baremetal_service.objects.resource import Resource
+from baremetal_service.versions import ETAG_VERSION, FIRST, Fields
 
 if TYPE_CHECKING:
     from baremetal_service.objects.crud import Crud
@@ -17,16 +18,16 @@ def check_delete(crud: Crud, current: dict[str, Any], project_id: str | None) ->
         raise exc.ChassisNotEmpty(current["uuid"])
 
 
-CHASSIS_FIELDS: Final = ("uuid", "created_at", "updated_at", "description", "extra", "links", "nodes", "etag")
-CHASSIS_LIST_FIELDS: Final = ("uuid", "description")
-
+CHASSIS_FIELDS: Final = Fields({
+    "uuid": FIRST, "created_at": FIRST, "updated_at": FIRST, "description": FIRST, "extra": FIRST,
+    "links": FIRST, "nodes": FIRST, "etag": ETAG_VERSION,
+})  # fmt: skip
 
 CHASSIS: Final = Resource(
     kind="chassis",
     collection="chassis",
-    field_versions=versions.CHASSIS_FIELD_VERSIONS,
     fields=CHASSIS_FIELDS,
-    list_fields=CHASSIS_LIST_FIELDS,
+    list_fields=("uuid", "description"),
     create_schema=schemas.CHASSIS_CREATE,
     patchable=("description", "extra"),
     sort_keys=("uuid", "description", "created_at", "updated_at"),

@@ -24,14 +24,15 @@ from baremetal_service import exceptions as exc
 from baremetal_service import versions
 from baremetal_service.db.api import Database, iso, utcnow
 from baremetal_service.objects.resource import Resource
+from baremetal_service.versions import FIRST, Fields
 
 __all__ = ['ConductorNotFound', 'ConductorRegistry']
 
 CONDUCTORS: Final = Resource(
     kind="conductor",
-    collection="conductors",
-    field_versions=versions.CONDUCTOR_FIELD_VERSIONS,
-    fields=("hostname", "conductor_group", "alive", "drivers", "created_at", "updated_at", "links"),
+    fields=Fields(dict.fromkeys(
+        ("hostname", "conductor_group", "alive", "drivers", "created_at", "updated_at", "links"), FIRST
+    )),
     list_fields=("hostname", "conductor_group", "alive"),
     create_schema={},
     patchable=(),
@@ -129,15 +130,7 @@ class ConductorRegistry:
             raise ConductorNotFound(hostname)
         return self._doc(row)
 
-    def list_conductors(
-        self,
-        *,
-        limit: int | None = None,
-        marker: str | None = None,
-        sort_key: str = "id",
-        sort_dir: str = "asc",
-    ) -> list[dict[str, Any]]:
-        rows = self.db.list_conductors(
-            limit=limit, marker=marker, sort_key=sort_key, sort_dir=sort_dir, not_found=ConductorNotFound
-        )
-        return [self._doc(r) for r in rows]
+    def list_conductors(self, **page: Any) -> list[dict[str, Any]]:
+        """A page of conductors as shown; *page*: the paging arguments of
+        :meth:`Database.list_conductors` (``limit``, ``marker``, ``sort_key``, ``sort_dir``)."""
+        return [self._doc(r) for r in self.db.list_conductors(**page, not_found=ConductorNotFound)]

@@ -16,6 +16,7 @@ from baremetal_service import exceptions as exc
 from baremetal_service import versions
 from baremetal_service.objects.resource import Resource
 from baremetal_service.schemas import DEPLOY_TEMPLATE_CREATE
+from baremetal_service.versions import ETAG_VERSION, FIRST, Fields
 
 __all__ = ['normalise_steps']
 
@@ -27,9 +28,10 @@ def normalise(values: dict[str, Any], creating: bool) -> dict[str, Any]:
 
 DEPLOY_TEMPLATES: Final = Resource(
     kind="deploy_template",
-    collection="deploy_templates",
-    field_versions=versions.DEPLOY_TEMPLATE_FIELD_VERSIONS,
-    fields=("uuid", "created_at", "updated_at", "name", "extra", "links", "steps", "etag"),
+    fields=Fields({
+        "uuid": FIRST, "created_at": FIRST, "updated_at": FIRST, "name": FIRST, "extra": FIRST,
+        "links": FIRST, "steps": FIRST, "etag": ETAG_VERSION,
+    }),  # fmt: skip
     list_fields=("uuid", "name"),
     create_schema=DEPLOY_TEMPLATE_CREATE,
     patchable=("extra", "name", "steps", "description"),

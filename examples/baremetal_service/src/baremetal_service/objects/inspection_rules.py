@@ -32,6 +32,7 @@ from baremetal_service import exceptions as exc
 from baremetal_service import versions
 from baremetal_service.db.api import public
 from baremetal_service.objects.resource import Resource
+from baremetal_service.versions import ETAG_VERSION, FIRST, Fields
 
 __all__ = ['ACTIONS', 'OPERATORS', 'PHASES', 'check_create', 'check_rule', 'check_update', 'shown']
 
@@ -121,6 +122,20 @@ def check_rule(rule: Mapping[str, Any]) -> None:
         raise exc.InvalidParameterValue(f"Multiple validation errors occurred: {'; '.join(errors)}")
 
 
+def _shown_steps(steps: Any, *, multiple: bool) -> list[dict[str, Any]]:
+    """Conditions or actions as the API shows them: op and args, the loop when there is one
+    (and, for a condition, how many loop items must match: ``multiple``, default "any")."""
+    out = []
+    for step in steps or ():
+        item = {"op": step.get("op"), "args": step.get("args")}
+        if step.get("loop"):
+            item["loop"] = step["loop"]
+            if multiple:
+                item["multiple"] = step.get("multiple", "any")
+        out.append(item)
+    return out
+
+
 def shown(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The API's view of a stored rule (Ironic's convert_* and sanitize)."""
     out = public(doc)
@@ -129,22 +144,9 @@ def shown(doc: Mapping[str, Any]) -> dict[str, Any]:
         out["actions"] = None
         return out
     if "conditions" in out:
-        conditions = []
-        for condition in out["conditions"] or ():
-            item = {"op": condition.get("op"), "args": condition.get("args")}
-            if condition.get("loop"):
-                item["loop"] = condition["loop"]
-                item["multiple"] = condition.get("multiple", "any")
-            conditions.append(item)
-        out["conditions"] = conditions
+        out["conditions"] = _shown_steps(out["conditions"], multiple=True)
     if "actions" in out:
-        actions = []
-        for action in out["actions"] or ():
-            item = {"op": action.get("op"), "args": action.get("args")}
-            if action.get("loop"):
-                item["loop"] = action["loop"]
-            actions.append(item)
-        out["actions"] = actions
+        out["actions"] = _shown_steps(out["actions"], multiple=False)
     return out
 
 
@@ -204,21 +206,11 @@ RULE_CREATE: Final[dict[str, Any]] = {
 
 RULES: Final = Resource(
     kind="inspection_rule",
-    collection="inspection_rules",
-    field_versions={"etag": versions.ETAG_VERSION},
-    fields=(
-        "uuid",
-        "created_at",
-        "updated_at",
-        "description",
-        "priority",
-        "sensitive",
-        "phase",
-        "conditions",
-        "actions",
-        "links",
-        "etag",
-    ),  # fmt: skip
+    fields=Fields({
+        "uuid": FIRST, "created_at": FIRST, "updated_at": FIRST, "description": FIRST,
+        "priority": FIRST, "sensitive": FIRST, "phase": FIRST, "conditions": FIRST, "actions": FIRST,
+        "links": FIRST, "etag": ETAG_VERSION,
+    }),  # fmt: skip
     list_fields=("uuid", "priority", "phase", "description"),
     create_schema=RULE_CREATE,
     patchable=("description", "priority", "sensitive", "phase", "conditions", "actions"),

@@ -48,6 +48,7 @@ from baremetal_service import schemas, versions
 from baremetal_service.db.api import IfMatchArg
 from baremetal_service.objects.resource import Resource
 from baremetal_service.objects.traits import STANDARD_TRAITS
+from baremetal_service.versions import ETAG_VERSION, FIRST, Fields
 
 __all__ = [
     "CUSTOM_TRAIT_RE",
@@ -72,21 +73,32 @@ __all__ = [
     "trait_error",
 ]
 
-NODE_FIELDS: Final = (
-    "uuid", "created_at", "updated_at", "automated_clean", "bios_interface", "boot_interface",
-    "boot_mode", "clean_step", "conductor_group", "console_enabled", "console_interface",
-    "disable_power_off", "deploy_interface", "deploy_step", "description", "driver", "driver_info",
-    "driver_internal_info", "extra", "fault", "firmware_interface", "health", "inspection_finished_at",
-    "inspection_started_at", "inspect_interface", "instance_info", "instance_name", "instance_uuid",
-    "last_error", "lessee", "maintenance", "maintenance_reason", "management_interface", "name",
-    "network_data", "network_interface", "owner", "parent_node", "power_interface", "power_state",
-    "properties", "protected", "protected_reason", "provision_state", "provision_updated_at",
-    "raid_config", "raid_interface", "rescue_interface", "reservation", "resource_class", "retired",
-    "retired_reason", "secure_boot", "service_step", "shard", "storage_interface",
-    "target_power_state", "target_provision_state", "target_raid_config", "traits",
-    "vendor_interface", "links", "conductor", "allocation_uuid", "chassis_uuid", "ports", "states",
-    "portgroups", "volume", "etag",
-)  # fmt: skip
+#: Ironic's node fields and the version each appears in (Ironic's VERSIONED_FIELDS).
+NODE_FIELDS: Final = Fields({
+    "uuid": FIRST, "created_at": FIRST, "updated_at": FIRST, "automated_clean": Version(1, 47),
+    "bios_interface": Version(1, 40), "boot_interface": Version(1, 31), "boot_mode": Version(1, 75),
+    "clean_step": Version(1, 7), "conductor_group": Version(1, 46), "console_enabled": FIRST,
+    "console_interface": Version(1, 31), "disable_power_off": Version(1, 95),
+    "deploy_interface": Version(1, 31), "deploy_step": Version(1, 44), "description": Version(1, 51),
+    "driver": FIRST, "driver_info": FIRST, "driver_internal_info": Version(1, 3), "extra": FIRST,
+    "fault": Version(1, 42), "firmware_interface": Version(1, 86), "health": Version(1, 109),
+    "inspection_finished_at": Version(1, 6), "inspection_started_at": Version(1, 6),
+    "inspect_interface": Version(1, 31), "instance_info": FIRST, "instance_name": Version(1, 104),
+    "instance_uuid": FIRST, "last_error": FIRST, "lessee": Version(1, 65), "maintenance": FIRST,
+    "maintenance_reason": FIRST, "management_interface": Version(1, 31), "name": Version(1, 5),
+    "network_data": Version(1, 66), "network_interface": Version(1, 20), "owner": Version(1, 50),
+    "parent_node": Version(1, 83), "power_interface": Version(1, 31), "power_state": FIRST,
+    "properties": FIRST, "protected": Version(1, 48), "protected_reason": Version(1, 48),
+    "provision_state": FIRST, "provision_updated_at": FIRST, "raid_config": Version(1, 12),
+    "raid_interface": Version(1, 31), "rescue_interface": Version(1, 38), "reservation": FIRST,
+    "resource_class": Version(1, 21), "retired": Version(1, 61), "retired_reason": Version(1, 61),
+    "secure_boot": Version(1, 75), "service_step": Version(1, 87), "shard": Version(1, 82),
+    "storage_interface": Version(1, 33), "target_power_state": FIRST, "target_provision_state": FIRST,
+    "target_raid_config": Version(1, 12), "traits": Version(1, 37), "vendor_interface": Version(1, 31),
+    "links": FIRST, "conductor": Version(1, 49), "allocation_uuid": Version(1, 52),
+    "chassis_uuid": FIRST, "ports": FIRST, "states": Version(1, 14), "portgroups": Version(1, 24),
+    "volume": Version(1, 32), "etag": ETAG_VERSION,
+})  # fmt: skip
 
 #: Fields a node list shows without ?fields= (Ironic's default list fields).
 NODE_LIST_FIELDS: Final = ("instance_uuid", "maintenance", "power_state", "provision_state", "uuid", "name")
@@ -109,41 +121,41 @@ SORT_KEYS = (
     "resource_class", "maintenance", "instance_uuid", "conductor_group", "owner",
 )  # fmt: skip
 
+
+def _since(field: str) -> Version:
+    """The version that shows node *field*; a list filter by the field is accepted from it too."""
+    return NODE_FIELDS.since(field) or versions.FIRST
+
+
+def _by_field(*fields: str) -> tuple[tuple[str, Version], ...]:
+    """Filters named as the node field they filter by, each with the field's version."""
+    return tuple((field, _since(field)) for field in fields)
+
+
 #: List filters and the version each is accepted from.
 FILTERS: tuple[tuple[str, Version], ...] = (
     ("provision_state", versions.PROVISION_STATE_FILTER),
     ("driver", versions.DRIVER_FILTER),
-    ("resource_class", versions.RESOURCE_CLASS_FILTER),
-    ("conductor_group", Version(1, 46)),
-    ("conductor", versions.CONDUCTORS),
-    ("owner", Version(1, 50)),
-    ("lessee", Version(1, 65)),
-    ("project", versions.MIN_VERSION),  # owner or lessee; Ironic gates it by policy only
-    ("shard", Version(1, 82)),
-    ("parent_node", versions.PARENT_NODE),
-    ("fault", Version(1, 42)),
-    ("description_contains", Version(1, 51)),
-    ("instance_name", versions.NODE_INSTANCE_NAME),
+    *_by_field("resource_class", "conductor_group", "conductor", "owner", "lessee"),
+    ("project", versions.FIRST),  # owner or lessee; Ironic gates it by policy only
+    *_by_field("shard", "parent_node", "fault"),
+    ("description_contains", _since("description")),
+    *_by_field("instance_name"),
 )
 #: Filters by a related resource's UUID (checked as a UUID) and the version each is accepted from.
-UUID_FILTERS: tuple[tuple[str, Version], ...] = (
-    ("chassis_uuid", versions.MIN_VERSION),
-    ("instance_uuid", versions.MIN_VERSION),
-)
+UUID_FILTERS: tuple[tuple[str, Version], ...] = _by_field("chassis_uuid", "instance_uuid")
 #: Boolean filters and the version each is accepted from.
 FLAGS: tuple[tuple[str, Version], ...] = (
-    ("maintenance", versions.MIN_VERSION),
-    ("associated", versions.MIN_VERSION),
-    ("retired", versions.NODE_RETIRED),
-    ("sharded", Version(1, 82)),
-    ("include_children", versions.PARENT_NODE),
+    *_by_field("maintenance"),
+    ("associated", versions.FIRST),
+    *_by_field("retired"),
+    ("sharded", _since("shard")),
+    ("include_children", _since("parent_node")),
 )
 
 
 NODES: Final = Resource(
     kind="node",
-    collection="nodes",
-    field_versions=versions.NODE_FIELD_VERSIONS,
     fields=NODE_FIELDS,
     list_fields=NODE_LIST_FIELDS,
     create_schema=schemas.NODE_CREATE,

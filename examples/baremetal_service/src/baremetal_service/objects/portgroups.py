@@ -9,6 +9,7 @@ from baremetal_service import exceptions as exc
 from baremetal_service import schemas, versions
 from baremetal_service.objects.resource import Resource
 from baremetal_service.values import check_name, mac
+from baremetal_service.versions import ETAG_VERSION, FIRST, Fields
 
 if TYPE_CHECKING:
     from baremetal_service.objects.crud import Crud
@@ -43,20 +44,18 @@ def check_delete(crud: Crud, current: dict[str, Any], project_id: str | None) ->
         raise exc.PortgroupNotEmpty(current["uuid"])
 
 
-PORTGROUP_FIELDS: Final = (
-    "uuid", "created_at", "updated_at", "address", "extra", "internal_info", "mode", "name",
-    "node_uuid", "properties", "standalone_ports_supported", "physical_network", "category",
-    "dynamic_portgroup", "links", "ports", "etag",
-)  # fmt: skip
-PORTGROUP_LIST_FIELDS: Final = ("uuid", "address", "name")
-
+PORTGROUP_FIELDS: Final = Fields({
+    "uuid": FIRST, "created_at": FIRST, "updated_at": FIRST, "address": FIRST, "extra": FIRST,
+    "internal_info": FIRST, "mode": Version(1, 26), "name": FIRST, "node_uuid": FIRST,
+    "properties": Version(1, 26), "standalone_ports_supported": FIRST,
+    "physical_network": Version(1, 102), "category": Version(1, 103),
+    "dynamic_portgroup": Version(1, 111), "links": FIRST, "ports": FIRST, "etag": ETAG_VERSION,
+})  # fmt: skip
 
 PORTGROUPS: Final = Resource(
     kind="portgroup",
-    collection="portgroups",
-    field_versions=versions.PORTGROUP_FIELD_VERSIONS,
     fields=PORTGROUP_FIELDS,
-    list_fields=PORTGROUP_LIST_FIELDS,
+    list_fields=("uuid", "address", "name"),
     create_schema=schemas.PORTGROUP_CREATE,
     patchable=(
         "address",

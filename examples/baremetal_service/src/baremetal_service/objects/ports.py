@@ -9,6 +9,7 @@ from baremetal_service import exceptions as exc
 from baremetal_service import schemas, versions
 from baremetal_service.objects.resource import Resource
 from baremetal_service.values import check_name, mac
+from baremetal_service.versions import ETAG_VERSION, FIRST, Fields
 
 if TYPE_CHECKING:
     from baremetal_service.objects.crud import Crud
@@ -56,20 +57,20 @@ def check_update(
         _portgroup_on_node(crud, {**current, **changes}, project_id)
 
 
-PORT_FIELDS: Final = (
-    "uuid", "created_at", "updated_at", "address", "extra", "internal_info", "is_smartnic",
-    "local_link_connection", "physical_network", "pxe_enabled", "node_uuid", "name", "description",
-    "vendor", "category", "available_for_dynamic_portgroup", "links", "portgroup_uuid", "etag",
-)  # fmt: skip
-PORT_LIST_FIELDS: Final = ("uuid", "address")
-
+PORT_FIELDS: Final = Fields({
+    "uuid": FIRST, "created_at": FIRST, "updated_at": FIRST, "address": FIRST, "extra": FIRST,
+    "internal_info": Version(1, 18), "is_smartnic": Version(1, 53),
+    "local_link_connection": Version(1, 19), "physical_network": Version(1, 34),
+    "pxe_enabled": Version(1, 19), "node_uuid": FIRST, "name": Version(1, 88),
+    "description": Version(1, 97), "vendor": Version(1, 100), "category": Version(1, 101),
+    "available_for_dynamic_portgroup": Version(1, 111), "links": FIRST,
+    "portgroup_uuid": Version(1, 24), "etag": ETAG_VERSION,
+})  # fmt: skip
 
 PORTS: Final = Resource(
     kind="port",
-    collection="ports",
-    field_versions=versions.PORT_FIELD_VERSIONS,
     fields=PORT_FIELDS,
-    list_fields=PORT_LIST_FIELDS,
+    list_fields=("uuid", "address"),
     create_schema=schemas.PORT_CREATE,
     patchable=(
         "address",

@@ -1,12 +1,13 @@
 """What a resource declaration says: :class:`Resource`.
 
 A :class:`Resource` says everything the generic machinery needs to serve a
-resource: its fields and the microversion each appears in, which fields a client
-may set on create only (write-once) or change later (updatable; every other field
-is read-only), its JSON schema, the fields its etag ignores, its owner scoping,
-its relations (``node_uuid`` -> a node, by name or UUID), its list filters (boolean
-ones apart) with their versions, its sort keys, and optional hooks (normalise values, checks before
-a create, update or delete, what to do after).  From it:
+resource: its fields in Ironic's order and the microversion each appears in
+(:class:`baremetal_service.versions.Fields`), its URL path (kind + "s" unless said),
+which fields a client may set on create only (write-once) or change later (updatable;
+every other field is read-only), its JSON schema, the fields its etag ignores, its owner
+scoping, its relations (``node_uuid`` -> a node, by name or UUID), its list filters
+(boolean ones apart) with their versions, its sort keys, and optional hooks (normalise
+values, checks before a create, update or delete, what to do after).  From it:
 
 * :mod:`baremetal_service.objects.crud` implements create/get/list/update/delete over the
   data API for any declaration (etag stored and If-Match checked atomically in the
@@ -54,11 +55,8 @@ class Resource:
 
     # -- the wire (also read by the OpenAPI generator: keep these names) ----------------------
     kind: str  # "port"
-    collection: str  # "ports" (the URL path under /v1/)
-    #: field -> the microversion it appears in (absent: from the resource's first version)
-    field_versions: Mapping[str, Version]
-    #: every field of a document, in Ironic's order
-    fields: tuple[str, ...]
+    #: every field of a document, in Ironic's order, with the microversion it appears in
+    fields: versions.Fields
     #: the fields a list shows without ``?detail`` or ``?fields``
     list_fields: tuple[str, ...]
     #: the JSON schema of a create body (a patched document must satisfy it too)
@@ -66,6 +64,8 @@ class Resource:
     #: the fields a JSON Patch may touch
     patchable: tuple[str, ...]
     sort_keys: tuple[str, ...]
+    #: the URL path under /v1/ ("" = kind + "s": "ports")
+    collection: str = ""
     since: Version = versions.MIN_VERSION
     sublinks: tuple[str, ...] = ()
     #: list query filters and the version each is accepted from
@@ -139,6 +139,10 @@ class Resource:
 
     # -- derived ----------------------------------------------------------------------------
 
+    def __post_init__(self) -> None:
+        if not self.collection:
+            object.__setattr__(self, "collection", self.kind + "s")
+
     @property
     def store_kind(self) -> str:
         return self.store or self.kind
@@ -159,7 +163,7 @@ class Resource:
     def read_only_fields(self) -> tuple[str, ...]:
         """Fields no client sets (``created_at``, ``links``, ``etag``...)."""
         settable = self.creatable_fields
-        return tuple(f for f in self.fields if f not in settable)
+        return tuple(f for f in self.fields.names if f not in settable)
 
     @property
     def scoped(self) -> bool:

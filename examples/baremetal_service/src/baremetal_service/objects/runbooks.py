@@ -31,6 +31,7 @@ from baremetal_service.objects.deploy_templates import normalise_steps
 from baremetal_service.objects.resource import Resource
 from baremetal_service.schemas import RUNBOOK_CREATE_112
 from baremetal_service.values import check_name
+from baremetal_service.versions import ETAG_VERSION, FIRST, Fields
 
 if TYPE_CHECKING:
     from baremetal_service.objects.crud import Crud
@@ -75,15 +76,14 @@ def check_update(
         raise exc.InvalidParameterValue(_PUBLIC_OWNER)
 
 
-FIELDS: Final = (
-    "uuid", "created_at", "updated_at", "name", "extra", "public", "owner", "disable_ramdisk",
-    "description", "links", "steps", "traits", "etag",
-)  # fmt: skip
+FIELDS: Final = Fields({
+    "uuid": FIRST, "created_at": FIRST, "updated_at": FIRST, "name": FIRST, "extra": FIRST,
+    "public": FIRST, "owner": FIRST, "disable_ramdisk": FIRST, "description": versions.RUNBOOK_TRAITS,
+    "links": FIRST, "steps": FIRST, "traits": versions.RUNBOOK_TRAITS, "etag": ETAG_VERSION,
+})  # fmt: skip
 
 RUNBOOKS: Final = Resource(
     kind="runbook",
-    collection="runbooks",
-    field_versions=versions.RUNBOOK_FIELD_VERSIONS,
     fields=FIELDS,
     list_fields=("uuid", "name"),
     create_schema=RUNBOOK_CREATE_112,  # what a patched runbook must satisfy (Ironic's choice)

@@ -538,9 +538,22 @@ class BaremetalService:
                 out["inspection_finished_at"] = None
             return out
 
+        return self._start_action(ident, mutate, "provision_set", project_id=project_id, if_match=if_match)
+
+    def _start_action(
+        self,
+        ident: str,
+        mutate: Callable[[dict[str, Any]], dict[str, Any]],
+        event: str,
+        *,
+        project_id: str | None,
+        if_match: IfMatchArg,
+    ) -> dict[str, Any]:
+        """Record an action the conductor carries out (``baremetal.node.<event>.start``), on an
+        idle node only (a busy one is a 409), and wake the conductor."""
         doc = self.db.update(
             "node", ident, mutate, if_match=if_match, project_id=project_id,
-            event_type="baremetal.node.provision_set.start",
+            event_type=f"baremetal.node.{event}.start",
             match=_IDLE,
             on_conflict=lambda cur: self._busy(cur, self.conductor.name),
         )  # fmt: skip
@@ -575,14 +588,7 @@ class BaremetalService:
                 "last_error": None,
             }
 
-        doc = self.db.update(
-            "node", ident, mutate, if_match=if_match, project_id=project_id,
-            event_type="baremetal.node.power_set.start",
-            match=_IDLE,
-            on_conflict=lambda cur: self._busy(cur, self.conductor.name),
-        )  # fmt: skip
-        self.conductor.wake()
-        return self._node_out(doc)
+        return self._start_action(ident, mutate, "power_set", project_id=project_id, if_match=if_match)
 
     def set_maintenance(
         self,

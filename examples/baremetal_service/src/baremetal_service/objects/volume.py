@@ -35,6 +35,7 @@ from baremetal_service import versions
 from baremetal_service.db.api import POWER_OFF, VOLUME_DELETE_STATES
 from baremetal_service.objects.resource import Resource
 from baremetal_service.schemas import CONNECTOR_CREATE, TARGET_CREATE
+from baremetal_service.versions import ETAG_VERSION, FIRST, Fields
 
 if TYPE_CHECKING:
     from baremetal_service.objects.crud import Crud
@@ -71,9 +72,13 @@ def check_delete(crud: Crud, current: dict[str, Any], project_id: str | None) ->
         raise exc.NodeStateForbidsAction(f"{crud.decl.name} deletion", node["uuid"], state)
 
 
-_COMMON_VERSIONS: Final = {"etag": versions.ETAG_VERSION}
+def _fields(*own: str) -> Fields:
+    """A connector's or target's fields in Ironic's order: its own between the common ones."""
+    names = ("uuid", "created_at", "updated_at", *own, "links", "node_uuid")
+    return Fields({**dict.fromkeys(names, FIRST), "etag": ETAG_VERSION})
+
+
 _COMMON: Final[dict[str, Any]] = {
-    "field_versions": _COMMON_VERSIONS,
     "since": versions.VOLUME,
     "filters": (("node", versions.VOLUME),),
     "detail_since": versions.VOLUME,
@@ -93,17 +98,7 @@ _COMMON: Final[dict[str, Any]] = {
 CONNECTORS: Final = Resource(
     kind="connector",
     collection="volume/connectors",
-    fields=(
-        "uuid",
-        "created_at",
-        "updated_at",
-        "connector_id",
-        "extra",
-        "type",
-        "links",
-        "node_uuid",
-        "etag",
-    ),
+    fields=_fields("connector_id", "extra", "type"),
     list_fields=("uuid", "node_uuid", "type", "connector_id"),
     create_schema=CONNECTOR_CREATE,
     patchable=("type", "connector_id", "node_uuid", "extra"),
@@ -116,19 +111,7 @@ CONNECTORS: Final = Resource(
 TARGETS: Final = Resource(
     kind="target",
     collection="volume/targets",
-    fields=(
-        "uuid",
-        "created_at",
-        "updated_at",
-        "boot_index",
-        "extra",
-        "properties",
-        "volume_id",
-        "volume_type",
-        "links",
-        "node_uuid",
-        "etag",
-    ),  # fmt: skip
+    fields=_fields("boot_index", "extra", "properties", "volume_id", "volume_type"),
     list_fields=("uuid", "node_uuid", "volume_type", "boot_index", "volume_id"),
     create_schema=TARGET_CREATE,
     patchable=("volume_type", "properties", "boot_index", "volume_id", "node_uuid", "extra"),

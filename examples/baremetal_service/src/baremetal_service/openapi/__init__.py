@@ -5,13 +5,13 @@
 
 The source of truth is the resource declarations, read as they are
 (``baremetal_service.objects.catalog.declarations()``: each a ``Resource`` with ``kind``,
-``collection``, ``field_versions``, ``fields``, ``list_fields``, ``create_schema``,
-``patchable``, ``sort_keys``, ``since``, ``filters``, ``bool_filters``, ``list_key``,
+``collection``, ``fields`` (in Ironic's order, with the version of each), ``list_fields``,
+``create_schema``, ``patchable``, ``sort_keys``, ``since``, ``filters``, ``bool_filters``, ``list_key``,
 ``sublinks``, ``detail_since``; the nodes' is ``objects/nodes.py``'s ``NODES``), with the
 values the node list checks (``handlers/nodes.py``) and the schemas (``schemas.py``).  At a
 version V the document holds exactly what V serves:
 
-* a resource's paths from its ``since``; a field from its version in ``field_versions``
+* a resource's paths from its ``since``; a field from its version in ``fields``
   (absent from every schema below it); filters from theirs; ``fields`` from 1.8,
   ``detail`` from 1.43;
 * request bodies: the create schema (fields of V only) and PATCH as a JSON Patch array

@@ -58,7 +58,7 @@ class Builder:
         return [n for n in names if self.field_since(decl, n) <= self.version]
 
     def field_since(self, decl: Resource, name: str) -> Version:
-        return max(decl.field_versions.get(name, versions.MIN_VERSION), decl.since)
+        return max(decl.fields.since(name) or versions.MIN_VERSION, decl.since)
 
     def add(self, path: str, method: str, op: dict[str, Any], since: Version = versions.MIN_VERSION) -> None:
         if since > self.version or (normal_path(path), method) not in self.routes:
@@ -149,7 +149,7 @@ class Builder:
         title = "".join(part.capitalize() for part in decl.kind.split("_"))
         if title in self.schemas:
             return title, f"{title}Fields"
-        names = self.visible(decl, decl.fields)
+        names = self.visible(decl, decl.fields.names)
         props = {n: self.field_schema(decl, n) for n in names}
         self.schemas[title] = {
             "type": "object",
@@ -183,7 +183,7 @@ class Builder:
         schema = copy.deepcopy(dict(create_schema_at(decl, self.version)))
         props = schema.get("properties", {})
         for name in list(props):
-            if decl.field_versions.get(name, versions.MIN_VERSION) > self.version:
+            if (decl.fields.since(name) or versions.MIN_VERSION) > self.version:
                 del props[name]
             else:
                 props[name]["x-introduced-in"] = str(self.field_since(decl, name))
@@ -240,7 +240,7 @@ class Builder:
         since = max(versions.FIELDS_SELECTOR, decl.since)
         if since > self.version:
             return []
-        names = self.visible(decl, decl.fields)
+        names = self.visible(decl, decl.fields.names)
         param = self.query(
             "fields",
             {"type": "array", "items": {"type": "string", "enum": names}, "minItems": 1, "uniqueItems": True},
@@ -324,7 +324,7 @@ class Builder:
             for child in self.decls.values():
                 if child is parent or not (child.collection == sub or child.collection.startswith(sub + "/")):
                     continue
-                since = max(parent.since, child.since, parent.field_versions.get(sub, versions.MIN_VERSION),
+                since = max(parent.since, child.since, parent.fields.since(sub) or versions.MIN_VERSION,
                             OPERATION_SINCE.get((parent.collection, f"sub:{sub}"), versions.MIN_VERSION))
                 path = f"/v1/{parent.collection}/{{{parent.kind}_ident}}/{child.collection}"
                 for suffix, detail in (("", False), ("/detail", True)):

@@ -21,11 +21,13 @@ __all__ = [
     "ETAG_LENGTH",
     "JSON_TYPE",
     "created_at",
+    "create_resource_table",
     "create_table",
     "etag",
     "flag",
     "json",
     "node_fk",
+    "node_id",
     "string",
     "timestamps",
     "uuid",
@@ -67,6 +69,11 @@ def etag() -> Column:
     return string("etag", ETAG_LENGTH)
 
 
+def node_id(*, nullable: bool = False) -> Column:
+    """The node a row belongs to (its foreign key: :func:`node_fk`)."""
+    return sa.Column("node_id", sa.Integer(), nullable=nullable)
+
+
 def node_fk() -> sa.ForeignKeyConstraint:
     """``node_id`` references ``nodes.id``; the rows go with their node."""
     return sa.ForeignKeyConstraint(["node_id"], ["nodes.id"], ondelete="CASCADE")
@@ -95,3 +102,29 @@ def create_table(
     )
     for column in index:
         op.create_index(f"{name}_{column}_idx", name, [column], unique=False)
+
+
+def create_resource_table(
+    name: str,
+    *columns: Column,
+    foreign_keys: Sequence[sa.ForeignKeyConstraint] = (),
+    with_etag: bool = True,
+    unique: Sequence[str | tuple[str, ...]] = (),
+    index: Sequence[str] = (),
+) -> None:
+    """Create the table of an API resource: ``id``, ``uuid``, its own *columns*, then
+    ``created_at``, ``updated_at`` and ``etag``, then its *foreign_keys*.
+
+    *with_etag* False: the tables of 0001, whose ``etag`` came with 0002.  *unique* and
+    *index* as for :func:`create_table`.
+    """
+    create_table(
+        name,
+        uuid(),
+        *columns,
+        *timestamps(),
+        *([etag()] if with_etag else []),
+        *foreign_keys,
+        unique=unique,
+        index=index,
+    )

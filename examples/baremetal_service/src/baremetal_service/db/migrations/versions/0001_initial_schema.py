@@ -13,11 +13,13 @@ import sqlalchemy as sa
 from alembic import op
 
 from baremetal_service.db.migrations.columns import (
+    create_resource_table,
     create_table,
     created_at,
     flag,
     json,
     node_fk,
+    node_id,
     string,
     timestamps,
     uuid,
@@ -45,12 +47,11 @@ INTERFACES = (
 
 
 def upgrade() -> None:
-    create_table(
+    create_resource_table(
         "chassis",
-        uuid(),
         string("description"),
         json("extra"),
-        *timestamps(),
+        with_etag=False,
         unique=["uuid"],
     )
     create_table(
@@ -68,9 +69,8 @@ def upgrade() -> None:
         *timestamps(),
         unique=["name"],
     )
-    create_table(
+    create_resource_table(
         "nodes",
-        uuid(),
         string("name"),
         sa.Column("description", sa.Text(), nullable=True),
         string("driver", nullable=False),
@@ -118,17 +118,16 @@ def upgrade() -> None:
         string("reservation"),
         sa.Column("reserved_at", sa.DateTime(), nullable=True),
         string("pending_action", 64),
-        *timestamps(),
-        sa.ForeignKeyConstraint(["chassis_id"], ["chassis.id"]),
+        foreign_keys=[sa.ForeignKeyConstraint(["chassis_id"], ["chassis.id"])],
+        with_etag=False,
         unique=["instance_uuid", "name", "uuid"],
         index=["chassis_id", "driver", "pending_action", "provision_state", "resource_class"],
     )
-    create_table(
+    create_resource_table(
         "portgroups",
-        uuid(),
         string("name"),
         string("address", 18),
-        sa.Column("node_id", sa.Integer(), nullable=False),
+        node_id(),
         flag("standalone_ports_supported"),
         string("mode"),
         string("physical_network", 64),
@@ -137,18 +136,17 @@ def upgrade() -> None:
         json("properties"),
         json("internal_info"),
         json("extra"),
-        *timestamps(),
-        node_fk(),
+        foreign_keys=[node_fk()],
+        with_etag=False,
         unique=["address", "name", "uuid"],
         index=["node_id"],
     )
-    create_table(
+    create_resource_table(
         "ports",
-        uuid(),
         string("address", 18, nullable=False),
         string("name"),
         string("description"),
-        sa.Column("node_id", sa.Integer(), nullable=False),
+        node_id(),
         sa.Column("portgroup_id", sa.Integer(), nullable=True),
         flag("pxe_enabled"),
         flag("is_smartnic"),
@@ -159,9 +157,8 @@ def upgrade() -> None:
         json("local_link_connection"),
         json("internal_info"),
         json("extra"),
-        *timestamps(),
-        node_fk(),
-        sa.ForeignKeyConstraint(["portgroup_id"], ["portgroups.id"]),
+        foreign_keys=[node_fk(), sa.ForeignKeyConstraint(["portgroup_id"], ["portgroups.id"])],
+        with_etag=False,
         unique=["address", "name", "uuid"],
         index=["node_id", "portgroup_id"],
     )

@@ -10,14 +10,14 @@ import sqlalchemy as sa
 from alembic import op
 
 from baremetal_service.db.migrations.columns import (
+    create_resource_table,
     create_table,
-    etag,
     flag,
     json,
     node_fk,
+    node_id,
     string,
     timestamps,
-    uuid,
 )
 
 revision = "0004"
@@ -25,11 +25,10 @@ down_revision = "0003"
 
 
 def upgrade() -> None:
-    create_table(
+    create_resource_table(
         "allocations",
-        uuid(),
         string("name"),
-        sa.Column("node_id", sa.Integer(), nullable=True),
+        node_id(nullable=True),
         string("state", 15, nullable=False),
         sa.Column("last_error", sa.Text(), nullable=True),
         string("resource_class", 80),
@@ -37,25 +36,19 @@ def upgrade() -> None:
         json("candidate_nodes"),
         json("extra"),
         string("owner"),
-        *timestamps(),
-        etag(),
-        node_fk(),
+        foreign_keys=[node_fk()],
         unique=["uuid", "name", "node_id"],
     )
-    create_table(
+    create_resource_table(
         "deploy_templates",
-        uuid(),
         string("name", nullable=False),
         string("description"),
         json("steps"),
         json("extra"),
-        *timestamps(),
-        etag(),
         unique=["uuid", "name"],
     )
-    create_table(
+    create_resource_table(
         "runbooks",
-        uuid(),
         string("name", nullable=False),
         string("description"),
         json("steps"),
@@ -64,8 +57,6 @@ def upgrade() -> None:
         flag("public"),
         string("owner"),
         flag("disable_ramdisk"),
-        *timestamps(),
-        etag(),
         unique=["uuid", "name"],
     )
     create_table(

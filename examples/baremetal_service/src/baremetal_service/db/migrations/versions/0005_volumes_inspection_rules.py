@@ -13,13 +13,12 @@ import sqlalchemy as sa
 from alembic import op
 
 from baremetal_service.db.migrations.columns import (
-    create_table,
-    etag,
+    create_resource_table,
     flag,
     json,
     node_fk,
+    node_id,
     string,
-    timestamps,
     uuid,
 )
 
@@ -28,45 +27,36 @@ down_revision = "0004"
 
 
 def upgrade() -> None:
-    create_table(
+    create_resource_table(
         "volume_connectors",
-        uuid(),
-        sa.Column("node_id", sa.Integer(), nullable=False),
+        node_id(),
         string("type", 32, nullable=False),
         string("connector_id", nullable=False),
         json("extra"),
-        *timestamps(),
-        etag(),
-        node_fk(),
+        foreign_keys=[node_fk()],
         unique=["uuid", ("type", "connector_id")],
         index=["node_id"],
     )
-    create_table(
+    create_resource_table(
         "volume_targets",
-        uuid(),
-        sa.Column("node_id", sa.Integer(), nullable=False),
+        node_id(),
         string("volume_type", 64, nullable=False),
         json("properties"),
         sa.Column("boot_index", sa.Integer(), nullable=False),
         uuid("volume_id"),
         json("extra"),
-        *timestamps(),
-        etag(),
-        node_fk(),
+        foreign_keys=[node_fk()],
         unique=["uuid", ("boot_index", "node_id")],
         index=["node_id"],
     )
-    create_table(
+    create_resource_table(
         "inspection_rules",
-        uuid(),
         sa.Column("priority", sa.Integer(), nullable=False),
         string("description"),
         flag("sensitive"),
         string("phase", 16, nullable=False),
         json("conditions"),
         json("actions"),
-        *timestamps(),
-        etag(),
         unique=["uuid"],
         index=["phase"],
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from baremetal_service.db.migrations.columns import create_table, created_at, node_fk, string, uuid
+from baremetal_service.db.migrations.columns import create_table, created_at, node_fk, node_id, string, uuid
 
 revision = "0007"
 down_revision = "0005"
@@ -21,7 +21,7 @@ def upgrade() -> None:
     create_table(
         "node_history",
         uuid(),
-        sa.Column("node_id", sa.Integer(), nullable=False),
+        node_id(),
         created_at(),
         string("severity", nullable=False),
         string("event_type", nullable=False),
