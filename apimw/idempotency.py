@@ -529,7 +529,11 @@ class IdempotencyMiddleware:
             environ[ENVIRON_REPLAYED] = True
 
     def protect(
-        self, environ: WSGIEnvironment, client_token: str | None, key_header: str | None
+        self,
+        environ: WSGIEnvironment,
+        client_token: str | None,
+        key_header: str | None,
+        header_keys: Iterable[str] | None = None,
     ) -> Ops[Answer]:
         """A request with a token, up to the app: the answer to send (a problem, a replay), or
         the claim the app runs under, or ``UNPROTECTED`` (the store is down, ``fail_open``).
@@ -537,7 +541,8 @@ class IdempotencyMiddleware:
         Sans-IO: it yields the store calls (:data:`~apimw._idempotency_capture.Op`) and
         ``("body",)`` for the request body (:func:`~apimw._idempotency_body.read_body`'s
         answer); the WSGI middleware runs it with :func:`run_ops`, ``apimw.asgi`` awaits it.
-        *environ* is the WSGI environ, or the ASGI scope with the CGI keys.
+        *environ* is the WSGI environ, or the ASGI scope with the CGI keys; *header_keys*, when
+        given, are its keys that may hold request headers (the fingerprint's look at fewer keys).
         """
         try:
             token = identity.resolve_token(client_token, key_header)
@@ -563,7 +568,7 @@ class IdempotencyMiddleware:
             path=environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""),
             query=environ.get("QUERY_STRING", ""),
             content_type=environ.get("CONTENT_TYPE"),
-            versions=self._version_headers(environ),
+            versions=self._version_headers(environ, environ if header_keys is None else header_keys),
             body=body,
         )
         if self._warn_multiprocess and environ.get("wsgi.multiprocess"):
@@ -588,11 +593,11 @@ class IdempotencyMiddleware:
             return Answer(CLAIMED, claim=Claim(key, pending[:PREFIX_LEN], owner, fp, scope), token=handed)
         return self._answer_existing(environ, current, fp, scope)
 
-    def _version_headers(self, environ: WSGIEnvironment) -> list[tuple[str, str]]:
-        # one pass over environ; the order does not matter (the fingerprint sorts them)
+    def _version_headers(self, environ: WSGIEnvironment, keys: Iterable[str]) -> list[tuple[str, str]]:
+        # one pass over the keys; the order does not matter (the fingerprint sorts them)
         found = []
         starts, exact, match = self._fp_starts, self._fp_exact, self._fp_match
-        for k in environ:
+        for k in keys:
             if k.startswith(starts) and (k in exact or match(k)):
                 found.append((k, str(environ[k]).strip()))
         served = environ.get(ENVIRON_VERSION)

@@ -361,12 +361,13 @@ class IdempotencyMiddleware:
             await self.app(scope, receive, send)
             return
         # the rules, and the deployment's scope function, read the request's CGI keys
-        scope.update(cgi_environ(scope))
+        cgi = cgi_environ(scope)
+        scope.update(cgi)
         if client_token is None and key_header is None:
             answer = rules.token_required(scope)
         else:
             answer = await await_ops(
-                rules.protect(scope, client_token, key_header),
+                rules.protect(scope, client_token, key_header, cgi),
                 self._calls,
                 partial(self._body, scope, receive),
             )
