@@ -4,13 +4,18 @@ The answer is stored **before** its first byte is sent, so a client that times o
 retries gets the replay.  An answer too large to store (or a ``wsgi.file_wrapper`` body)
 is streamed through and a tombstone is stored instead; a transient status releases the
 claim so that a retry runs again.
+
+The store calls are written sans-IO: the rules that call the store are generators that
+yield each call as an :data:`Op` (``("complete", key, prefix, record, ttl)``) and get its
+result back (a failure is thrown in).  :func:`run_ops` runs them on a blocking store (the
+WSGI middleware); ``apimw.asgi`` awaits the same ops on an asyncio store.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Final, NamedTuple
+from collections.abc import Callable, Generator, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from apimw import _idempotency_records as records
 from apimw._stores import RecordTooLarge, Store
@@ -27,6 +32,29 @@ if TYPE_CHECKING:
     ExcInfo = tuple[type[BaseException], BaseException, TracebackType] | tuple[None, None, None]
 
 LOG: Final = logging.getLogger("apimw.idempotency")
+
+#: One store call: the method's name, then its arguments.
+Op = tuple[Any, ...]
+_T = TypeVar("_T")
+#: Rules that call the store: a generator of :data:`Op` that returns a *_T*.
+Ops = Generator[Op, Any, _T]
+
+
+def run_ops(ops: Ops[_T], store: Any, body: Callable[[], Any] | None = None) -> _T:
+    """Run *ops* on the blocking *store*: each op is a call of its method (a failure is thrown
+    back in); the op ``("body",)`` is answered by *body*."""
+    result: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = ops.send(result) if error is None else ops.throw(error)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        result = error = None
+        try:
+            result = body() if op[0] == "body" and body is not None else getattr(store, op[0])(*op[1:])
+        except BaseException as exc:  # noqa: BLE001 - thrown back into the rules, which decide
+            error = exc
 
 
 class Keeping(NamedTuple):
@@ -51,10 +79,10 @@ class Claim(NamedTuple):
     scope: str
 
 
-def fenced(what: str, key: str, call: Callable[[], bool]) -> bool:
-    """Run a fenced store write; True if it was written (failures are logged, never raised)."""
+def fenced(what: str, key: str, op: Op) -> Ops[bool]:
+    """Run the fenced store write *op*; True if it was written (failures are logged, never raised)."""
     try:
-        if call():
+        if (yield op):
             return True
         LOG.warning(
             "idempotency: %s of key %s... refused: the claim expired and another request took "
@@ -166,11 +194,14 @@ class Exchange:
         return headers
 
     def release(self) -> None:
+        run_ops(self.releasing(), self.store)
+
+    def releasing(self) -> Ops[None]:
         if not self.settled:
             self.settled = True
             self.unrenew()
-            key, prefix, store = self.claim.key, self.claim.prefix, self.store
-            fenced("release", key, lambda: store.release(key, prefix))
+            key, prefix = self.claim.key, self.claim.prefix
+            yield from fenced("release", key, ("release", key, prefix))
 
     def go_streaming(self) -> None:
         """Too large (or a file) to store: leave a tombstone so a retry never runs it again."""
@@ -186,17 +217,20 @@ class Exchange:
         self.real_write = self.real_start_response(self.status, self.sent_headers(self.status, headers))
 
     def settle(self, record: bytes | None) -> bool:
+        return run_ops(self.settling(record), self.store)
+
+    def settling(self, record: bytes | None) -> Ops[bool]:
         """Complete the claim with *record*, or with a tombstone when it is None or the store refuses
         it as too large.  True when *record* itself was stored (the answer will be replayed).
         """
         assert self.status is not None  # noqa: S101 - settled only after start_response
         self.settled = True
         self.unrenew()
-        claim, store, retention = self.claim, self.store, self.keeping.retention
+        claim, retention = self.claim, self.keeping.retention
         key, prefix = claim.key, claim.prefix
         if record is not None:
             try:
-                if store.complete(key, prefix, record, retention):
+                if (yield ("complete", key, prefix, record, retention)):
                     return True
                 LOG.warning(
                     "idempotency: complete of key %s... refused: the claim expired and another request "
@@ -211,12 +245,16 @@ class Exchange:
                 return False
         tombstone = records.encode_tombstone(claim.owner, claim.fp, claim.scope, self.status,
                                              records.location_of(self.headers))  # fmt: skip
-        fenced("tombstone", key, lambda: store.complete(key, prefix, tombstone, retention))
+        yield from fenced("tombstone", key, ("complete", key, prefix, tombstone, retention))
         return False
 
-    def run(self) -> Iterable[bytes]:
+    def begin(self) -> None:
+        """The app is about to run under the claim: renew it meanwhile (``renew_lease``)."""
         if self.renewer is not None:
             self.renewer.add(self.claim.key, self.claim.prefix)
+
+    def run(self) -> Iterable[bytes]:
+        self.begin()
         try:
             try:
                 result = self.app(self.environ, self.start_response)
@@ -260,24 +298,29 @@ class Exchange:
         return self.finish()
 
     def finish(self) -> list[bytes]:
+        status, headers, body = run_ops(self.finishing(), self.store)
+        self.real_start_response(status, headers)
+        return [body] if body else []
+
+    def finishing(self) -> Ops[tuple[str, list[tuple[str, str]], bytes]]:
+        """The whole answer is in: store it (or release the claim); the answer to send."""
         status = self.status
         if status is None:
-            self.release()
+            yield from self.releasing()
             raise RuntimeError("the application returned without calling start_response (PEP 3333)")
         body = b"".join(self.take())
         headers = self.headers
         if self.should_release(status):
-            self.release()
+            yield from self.releasing()
         else:
             kept = records.stored_headers(self.headers, self.keeping.drop)
             claim = self.claim
             record = records.encode_complete(claim.owner, claim.fp, claim.scope, status, kept, body)
             # Stored before the first byte is sent: a client that times out and retries gets the replay.
             # Larger than max_response_bytes: a tombstone instead.
-            if not self.settle(record if len(record) <= self.keeping.max_response else None):
+            if not (yield from self.settling(record if len(record) <= self.keeping.max_response else None)):
                 headers = [*headers, records.NOT_STORED]
-        self.real_start_response(status, self.sent_headers(status, headers))
-        return [body] if body else []
+        return status, self.sent_headers(status, headers), body
 
 
 def close(result: Iterable[bytes]) -> None:

@@ -2,14 +2,16 @@
 
 The idempotency middleware calls its store through one of these when it has ``metrics``
 (and through the store itself when it has none, so no reporting costs nothing).  A call
-that raises is reported with ``error=True`` and re-raised unchanged.
+that raises is reported with ``error=True`` and re-raised unchanged.  The store may be an
+asyncio one (``apimw.asgi``): a call is then timed until its awaitable is done.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from apimw._stores import Store
@@ -36,8 +38,19 @@ class MeteredStore:
         except BaseException:
             self._report(operation, time.perf_counter() - started, True)
             raise
+        if inspect.isawaitable(result):
+            return self._awaited(operation, started, result)  # type: ignore[return-value]
         self._report(operation, time.perf_counter() - started, False)
         return result
+
+    async def _awaited(self, operation: str, started: float, result: Awaitable[Any]) -> Any:
+        try:
+            value = await result
+        except BaseException:
+            self._report(operation, time.perf_counter() - started, True)
+            raise
+        self._report(operation, time.perf_counter() - started, False)
+        return value
 
     def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
         return self._call("claim", self.inner.claim, key, value, lease)

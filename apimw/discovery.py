@@ -80,7 +80,7 @@ def resource_windows(resources: Sequence[Resource]) -> tuple[tuple[str, Version 
     return tuple(windows)
 
 
-def request_base_url(environ: WSGIEnvironment) -> str:
+def request_base_url(environ: Mapping[str, Any]) -> str:
     """``scheme://host[:port]/script_name`` of the request, without a trailing slash."""
     scheme = environ.get("wsgi.url_scheme", "http")
     host = environ.get("HTTP_HOST")
@@ -273,14 +273,22 @@ class DiscoveryResponder:
     def __call__(
         self, environ: WSGIEnvironment, start_response: StartResponse, version: Version
     ) -> list[bytes] | None:
-        kind = self._kinds.get(environ.get("PATH_INFO", ""))
-        method = environ.get("REQUEST_METHOD")
+        answer = self.answer(environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD"), environ, version)
+        if answer is None:
+            return None
+        headers, body = answer
+        start_response("200 OK", headers)
+        return [body] if body else []
+
+    def answer(
+        self, path: str, method: str | None, request: Mapping[str, Any], version: Version
+    ) -> tuple[list[tuple[str, str]], bytes] | None:
+        """The 200 answer's headers and body when *path* is a discovery document, else ``None``
+        (sans-IO: *request* is the WSGI environ, or the CGI keys of an ASGI request)."""
+        kind = self._kinds.get(path)
         if kind is None or method not in ("GET", "HEAD"):
             return None
-        body = self.body(kind, self.public_url or request_base_url(environ), version)
-        start_response(
-            "200 OK",
-            [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
-             ("Cache-Control", "no-cache")],
-        )  # fmt: skip
-        return [] if method == "HEAD" else [body]
+        body = self.body(kind, self.public_url or request_base_url(request), version)
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
+                   ("Cache-Control", "no-cache")]  # fmt: skip
+        return headers, b"" if method == "HEAD" else body

@@ -52,6 +52,7 @@ __all__ = [
     "check_profile",
     "explain_missing",
     "flask_problem_handler",
+    "problem_answer",
     "render_problem",
     "respond_with_problem",
     "status_line",
@@ -208,18 +209,35 @@ def respond_with_problem(
     *exc_info*, webob's ``get_response`` and werkzeug's test client (and so every
     webob middleware outside this one) would re-raise it instead of answering.
     """
-    chosen = profile or environ.get(ENVIRON_PROFILE) or "api-sig"
-    status, headers, body = render_problem(
-        problem, profile=chosen, request_id=environ.get(ENVIRON_REQUEST_ID)
+    status, headers, body = problem_answer(
+        environ, problem, method=environ.get("REQUEST_METHOD"), profile=profile, extra_headers=extra_headers
     )
-    headers.extend(extra_headers)
     if exc_info is None:
         start_response(status, headers)
     else:
         start_response(status, headers, exc_info)
-    if environ.get("REQUEST_METHOD") == "HEAD":
-        return []
-    return [body]
+    return [body] if body else []
+
+
+def problem_answer(
+    request: Mapping[str, Any],
+    problem: HTTPProblem,
+    *,
+    method: str | None,
+    profile: str | None = None,
+    extra_headers: Iterable[tuple[str, str]] = (),
+) -> tuple[str, list[tuple[str, str]], bytes]:
+    """``(status line, headers, body)`` answering a request with *problem*, for any protocol.
+
+    *request* is the WSGI environ or the ASGI scope (the keys an outer apimw middleware
+    left there are the same).  The profile is *profile*, else the one an outer apimw
+    middleware recorded, else ``api-sig``.  A ``HEAD`` answer has the headers and no body.
+    """
+    chosen = profile or request.get(ENVIRON_PROFILE) or "api-sig"
+    request_id = request.get(ENVIRON_REQUEST_ID)
+    status, headers, body = render_problem(problem, profile=chosen, request_id=request_id)
+    headers.extend(extra_headers)
+    return status, headers, b"" if method == "HEAD" else body
 
 
 def flask_problem_handler(problem: HTTPProblem) -> Any:

@@ -37,7 +37,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from apimw._canonical_json import (
     CODE_CANONICALIZATION,
@@ -288,6 +288,34 @@ OPTIONS: Final = (
 )  # fmt: skip
 
 
+#: What :meth:`ETagMiddleware.enter` decides before the app runs (:attr:`Entry.kind`), and
+#: what it decides on the app's answer.
+PROBLEM: Final = "problem"  # answer with Entry.problem
+PLAIN: Final = "plain"  # no precondition: run the app, add its etag to a 2xx
+DIRECT: Final = "direct"  # run the app, nothing to add
+CALL: Final = "call"  # run the app, hold its answer for the decision (conditional_answer)
+NOT_MODIFIED: Final = "not-modified"  # answer 304 with Entry.etag
+SEND: Final = "send"  # send the app's answer with Entry.headers
+
+
+class Entry(NamedTuple):
+    """One decision of the etag middleware (see the kinds above)."""
+
+    kind: str
+    problem: HTTPProblem | None = None
+    cond: IfMatch | None = None
+    inm: IfNoneMatch | None = None
+    #: a CALL that first asks ``current_etag`` (then :meth:`ETagMiddleware.looked_up`)
+    lookup: bool = False
+    etag: str | None = None
+    headers: list[tuple[str, str]] = []  # noqa: RUF012 - never mutated
+
+
+#: The entries of the two pass-through kinds (:meth:`ETagMiddleware.enter` answers with these).
+_PLAIN: Final = Entry(PLAIN)
+_DIRECT: Final = Entry(DIRECT)
+
+
 class _Capture:
     """start_response interceptor: holds the app's status and headers until we decide."""
 
@@ -357,7 +385,8 @@ def _wraps(app: object, kind: type) -> bool:
         if isinstance(obj, kind):
             return True
         seen.add(id(obj))
-        todo.extend(getattr(obj, name, None) for name in ("app", "_app"))
+        # "rules": an apimw.asgi middleware's WSGI instance, where its options live
+        todo.extend(getattr(obj, name, None) for name in ("app", "_app", "rules"))
     return False
 
 
@@ -494,7 +523,7 @@ class ETagMiddleware:
         except HTTPProblem as problem:
             return self._problem(environ, start_response, problem, sys.exc_info() if started else None)
 
-    def _too_old(self, environ: WSGIEnvironment, header: str) -> HTTPProblem:
+    def _too_old(self, environ: Mapping[str, Any], header: str) -> HTTPProblem:
         from apimw.microversion import VersionGate  # loaded by __init__ already
 
         try:
@@ -503,7 +532,7 @@ class ETagMiddleware:
             return problem
         raise AssertionError("unreachable: _too_old called at an allowed version")  # pragma: no cover
 
-    def _no_version(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+    def _no_version(self) -> HTTPProblem:
         """min_version is set but no microversion middleware in front: a deployment mistake.
 
         Serving on would silently drop every etag (and refuse every If-Match as "too old"),
@@ -522,17 +551,32 @@ class ETagMiddleware:
             "The service is misconfigured: etags start at a microversion, but no microversion "
             "middleware negotiated one for this request.",
         )
-        return self._problem(environ, start_response, problem)
+        return problem
 
-    def _enforced(self, method: str, environ: WSGIEnvironment) -> bool:
+    def _enforced(self, method: str, environ: WSGIEnvironment, path: str) -> bool:
         """Whether the app declared that it enforces If-Match on this write."""
         if self._enforces_call is not None:
             return bool(self._enforces_call(environ))
-        return route_matches(self.enforce_rules, method, environ.get("PATH_INFO", ""))
+        return route_matches(self.enforce_rules, method, path)
 
-    # -- WSGI ------------------------------------------------------------------------------
+    # -- the decisions, sans-IO (the WSGI glue below and apimw.asgi call them) ----------------
 
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+    def enter(
+        self,
+        environ: WSGIEnvironment,
+        method: str,
+        im_raw: str | None,
+        inm_raw: str | None,
+        path: str,
+    ) -> Entry:
+        """What to do with a request before the app runs.
+
+        *environ* is the WSGI environ or the ASGI scope: the app's keys (the generator,
+        ``enabled``, the parsed conditions) are set in it, and it is what ``enforces`` and
+        ``current_etag`` callables are given.  *method* is upper case; *im_raw* and
+        *inm_raw* are the If-Match and If-None-Match values (``None``: absent).  A problem
+        in the entry is not reported yet (:meth:`reported` does, as the glue renders it).
+        """
         if self.generator is not None:
             environ[ENVIRON_GENERATOR] = self.generator
         lowest = self.min_version
@@ -542,47 +586,46 @@ class ETagMiddleware:
             # Inlined VersionGate.allows.
             served = environ.get(ENVIRON_VERSION)
             if served is None:
-                return self._no_version(environ, start_response)
+                return Entry(PROBLEM, self._no_version())
             enabled = isinstance(served, Version) and served >= lowest
         environ[ENVIRON_ENABLED] = enabled
-        # upper: Flask and pecan route ``patch`` as PATCH, and some servers pass it as sent
-        method = environ["REQUEST_METHOD"].upper()
         try:
             if method in self.methods:
-                return self._write(environ, start_response, method, enabled)
-            if method == "POST" and _ENVIRON_HTTP_IF_MATCH in environ:
+                return self._write(environ, method, enabled, im_raw, inm_raw, path)
+            if method == "POST" and im_raw is not None:
                 # A state change must not run unconditionally when the client asked for a
                 # condition we do not evaluate on this method: refuse rather than ignore.
                 if not enabled:
-                    return self._problem(environ, start_response, self._too_old(environ, IF_MATCH_HEADER))
-                return self._problem(environ, start_response, if_match_unsupported(method))
+                    return Entry(PROBLEM, self._too_old(environ, IF_MATCH_HEADER))
+                return Entry(PROBLEM, if_match_unsupported(method))
             if not enabled:
-                return self._direct(environ, start_response)
-            if self.not_modified and (method == "GET" or method == "HEAD"):
-                inm_raw = environ.get(_ENVIRON_HTTP_IF_NONE_MATCH)
-                if inm_raw is not None:
-                    return self._conditional_get(environ, start_response, inm_raw)
+                return _DIRECT
+            if self.not_modified and (method == "GET" or method == "HEAD") and inm_raw is not None:
+                try:
+                    parsed = self._cache.get(inm_raw)
+                except _Malformed:
+                    return Entry(PROBLEM, _malformed(IF_NONE_MATCH_HEADER))
+                inm = IfNoneMatch(parsed, raw=inm_raw)
+                return Entry(CALL, inm=inm, lookup=self.current_etag is not None)
             if method in self._response_methods:
-                return self._plain(environ, start_response)
-            return self._direct(environ, start_response)
+                return _PLAIN
+            return _DIRECT
         except HTTPProblem as problem:
-            # Raised by the lookup or the If-None-Match parser, or by the app or its data layer
-            # (StaleEtag, ResourceGone...) before our caller's start_response was called (_call
-            # holds the app's answer until it is decided; _plain and _direct catch their own).
-            return self._problem(environ, start_response, problem)
+            # Raised by the If-None-Match parser or an ``enforces`` callable.
+            return Entry(PROBLEM, problem)
 
     def _write(
-        self, environ: WSGIEnvironment, start_response: StartResponse, method: str, enabled: bool
-    ) -> Iterable[bytes]:
-        im_raw = environ.get(_ENVIRON_HTTP_IF_MATCH)
-        inm_raw = environ.get(_ENVIRON_HTTP_IF_NONE_MATCH)
+        self,
+        environ: WSGIEnvironment,
+        method: str,
+        enabled: bool,
+        im_raw: str | None,
+        inm_raw: str | None,
+        path: str,
+    ) -> Entry:
         environ[ENVIRON_IF_MATCH] = None
         if im_raw is None and inm_raw is None:
-            if (
-                enabled
-                and self.require_rules
-                and route_matches(self.require_rules, method, environ.get("PATH_INFO", ""))
-            ):
+            if enabled and self.require_rules and route_matches(self.require_rules, method, path):
                 # RFC 6585 §3: the response "SHOULD include an explanation of how to
                 # successfully resubmit the request" and "MUST NOT be stored by a cache".
                 problem = HTTPProblem(
@@ -592,19 +635,18 @@ class ETagMiddleware:
                     "request with its etag in an If-Match header.",
                     headers=[("Cache-Control", "no-store")],
                 )
-                return self._problem(environ, start_response, problem)
+                return Entry(PROBLEM, problem)
             if enabled and method in self._response_methods:
-                return self._plain(environ, start_response)
-            return self._direct(environ, start_response)
+                return _PLAIN
+            return _DIRECT
         if not enabled:
             # Nothing is written: the client asked for a precondition this version lacks.
             header = IF_MATCH_HEADER if im_raw is not None else IF_NONE_MATCH_HEADER
-            return self._problem(environ, start_response, self._too_old(environ, header))
+            return Entry(PROBLEM, self._too_old(environ, header))
         if inm_raw is not None:
             if not self.if_none_match_on_writes:
-                return self._problem(
-                    environ,
-                    start_response,
+                return Entry(
+                    PROBLEM,
                     HTTPProblem(
                         400,
                         "etag.if-none-match-unsupported",
@@ -620,53 +662,132 @@ class ETagMiddleware:
                 parsed = self._cache.get(im_raw)
             except _Malformed:
                 # Never treat a malformed If-Match as absent: that would make the write unconditional.
-                return self._problem(environ, start_response, _malformed(IF_MATCH_HEADER))
+                return Entry(PROBLEM, _malformed(IF_MATCH_HEADER))
             cond = IfMatch(parsed, strong=self.strict, raw=im_raw)
             environ[ENVIRON_IF_MATCH] = cond
-            if not self._enforced(method, environ):
+            if not self._enforced(method, environ, path):
                 # Decided before the app runs: a write the app cannot make conditional must not
                 # happen (RFC 9110 §13.1.1: the condition is evaluated "prior to performing the
                 # method"), and must not be answered 500 after it did.
                 if not (cond.any and star_holds_without_app(method)):
-                    return self._problem(environ, start_response, if_match_unsupported(method))
+                    return Entry(PROBLEM, if_match_unsupported(method))
                 if method in self._response_methods:
-                    return self._plain(environ, start_response)
-                return self._direct(environ, start_response)
-            if self.current_etag is not None:
-                # The lookup returns None for "missing / not visible to this caller": the app
-                # then answers 401/403/404, which win over 412 (RFC 9110 §13.2.1).
-                current = self.current_etag(environ)
-                if current is not None and not cond.matches(current):
-                    return self._problem(environ, start_response, precondition_failed())
-        return self._call(environ, start_response, cond, None)
+                    return _PLAIN
+                return _DIRECT
+            # The lookup (current_etag) returns None for "missing / not visible to this
+            # caller": the app then answers 401/403/404, which win over 412 (RFC 9110 §13.2.1).
+        return Entry(CALL, cond=cond, lookup=cond is not None and self.current_etag is not None)
 
-    def _conditional_get(
-        self, environ: WSGIEnvironment, start_response: StartResponse, inm_raw: str
-    ) -> Iterable[bytes]:
-        try:
-            parsed = self._cache.get(inm_raw)
-        except _Malformed:
-            return self._problem(environ, start_response, _malformed(IF_NONE_MATCH_HEADER))
-        inm = IfNoneMatch(parsed, raw=inm_raw)
-        if self.current_etag is not None:
-            current = self.current_etag(environ)
-            if current is not None and inm.matches(current):
-                return self._not_modified(start_response, current)
-        return self._call(environ, start_response, None, inm)
+    def looked_up(self, entry: Entry, current: str | None) -> Entry:
+        """*entry* (a ``lookup``) once ``current_etag`` answered *current*: 412, 304 or the app."""
+        if current is not None:
+            if entry.cond is not None:
+                if not entry.cond.matches(current):
+                    return Entry(PROBLEM, precondition_failed())
+            elif entry.inm is not None and entry.inm.matches(current):
+                return Entry(NOT_MODIFIED, etag=current)
+        return Entry(CALL, cond=entry.cond, inm=entry.inm)
 
-    def _not_modified(self, start_response: StartResponse, etag: str) -> Iterable[bytes]:
+    def conditional_answer(
+        self,
+        environ: Mapping[str, Any],
+        method: str | None,
+        path: str | None,
+        status: str,
+        headers: list[tuple[str, str]],
+        entry: Entry,
+        body: Callable[[], bytes],
+    ) -> Entry:
+        """The app's answer to a ``CALL`` entry: ``SEND`` with the headers to send, the 500 of a
+        write whose If-Match the app did not acknowledge, or a 304.  *body* gives the whole
+        answer's body, asked only when its etag must be read from it."""
+        if status[:1] != "2":
+            return Entry(SEND, headers=headers)
+        cond = entry.cond
+        if cond is not None and not (cond.enforced or environ.get(ENVIRON_ENFORCED)):
+            return Entry(PROBLEM, self._unenforced(method, path))
+        wants_etag = method in self._response_methods
+        etag = environ.get(ENVIRON_RESPONSE_ETAG)
+        if etag is None:
+            etag = header_value(headers, ETAG_HEADER)
+            if etag is None and wants_etag and self.etag_from_body:
+                ctype = header_value(headers, "Content-Type") or ""
+                if "json" in ctype.lower():
+                    etag = etag_in_body(body())
+        if etag is not None and entry.inm is not None and entry.inm.matches(etag):
+            return Entry(NOT_MODIFIED, etag=etag)
+        if wants_etag and etag is not None and header_value(headers, ETAG_HEADER) != etag:
+            headers = with_etag(headers, etag)
+        return Entry(SEND, headers=headers)
+
+    def plain_headers(
+        self, environ: Mapping[str, Any], status: str, headers: list[tuple[str, str]]
+    ) -> list[tuple[str, str]] | None:
+        """The headers of the app's answer to a ``PLAIN`` entry (the app's etag added to a 2xx),
+        or ``None`` when the etag is to be read from the body (:meth:`body_etag_headers`)."""
+        if status[:1] == "2":
+            etag = environ.get(ENVIRON_RESPONSE_ETAG)
+            if etag is not None:
+                return with_etag(headers, etag)
+            if self.etag_from_body and body_etag_wanted(headers):
+                return None
+        return headers
+
+    @staticmethod
+    def body_etag_headers(headers: list[tuple[str, str]], body: bytes) -> list[tuple[str, str]]:
+        """*headers* with the ETag of the JSON *body*'s top-level ``etag`` field, if it has one."""
+        etag = etag_in_body(body)
+        return headers if etag is None else [*headers, (ETAG_HEADER, etag)]
+
+    def not_modified_answer(self, etag: str) -> tuple[str, list[tuple[str, str]]]:
         # RFC 9110 §15.4.5: a 304 carries the ETag it would have sent with a 200, and no body.
         self._report("etag.not-modified")
-        start_response("304 Not Modified", [(ETAG_HEADER, etag)])
+        return "304 Not Modified", [(ETAG_HEADER, etag)]
+
+    def reported(self, problem: HTTPProblem) -> HTTPProblem:
+        """*problem*, told to ``metrics`` (when it is the etag middleware's own)."""
+        self._report(problem.code)
+        return problem
+
+    # -- WSGI ------------------------------------------------------------------------------
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        # upper: Flask and pecan route ``patch`` as PATCH, and some servers pass it as sent
+        method = environ["REQUEST_METHOD"].upper()
+        entry = self.enter(
+            environ,
+            method,
+            environ.get(_ENVIRON_HTTP_IF_MATCH),
+            environ.get(_ENVIRON_HTTP_IF_NONE_MATCH),
+            environ.get("PATH_INFO", ""),
+        )
+        if entry is _PLAIN:  # (enter answers the two pass-through kinds with these two)
+            return self._plain(environ, start_response)
+        if entry is _DIRECT:
+            return self._direct(environ, start_response)
+        try:
+            if entry.lookup:
+                assert self.current_etag is not None  # noqa: S101 - a lookup entry has one
+                entry = self.looked_up(entry, self.current_etag(environ))
+            kind = entry.kind
+            if kind == CALL:
+                return self._call(environ, start_response, entry)
+            if kind == NOT_MODIFIED:
+                assert entry.etag is not None  # noqa: S101
+                return self._not_modified(start_response, entry.etag)
+        except HTTPProblem as problem:
+            # Raised by the lookup, or by the app or its data layer (StaleEtag, ResourceGone...)
+            # before our caller's start_response was called (_call holds the app's answer
+            # until it is decided).
+            return self._problem(environ, start_response, problem)
+        assert entry.problem is not None  # noqa: S101 - the one other kind
+        return self._problem(environ, start_response, entry.problem)
+
+    def _not_modified(self, start_response: StartResponse, etag: str) -> Iterable[bytes]:
+        start_response(*self.not_modified_answer(etag))
         return []
 
-    def _call(
-        self,
-        environ: WSGIEnvironment,
-        start_response: StartResponse,
-        cond: IfMatch | None,
-        inm: IfNoneMatch | None,
-    ) -> Iterable[bytes]:
+    def _call(self, environ: WSGIEnvironment, start_response: StartResponse, entry: Entry) -> Iterable[bytes]:
         capture = _Capture()
         app_iter = self._call_app(environ, capture)
         rest: Iterator[bytes] | None = None
@@ -681,24 +802,39 @@ class ETagMiddleware:
                 if capture.status is None:
                     raise RuntimeError("WSGI app returned without calling start_response")
             status = capture.status
-            headers = capture.headers
-            if _is_2xx(status):
-                if cond is not None and not (cond.enforced or environ.get(ENVIRON_ENFORCED)):
-                    return self._unenforced(environ, start_response, app_iter)
-                wants_etag = environ.get("REQUEST_METHOD") in self._response_methods
-                etag = environ.get(ENVIRON_RESPONSE_ETAG)
-                if etag is None:
-                    etag = header_value(headers, ETAG_HEADER)
-                    if etag is None and wants_etag and self.etag_from_body:
-                        etag, app_iter, rest = self._etag_from_body(capture, app_iter, rest)
-                if etag is not None and inm is not None and inm.matches(etag):
+
+            def body() -> bytes:
+                nonlocal app_iter, rest
+                parts = list(capture.chunks)
+                try:
+                    parts.extend(rest if rest is not None else app_iter)
+                finally:
                     _close(app_iter)
-                    return self._not_modified(start_response, etag)
-                if wants_etag and etag is not None and header_value(headers, ETAG_HEADER) != etag:
-                    headers = with_etag(headers, etag)
+                capture.chunks = []
+                whole = b"".join(parts)
+                app_iter, rest = [whole], None
+                return whole
+
+            answer = self.conditional_answer(
+                environ,
+                environ.get("REQUEST_METHOD"),
+                environ.get("PATH_INFO"),
+                status,
+                capture.headers,
+                entry,
+                body,
+            )
+            if answer.kind == PROBLEM:
+                _close(app_iter)
+                assert answer.problem is not None  # noqa: S101
+                return self._problem(environ, start_response, answer.problem)
+            if answer.kind == NOT_MODIFIED:
+                _close(app_iter)
+                assert answer.etag is not None  # noqa: S101
+                return self._not_modified(start_response, answer.etag)
             # No exc_info: the app's answer (even one it gave with exc_info, replacing an earlier
             # one) is the first our caller sees, so there is nothing to replace (see _problem).
-            write = start_response(status, headers)
+            write = start_response(status, answer.headers)
         except BaseException:
             _close(app_iter)
             raise
@@ -711,21 +847,6 @@ class ETagMiddleware:
             return app_iter
         return _Body(capture.chunks, rest if rest is not None else iter(app_iter), app_iter)
 
-    def _etag_from_body(
-        self, capture: _Capture, app_iter: Iterable[bytes], rest: Iterator[bytes] | None
-    ) -> tuple[str | None, Iterable[bytes], Iterator[bytes] | None]:
-        ctype = header_value(capture.headers, "Content-Type") or ""
-        if "json" not in ctype.lower():
-            return None, app_iter, rest
-        body_parts = list(capture.chunks)
-        try:
-            body_parts.extend(rest if rest is not None else app_iter)
-        finally:
-            _close(app_iter)
-        capture.chunks = []
-        body = b"".join(body_parts)
-        return etag_in_body(body), [body], None
-
     def _plain(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """No precondition to enforce: add the app's etag to a 2xx on the way out.
 
@@ -736,20 +857,18 @@ class ETagMiddleware:
         # Typed through _NOT_HELD so that mypy does not take it for None after the app ran.
         held = _NOT_HELD
         forwarded = False  # our caller's start_response was called (exc_info matters only then)
-        from_body = self.etag_from_body
 
         def etag_start_response(
             status: str, headers: list[tuple[str, str]], exc_info: Any = None
         ) -> Callable[[bytes], object]:
             nonlocal held, forwarded
-            if status[:1] == "2":
-                etag = environ.get(ENVIRON_RESPONSE_ETAG)
-                if etag is not None:
-                    headers = with_etag(headers, etag)
-                elif from_body and not forwarded and body_etag_wanted(headers):
-                    written: list[bytes] = []
-                    held = (status, headers, written)
-                    return written.append
+            decided = self.plain_headers(environ, status, headers)
+            if decided is not None:
+                headers = decided
+            elif not forwarded:
+                written: list[bytes] = []
+                held = (status, headers, written)
+                return written.append
             held = None  # an answer held for its body etag, replaced by the app
             if forwarded:
                 return start_response(status, headers, exc_info)
@@ -766,10 +885,8 @@ class ETagMiddleware:
         elif type(app_iter) is list and not held[2]:
             # The common case, held for its body etag: a list body (nothing to close), no write().
             status, headers, _ = held
-            etag = etag_in_body(app_iter[0] if len(app_iter) == 1 else b"".join(app_iter))
-            if etag is not None:
-                headers = [*headers, (ETAG_HEADER, etag)]
-            start_response(status, headers)
+            body = app_iter[0] if len(app_iter) == 1 else b"".join(app_iter)
+            start_response(status, self.body_etag_headers(headers, body))
             return app_iter
         head: list[bytes] = []
         rest: Iterator[bytes] | None = None
@@ -793,32 +910,23 @@ class ETagMiddleware:
             raise
         _close(app_iter)
         body = b"".join(parts)
-        etag = etag_in_body(body)
-        if etag is not None:
-            headers = [*headers, (ETAG_HEADER, etag)]
-        start_response(status, headers)
+        start_response(status, self.body_etag_headers(headers, body))
         return [body]
 
-    def _unenforced(
-        self, environ: WSGIEnvironment, start_response: StartResponse, app_iter: Iterable[bytes]
-    ) -> Iterable[bytes]:
-        _close(app_iter)
+    @staticmethod
+    def _unenforced(method: str | None, path: str | None) -> HTTPProblem:
         LOG.error(
             "%s %s carried If-Match but the app did not acknowledge enforcing it "
             "(set environ[%r] = True after the conditional write); refusing the 2xx",
-            environ.get("REQUEST_METHOD"),
-            environ.get("PATH_INFO"),
+            method,
+            path,
             ENVIRON_ENFORCED,
         )
-        self._report("etag.precondition-not-enforced")
-        problem = HTTPProblem(
+        return HTTPProblem(
             500,
             "etag.precondition-not-enforced",
             "The server could not confirm that your If-Match condition was enforced; "
             "the resource may or may not have changed. GET it before retrying.",
-        )
-        return respond_with_problem(
-            environ, start_response, problem, profile=self.error_profile, extra_headers=()
         )
 
 

@@ -21,7 +21,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from apimw import _idempotency_identity as identity
 from apimw import _idempotency_records as records
@@ -37,7 +37,7 @@ from apimw._config import (
     oslo_config,
 )
 from apimw._idempotency_body import read_body
-from apimw._idempotency_capture import Claim, Exchange, Keeping
+from apimw._idempotency_capture import Claim, Exchange, Keeping, Ops, run_ops
 from apimw._idempotency_identity import ClientToken as ClientToken
 from apimw._idempotency_lease import Renewer
 from apimw._idempotency_metered import MeteredStore
@@ -52,7 +52,7 @@ from apimw.errors import (
     HTTPProblem,
     StoreError,
     check_profile,
-    respond_with_problem,
+    problem_answer,
 )
 from apimw.metrics import Metrics, as_metrics, problem_outcome
 
@@ -124,6 +124,25 @@ DEFAULT_REQUEST_ID_HEADERS: Final = (
     "X-OpenStack-Request-Id", "OpenStack-Request-Id", "X-Compute-Request-Id", "X-Request-Id", "Request-Id",
 )  # fmt: skip
 SHARED_SCOPE: Final = "*shared*"
+
+#: What :meth:`IdempotencyMiddleware.protect` decides (:attr:`Answer.kind`).
+ANSWER: Final = "answer"  # send status, headers, body (a problem or a replay)
+CLAIMED: Final = "claimed"  # run the app under the claim (an Exchange)
+UNPROTECTED: Final = "unprotected"  # the store is down and fail_open: run the app, marked
+
+
+class Answer(NamedTuple):
+    """What a request with a token gets before its app runs (see the kinds above)."""
+
+    kind: str
+    status: str = ""
+    headers: list[tuple[str, str]] = []  # noqa: RUF012 - never mutated
+    body: bytes = b""
+    claim: Claim | None = None
+    token: ClientToken | None = None
+
+
+_UNPROTECTED: Final = Answer(UNPROTECTED)
 
 
 def _request_id(environ: WSGIEnvironment) -> str:
@@ -433,26 +452,39 @@ class IdempotencyMiddleware:
         key_header = environ.get(ENVIRON_IDEMPOTENCY_KEY) if self._accept_key else None
         if client_token is None and key_header is None:
             if self._require_token:
-                return self._problem(environ, start_response, 400, "idempotency.token-required",
-                                     "This request needs an X-Client-Token header.")  # fmt: skip
+                return self._send(start_response, self.token_required(environ))
             return self._call_app(environ, start_response)
         return self._protected(environ, start_response, client_token, key_header)
 
+    def token_required(self, environ: WSGIEnvironment) -> Answer:
+        """The 400 of a protected method without a token (``require_token``)."""
+        return self._problem_answer(environ, 400, "idempotency.token-required",
+                                    "This request needs an X-Client-Token header.")  # fmt: skip
+
     # -- protected requests -------------------------------------------------------------------
 
-    def _problem(
+    @staticmethod
+    def _send(start_response: StartResponse, answer: Answer) -> list[bytes]:
+        start_response(answer.status, answer.headers)
+        return [answer.body] if answer.body else []
+
+    def _problem_answer(
         self,
         environ: WSGIEnvironment,
-        start_response: StartResponse,
         status: int,
         code: str,
         detail: str,
         headers: Sequence[tuple[str, str]] = (),
         extra: dict[str, Any] | None = None,
-    ) -> Iterable[bytes]:
-        problem = HTTPProblem(status, code, detail, headers=headers, extra=extra)
-        self._report(problem_outcome(code))
-        return respond_with_problem(environ, start_response, problem, profile=self._profile)
+    ) -> Answer:
+        return self._render(environ, HTTPProblem(status, code, detail, headers=headers, extra=extra))
+
+    def _render(self, environ: WSGIEnvironment, problem: HTTPProblem) -> Answer:
+        self._report(problem_outcome(problem.code))
+        status, headers, body = problem_answer(
+            environ, problem, method=environ.get("REQUEST_METHOD"), profile=self._profile
+        )
+        return Answer(ANSWER, status, headers, body)
 
     def _protected(
         self,
@@ -461,32 +493,82 @@ class IdempotencyMiddleware:
         client_token: str | None,
         key_header: str | None,
     ) -> Iterable[bytes]:
+        found = run_ops(
+            self.protect(environ, client_token, key_header),
+            self._calls,
+            lambda: read_body(environ, self._max_request),
+        )
+        if found.kind == ANSWER:
+            return self._send(start_response, found)
+        if found.kind == UNPROTECTED:
+            marker = (UNPROTECTED_HEADER, "unprotected")
+            started = False
+
+            def marked_start_response(
+                status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
+            ) -> Callable[[bytes], object]:
+                nonlocal started
+                if started:  # replacing: exc_info as PEP 3333 says (the caller re-raises if sent)
+                    return start_response(status, [*headers, marker], exc_info)
+                started = True  # nothing to replace: webob's get_response would re-raise exc_info
+                return start_response(status, [*headers, marker])
+
+            return self._app(environ, marked_start_response)
+        assert found.claim is not None and found.token is not None  # noqa: S101 - CLAIMED
+        exchange = Exchange(self._app, self._calls, self._renewer, self._keeping, environ, start_response,
+                            found.claim, found.token)  # fmt: skip
+        try:
+            return exchange.run()
+        finally:
+            self.exchanged(environ, exchange)
+
+    def exchanged(self, environ: WSGIEnvironment, exchange: Exchange) -> None:
+        """The claimed request's answer went out (or failed): tell ``metrics``, flag a replay."""
+        self._report("replayed" if exchange.replayed else "claimed")
+        if exchange.replayed:  # the database guard answered: the store had lost the token
+            environ[ENVIRON_REPLAYED] = True
+
+    def protect(
+        self,
+        environ: WSGIEnvironment,
+        client_token: str | None,
+        key_header: str | None,
+        header_keys: Iterable[str] | None = None,
+    ) -> Ops[Answer]:
+        """A request with a token, up to the app: the answer to send (a problem, a replay), or
+        the claim the app runs under, or ``UNPROTECTED`` (the store is down, ``fail_open``).
+
+        Sans-IO: it yields the store calls (:data:`~apimw._idempotency_capture.Op`) and
+        ``("body",)`` for the request body (:func:`~apimw._idempotency_body.read_body`'s
+        answer); the WSGI middleware runs it with :func:`run_ops`, ``apimw.asgi`` awaits it.
+        *environ* is the WSGI environ, or the ASGI scope with the CGI keys; *header_keys*, when
+        given, are its keys that may hold request headers (the fingerprint's look at fewer keys).
+        """
         try:
             token = identity.resolve_token(client_token, key_header)
         except identity.TokenError as exc:
-            return self._problem(environ, start_response, 400, exc.code, exc.detail)
+            return self._problem_answer(environ, 400, exc.code, exc.detail)
         assert token is not None  # noqa: S101 - one of the headers is present
         scope = self._scope_fn(environ)
         if not scope:
             if not self._missing_shared:
-                return self._problem(
-                    environ, start_response, 400, "idempotency.scope-missing",
+                return self._problem_answer(
+                    environ, 400, "idempotency.scope-missing",
                     "X-Client-Token needs an authenticated project (X-Project-Id) and none was found on "
                     "this request: the idempotency middleware must come after the auth middleware "
                     "(keystonemiddleware auth_token) in the pipeline; a deployment without auth sets "
                     "scope = shared (or missing_scope = shared) in the idempotency options.",
                 )  # fmt: skip
             scope = SHARED_SCOPE
-        body = read_body(environ, self._max_request)
+        body = yield ("body",)
         if isinstance(body, HTTPProblem):
-            self._report(problem_outcome(body.code))
-            return respond_with_problem(environ, start_response, body, profile=self._profile)
+            return self._render(environ, body)
         fp = identity.fingerprint(
             method=environ["REQUEST_METHOD"],
             path=environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""),
             query=environ.get("QUERY_STRING", ""),
             content_type=environ.get("CONTENT_TYPE"),
-            versions=self._version_headers(environ),
+            versions=self._version_headers(environ, environ if header_keys is None else header_keys),
             body=body,
         )
         if self._warn_multiprocess and environ.get("wsgi.multiprocess"):
@@ -502,29 +584,20 @@ class IdempotencyMiddleware:
         owner = records.owner_id()
         pending = records.encode_pending(owner, fp, scope, time.time())
         try:
-            current = self._claim(key, pending)
+            current = yield from self._claim(key, pending)
         except StoreError as exc:
-            return self._store_down(environ, start_response, key, exc)
+            return self._store_down(environ, key, exc)
         if current is None:
             environ[ENVIRON_STATUS] = "claimed"
             environ[ENVIRON_REPLAYED] = False
-            claim = Claim(key, pending[:PREFIX_LEN], owner, fp, scope)
-            exchange = Exchange(self._app, self._calls, self._renewer, self._keeping, environ, start_response,
-                                claim, handed)  # fmt: skip
-            try:
-                result = exchange.run()
-            finally:
-                self._report("replayed" if exchange.replayed else "claimed")
-            if exchange.replayed:  # the database guard answered: the store had lost the token
-                environ[ENVIRON_REPLAYED] = True
-            return result
-        return self._answer_existing(environ, start_response, current, fp, scope)
+            return Answer(CLAIMED, claim=Claim(key, pending[:PREFIX_LEN], owner, fp, scope), token=handed)
+        return self._answer_existing(environ, current, fp, scope)
 
-    def _version_headers(self, environ: WSGIEnvironment) -> list[tuple[str, str]]:
-        # one pass over environ; the order does not matter (the fingerprint sorts them)
+    def _version_headers(self, environ: WSGIEnvironment, keys: Iterable[str]) -> list[tuple[str, str]]:
+        # one pass over the keys; the order does not matter (the fingerprint sorts them)
         found = []
         starts, exact, match = self._fp_starts, self._fp_exact, self._fp_match
-        for k in environ:
+        for k in keys:
             if k.startswith(starts) and (k in exact or match(k)):
                 found.append((k, str(environ[k]).strip()))
         served = environ.get(ENVIRON_VERSION)
@@ -532,76 +605,55 @@ class IdempotencyMiddleware:
             found.append((ENVIRON_VERSION, str(served)))
         return found
 
-    def _claim(self, key: str, pending: bytes) -> bytes | None:
+    def _claim(self, key: str, pending: bytes) -> Ops[bytes | None]:
         """``None`` if this request owns the key now, else the record there."""
         for _ in range(3):
-            current = self._calls.claim(key, pending, self._lease)
+            current = yield ("claim", key, pending, self._lease)
             # our own record: a retried claim whose first reply was lost
             if current is None or current[:PREFIX_LEN] == pending[:PREFIX_LEN]:
                 return None
             if current:
-                return current
+                return current  # type: ignore[no-any-return]
             # vanished between the failed claim and the read: claim again (bounded)
         return b""
 
-    def _store_down(
-        self, environ: WSGIEnvironment, start_response: StartResponse, key: str, exc: StoreError
-    ) -> Iterable[bytes]:
+    def _store_down(self, environ: WSGIEnvironment, key: str, exc: StoreError) -> Answer:
         LOG.warning("idempotency store %s unavailable (key %s...): %s", self.store.name, key[-64:][:12], exc)
         if self._fail_open:
             self._report("unprotected")
             environ[ENVIRON_STATUS] = "unprotected"
-            marker = (UNPROTECTED_HEADER, "unprotected")
-            started = False
-
-            def marked_start_response(
-                status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
-            ) -> Callable[[bytes], object]:
-                nonlocal started
-                if started:  # replacing: exc_info as PEP 3333 says (the caller re-raises if sent)
-                    return start_response(status, [*headers, marker], exc_info)
-                started = True  # nothing to replace: webob's get_response would re-raise exc_info
-                return start_response(status, [*headers, marker])
-
-            return self._app(environ, marked_start_response)
-        return self._problem(
-            environ, start_response, 503, "idempotency.store-unavailable",
+            return _UNPROTECTED
+        return self._problem_answer(
+            environ, 503, "idempotency.store-unavailable",
             "The idempotency store is unavailable; the request was not run. Retry later.",
             headers=[self._retry_after],
         )  # fmt: skip
 
-    def _answer_existing(
-        self,
-        environ: WSGIEnvironment,
-        start_response: StartResponse,
-        current: bytes,
-        fp: str,
-        scope: str,
-    ) -> Iterable[bytes]:
+    def _answer_existing(self, environ: WSGIEnvironment, current: bytes, fp: str, scope: str) -> Answer:
         verdict, record = records.judge(current, fp, scope)
         if verdict == records.IN_FLIGHT:
-            return self._problem(
-                environ, start_response, 409, "idempotency.in-flight",
+            return self._problem_answer(
+                environ, 409, "idempotency.in-flight",
                 "A request with this X-Client-Token is in progress; retry later.",
                 headers=[self._retry_after],
             )  # fmt: skip
         if verdict == records.UNREADABLE:
             LOG.error("idempotency store %s holds an unreadable record", self.store.name)
-            return self._problem(
-                environ, start_response, 409, "idempotency.record-unreadable",
+            return self._problem_answer(
+                environ, 409, "idempotency.record-unreadable",
                 "The stored record for this X-Client-Token cannot be read; use a new token.",
             )  # fmt: skip
         if verdict == records.MISMATCH:
-            return self._problem(
-                environ, start_response, self._mismatch_status, "idempotency.fingerprint-mismatch",
+            return self._problem_answer(
+                environ, self._mismatch_status, "idempotency.fingerprint-mismatch",
                 "This X-Client-Token was already used for a different request "
                 "(method, path, query, body or microversion differ).",
             )  # fmt: skip
         assert record is not None  # noqa: S101 - a tombstone or a replay
         if verdict == records.TOMBSTONED:
             headers = [("Location", record.location)] if record.location else []
-            return self._problem(
-                environ, start_response, 409, "idempotency.replay-unavailable",
+            return self._problem_answer(
+                environ, 409, "idempotency.replay-unavailable",
                 "The request with this X-Client-Token was run, but its answer was too large or "
                 "streamed and was not stored; see Location for the resource.",
                 headers=headers,
@@ -612,10 +664,8 @@ class IdempotencyMiddleware:
         environ[ENVIRON_REPLAYED] = True
         headers = records.with_request_id(record.headers, self._request_ids, lambda: _request_id(environ))
         headers += [("Content-Length", str(len(record.body))), self._replayed]
-        start_response(record.status, headers)
-        if environ.get("REQUEST_METHOD") == "HEAD":
-            return []
-        return [record.body]
+        body = b"" if environ.get("REQUEST_METHOD") == "HEAD" else record.body
+        return Answer(ANSWER, record.status, headers, body)
 
 
 # -- configuration --------------------------------------------------------------------------

@@ -244,11 +244,19 @@ class VersionedFields:
 # -- the middleware ---------------------------------------------------------------------
 
 #: What the middleware does for one pair of raw header values, built once: for a served
-#: request ``(version, standard, legacy, headers, report)``: the version, the values of the
+#: request ``(version, standard, legacy, headers, report, raw)``: the version, the values of the
 #: standard and the legacy request headers forwarded to the app, the response headers to add
-#: (``Vary`` last); for a refused one ``(None, "", "", problem, report)``.  *report* tells the
-#: ``metrics`` object the outcome (``None`` without one).
-_Outcome = tuple[Version | None, str, str, Any, Callable[[], None] | None]  # Any: headers or problem
+#: (``Vary`` last); for a refused one ``(None, "", "", problem, report, None)``.  *report* tells
+#: the ``metrics`` object the outcome (``None`` without one).  *raw* is the same for ASGI: the
+#: response headers to add as bytes, and the request headers forwarded (lower-case name, value).
+_Outcome = tuple[
+    Version | None,
+    str,
+    str,
+    Any,  # headers or problem
+    Callable[[], None] | None,
+    tuple[list[tuple[bytes, bytes]], dict[bytes, str]] | None,
+]
 
 #: Read for the legacy header when the service has none: never set, so it reads ``None``.
 _ENVIRON_NO_LEGACY: Final = "apimw.microversion.no-legacy-header"
@@ -376,15 +384,20 @@ class MicroversionMiddleware:
         metrics = self.metrics
         if isinstance(served, HTTPProblem):
             outcome_label, version_label = problem_outcome(served.code), ""
-            outcome = (None, "", "", served, None)
+            outcome = (None, "", "", served, None, None)
         else:
             # the standard header first, the legacy one last (the same entry when there is none)
             forwarded = served.request_headers
             headers = [*served.response_headers, ("Vary", self._vary_value)]
             outcome_label, version_label = served.outcome, str(served.version)
-            outcome = (served.version, forwarded[0][1], forwarded[-1][1], headers, None)
+            raw = (
+                [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+                {k.lower().encode("latin-1"): v for k, v in forwarded},
+            )
+            outcome = (served.version, forwarded[0][1], forwarded[-1][1], headers, None, raw)
         if metrics is not None:  # told once per request, built once per outcome
-            outcome = (*outcome[:4], partial(metrics.microversion, outcome_label, version_label))
+            report = partial(metrics.microversion, outcome_label, version_label)
+            outcome = (*outcome[:4], report, outcome[5])
         if self._outcome_count >= _CACHE_SIZE:
             self._outcomes.clear()
             self._outcome_count = 0
@@ -392,8 +405,9 @@ class MicroversionMiddleware:
         self._outcome_count += 1
         return outcome
 
-    def _merge(self, headers: list[tuple[str, str]], ours: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The app's headers minus ours, then ours and one merged ``Vary`` (*ours* ends with ours)."""
+    def merge(self, headers: list[tuple[str, str]], ours: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The app's response *headers* minus ours, then *ours* (an outcome's, ``Vary`` last)
+        and one merged ``Vary`` (sans-IO: the WSGI and the ASGI middleware both ask here)."""
         owned, plain = self.negotiator.owned, self._plain_names
         mine = False
         for name, _ in headers:
@@ -405,15 +419,22 @@ class MicroversionMiddleware:
             return [*headers, *ours]
         return merge_response_headers(headers, ours[:-1], owned, self.negotiator.vary)
 
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        standard = environ.get(_ENVIRON_STANDARD)
-        legacy = environ.get(self._legacy_read)
+    def negotiated(self, standard: str | None, legacy: str | None) -> _Outcome:
+        """The outcome for a request's raw standard and legacy header values (``None``: absent),
+        told to ``metrics``.  Sans-IO: the WSGI and the ASGI middleware both ask here."""
         try:
-            version, forward_standard, forward_legacy, ours, report = self._outcomes[standard][legacy]
+            outcome = self._outcomes[standard][legacy]
         except KeyError:
-            version, forward_standard, forward_legacy, ours, report = self._outcome(standard, legacy)
+            outcome = self._outcome(standard, legacy)
+        report = outcome[4]
         if report is not None:
             report()
+        return outcome
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        version, forward_standard, forward_legacy, ours, _, _ = self.negotiated(
+            environ.get(_ENVIRON_STANDARD), environ.get(self._legacy_read)
+        )
         environ[ENVIRON_PROFILE] = self.error_profile
         if version is None:
             # No version was served: range headers and Vary only.
@@ -432,7 +453,7 @@ class MicroversionMiddleware:
             nonlocal started
             for name, _ in headers:
                 if name not in plain:  # ours, or not seen yet
-                    headers = self._merge(headers, ours)
+                    headers = self.merge(headers, ours)
                     break
             else:  # the usual case: the app set none of our headers
                 headers = [*headers, *ours]

@@ -1,6 +1,6 @@
 """apimw's ASGI stack against ``asgi-idempotency-header``, over a bare Starlette app, in one run.
 
-    pip install 'apimw[asgi,redis]' -r bench/requirements.txt
+    pip install 'apimw[redis]' -r bench/requirements.txt
     python bench/bench_asgi.py [--rounds 5] [--clock cpu|wall] [--redis redis://127.0.0.1:6379/0]
 
 Cases, each an in-process ASGI call (no server, no socket) timed in batches on one loop:

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import apimw.asgi
-from apimw.asgi._bridge import environ_for
+from apimw.asgi._glue import cgi_environ
 from apimw.etag import ETagMiddleware
 from apimw.idempotency import IdempotencyMiddleware
 from apimw.microversion import MicroversionMiddleware
@@ -81,8 +81,10 @@ def module_flavour() -> Any:
 
 
 def as_asgi(app: Callable[..., Iterable[bytes]]) -> Any:
-    """The WSGI test *app* as an ASGI app: its environ is the request's scope (the middleware's
-    environ), its body the one the ASGI request carries; it runs in a worker thread."""
+    """The WSGI test *app* as an ASGI app: its environ is the request's scope with its CGI keys
+    (what the middlewares left in the scope, the headers as they forwarded them), its body the
+    one the ASGI request carries; it runs in a worker thread.  What it sets in its environ
+    (``mark_enforced``...) is set in the scope."""
 
     async def asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         chunks = []
@@ -93,10 +95,14 @@ def as_asgi(app: Callable[..., Iterable[bytes]]) -> Any:
             chunks.append(message.get("body", b""))
             if not message.get("more_body"):
                 break
-        scope["wsgi.input"] = io.BytesIO(b"".join(chunks))
-        status, headers, body = await asyncio.get_running_loop().run_in_executor(
-            _APP_THREADS, _run_wsgi, app, scope
-        )
+        environ = {**scope, **cgi_environ(scope), "wsgi.input": io.BytesIO(b"".join(chunks))}
+        try:
+            status, headers, body = await asyncio.get_running_loop().run_in_executor(
+                _APP_THREADS, _run_wsgi, app, environ
+            )
+        finally:
+            set_by_app = {k: v for k, v in environ.items() if "." in k and k[:5] != "wsgi."}
+            scope.update({k: v for k, v in set_by_app.items() if scope.get(k) is not v})
         await send({"type": "http.response.start", "status": status,
                     "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]})  # fmt: skip
         await send({"type": "http.response.body", "body": body})
@@ -215,15 +221,14 @@ class DriveASGI:
         async def send(message: dict[str, Any]) -> None:
             sent.append(message)
 
-        environ = environ_for(scope, receive)  # the bridge uses it as it is: kept for the caller
         try:
-            await self.app(environ, receive, send)
+            await self.app(scope, receive, send)  # the middlewares leave their keys in it
         finally:
             disconnected.set()
         start = next(m for m in sent if m["type"] == "http.response.start")
         out = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in start["headers"]]
-        return start["status"], headers, out, environ
+        return start["status"], headers, out, scope
 
 
 def blocking(store: Any) -> Any:

@@ -1,0 +1,231 @@
+"""ASGI plumbing the three ASGI middlewares share: request headers, answers, buffered apps, bodies.
+
+No rule lives here: the middlewares ask the sans-IO decisions of their WSGI classes
+(:meth:`apimw.microversion.MicroversionMiddleware.negotiated`,
+:meth:`apimw.etag.ETagMiddleware.enter`, :meth:`apimw.idempotency.IdempotencyMiddleware.protect`...)
+and this module moves ASGI messages to and from them.  :func:`cgi_environ` gives the PEP 3333
+keys of a request (``HTTP_*``, ``PATH_INFO``...) for the rules and the callables of the
+deployment that read them (a ``scope`` function, ``current_etag``), on the paths that need them.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from typing import Any, Final, TypeVar
+
+from apimw._idempotency_capture import Ops
+
+Scope = dict[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+RawHeaders = list[tuple[bytes, bytes]]
+Headers = list[tuple[str, str]]
+
+_T = TypeVar("_T")
+
+
+# -- the request ------------------------------------------------------------------------------
+
+
+def header_values(raw: Iterable[tuple[bytes, bytes]], *names: bytes) -> list[str | None]:
+    """The values of the request headers *names* (lower case), ``None`` when absent; repeated
+    lines joined with ``,`` as WSGI servers join them."""
+    found: list[str | None] = [None] * len(names)
+    for name, value in raw:
+        if name in names:
+            i = names.index(name)
+            text = value.decode("latin-1")
+            found[i] = text if found[i] is None else f"{found[i]},{text}"
+    return found
+
+
+#: header name (as the server gives it) -> CGI key; names repeat from request to request
+_KEYS: dict[bytes, str] = {}
+_KEYS_MAX: Final = 1024
+
+
+def _header_key(name: bytes) -> str:
+    """The environ key of the request header *name* (``HTTP_X_CLIENT_TOKEN``, ``CONTENT_TYPE``)."""
+    key = _KEYS.get(name)
+    if key is None:
+        key = name.decode("latin-1").upper().replace("-", "_")
+        if key != "CONTENT_TYPE" and key != "CONTENT_LENGTH":
+            key = "HTTP_" + key
+        if len(_KEYS) < _KEYS_MAX:
+            _KEYS[name] = key
+    return key
+
+
+def path_info(scope: Scope) -> str:
+    """``PATH_INFO``: the path below ``root_path``, its UTF-8 bytes as latin-1 (PEP 3333)."""
+    path: str = scope.get("path", "/")
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    return path if path.isascii() else path.encode("utf-8").decode("latin-1")
+
+
+def cgi_environ(scope: Scope) -> dict[str, Any]:
+    """The PEP 3333 keys of the request *scope* describes (its headers as ``HTTP_*``...)."""
+    environ: dict[str, Any] = {}
+    for name, value in scope.get("headers", ()):
+        key = _header_key(name)
+        text = value.decode("latin-1")
+        if key in environ:  # repeated lines are joined, as WSGI servers join them
+            text = environ[key] + ("; " if key == "HTTP_COOKIE" else ",") + text
+        environ[key] = text
+    server = scope.get("server") or ("localhost", None)
+    client = scope.get("client")
+    environ.update({
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": scope.get("root_path", "").encode("utf-8").decode("latin-1"),
+        "PATH_INFO": path_info(scope),
+        "QUERY_STRING": scope.get("query_string", b"").decode("latin-1"),
+        "SERVER_NAME": str(server[0]),
+        "SERVER_PORT": str(server[1] or (443 if scope.get("scheme") == "https" else 80)),
+        "SERVER_PROTOCOL": "HTTP/" + scope.get("http_version", "1.1"),
+        "REMOTE_ADDR": client[0] if client else "",
+        "wsgi.version": (1, 0),
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": False,
+        "wsgi.run_once": False,
+        # ASGI bodies are framed: reading to the end is reading the body
+        "wsgi.input_terminated": True,
+    })  # fmt: skip
+    return environ
+
+
+def set_request_headers(scope: Scope, changed: Mapping[bytes, str | None]) -> None:
+    """Rewrite the request headers *changed* (lower-case name -> new value, ``None``: removed) in
+    the scope's ``headers``: their lines are dropped, the new values appended in order."""
+    kept = [(name, value) for name, value in scope.get("headers", ()) if name not in changed]
+    kept.extend((name, value.encode("latin-1")) for name, value in changed.items() if value is not None)
+    scope["headers"] = kept
+
+
+# -- the answer -------------------------------------------------------------------------------
+
+
+def raw_headers(headers: Iterable[tuple[str, str]]) -> RawHeaders:
+    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+
+
+def text_headers(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
+    return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw]
+
+
+async def send_answer(send: Send, status: int | str, headers: RawHeaders, body: bytes) -> None:
+    """Send a whole answer; *status* a code or a status line (``"201 Created"``)."""
+    code = status if isinstance(status, int) else int(status[:3])
+    await send({"type": "http.response.start", "status": code, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def send_text(send: Send, status: int | str, headers: Iterable[tuple[str, str]], body: bytes) -> None:
+    """:func:`send_answer` with ``str`` headers (the rules' answers)."""
+    await send_answer(send, status, raw_headers(headers), body)
+
+
+class Buffered:
+    """The app's ``send`` that keeps its whole answer (the rules decide on it before it is sent)."""
+
+    __slots__ = ("chunks", "headers", "status")
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.headers: RawHeaders = []
+        self.chunks: list[bytes] = []
+
+    async def __call__(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            self.status = int(message["status"])
+            self.headers = list(message.get("headers", ()))
+        elif kind == "http.response.body":
+            chunk = message.get("body", b"")
+            if chunk:
+                self.chunks.append(bytes(chunk))
+
+    @property
+    def body(self) -> bytes:
+        return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
+
+
+# -- the request body (the idempotency middleware buffers it) -------------------------------
+
+
+class ReceivedInput(io.BytesIO):
+    """The body that arrived, as a ``wsgi.input``; reading past it raises ``OSError`` when the
+    client disconnected before its end (what a WSGI server's input does)."""
+
+    def __init__(self, data: bytes, complete: bool) -> None:
+        super().__init__(data)
+        self.complete = complete
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        if not self.complete and (size is None or size < 0 or len(data) < size):
+            raise OSError("the client disconnected while sending the body")
+        return data
+
+
+async def receive_body(receive: Receive, limit: int) -> ReceivedInput:
+    """The request body's messages, up to the end or past *limit* bytes (the rules answer 413)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return ReceivedInput(b"".join(chunks), complete=False)
+        chunk = message.get("body", b"")
+        if chunk:
+            chunks.append(bytes(chunk))
+            size += len(chunk)
+        if not message.get("more_body", False):
+            break
+    return ReceivedInput(b"".join(chunks), complete=True)
+
+
+class Replay:
+    """The app's ``receive``: the body the middleware already read, then the server's (disconnect)."""
+
+    __slots__ = ("body", "server_receive")
+
+    def __init__(self, body: bytes, receive: Receive) -> None:
+        self.body: bytes | None = body
+        self.server_receive = receive
+
+    async def receive(self) -> Message:
+        body, self.body = self.body, None
+        if body is None:
+            return await self.server_receive()
+        return {"type": "http.request", "body": body, "more_body": False}
+
+
+# -- store calls ------------------------------------------------------------------------------
+
+
+async def await_ops(ops: Ops[_T], store: Any, body: Callable[[], Awaitable[Any]] | None = None) -> _T:
+    """Run the sans-IO store calls *ops* on the asyncio *store* (see
+    :func:`apimw._idempotency_capture.run_ops`, the blocking twin of this loop)."""
+    result: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = ops.send(result) if error is None else ops.throw(error)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        result = error = None
+        try:
+            if op[0] == "body" and body is not None:
+                result = await body()
+            else:
+                result = await getattr(store, op[0])(*op[1:])
+        except BaseException as exc:  # noqa: BLE001 - thrown back into the rules, which decide
+            error = exc
