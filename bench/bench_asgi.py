@@ -6,8 +6,9 @@
 Cases, each an in-process ASGI call (no server, no socket) timed in batches on one loop:
 
 * a plain ``GET`` through the bare Starlette app (the baseline), through apimw's three ASGI
-  middlewares (microversion -> idempotency -> etag), and through ``asgi-idempotency-header``
-  0.2's ``IdempotencyHeaderMiddleware`` (memory backend) alone;
+  middlewares (microversion -> idempotency -> etag), through each of the three alone (the
+  breakdown of what the stack adds), and through ``asgi-idempotency-header`` 0.2's
+  ``IdempotencyHeaderMiddleware`` (memory backend) alone;
 * a ``POST`` with a new token each time (claim, run the app, store) and a replayed ``POST``
   (same token, same body: the app does not run) through each idempotency middleware alone,
   on ``memory://``; and a replay through apimw's on Redis beside its one store round trip
@@ -67,12 +68,18 @@ def starlette(*middleware: Middleware) -> Starlette:
     return Starlette(routes=routes, middleware=list(middleware))
 
 
+MICROVERSION = Middleware(
+    MicroversionMiddleware, service_type="baremetal", min_version="1.1", max_version="1.9"
+)
+ETAG = Middleware(ETagMiddleware)
+
+
+def idempotency(store: Any = "memory://") -> Middleware:
+    return Middleware(IdempotencyMiddleware, store=store, scope="shared")
+
+
 def apimw_stack(store: Any = "memory://") -> Starlette:
-    return starlette(
-        Middleware(MicroversionMiddleware, service_type="baremetal", min_version="1.1", max_version="1.9"),
-        Middleware(IdempotencyMiddleware, store=store, scope="shared"),
-        Middleware(ETagMiddleware),
-    )
+    return starlette(MICROVERSION, idempotency(store), ETAG)
 
 
 def scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
@@ -171,6 +178,12 @@ BARE_GET, STACK_GET, HEADER_GET = (
     "apimw stack (3 middlewares), GET",
     "asgi-idempotency-header, GET",
 )
+#: the stack's GET broken down: each of apimw's middlewares alone over the bare app
+ALONE_GET = {
+    "microversion": " apimw microversion alone, GET",
+    "idempotency": " apimw idempotency alone, GET",
+    "etag": " apimw etag alone, GET",
+}
 BARE_POST = "bare starlette, POST"
 FIRST_APIMW, FIRST_HEADER = (
     "apimw idempotency, POST new token (memory://)",
@@ -204,7 +217,7 @@ def fresh_tokens(app: Any, template: dict[str, Any], header: bytes) -> Callable[
 
 def cases(redis_store: Any) -> dict[str, Callable[[], Any]]:
     def apimw_idempotency(store: Any = "memory://") -> Starlette:
-        return starlette(Middleware(IdempotencyMiddleware, store=store, scope="shared"))
+        return starlette(idempotency(store))
 
     def header_idempotency() -> Starlette:
         return starlette(Middleware(IdempotencyHeaderMiddleware, backend=MemoryBackend()))
@@ -212,6 +225,9 @@ def cases(redis_store: Any) -> dict[str, Callable[[], Any]]:
     return {
         BARE_GET: caller(starlette(), GET),
         STACK_GET: caller(apimw_stack(), GET),
+        ALONE_GET["microversion"]: caller(starlette(MICROVERSION), GET),
+        ALONE_GET["idempotency"]: caller(apimw_idempotency(), GET),
+        ALONE_GET["etag"]: caller(starlette(ETAG), GET),
         HEADER_GET: caller(header_idempotency(), GET),
         BARE_POST: caller(starlette(), POST_APIMW, BODY),
         FIRST_APIMW: fresh_tokens(apimw_idempotency(), POST_APIMW, b"x-client-token"),
@@ -272,6 +288,10 @@ def report(rounds: list[dict[str, float]], args: argparse.Namespace) -> None:
     first = ratio(lambda r: r[FIRST_APIMW] - r[BARE_POST], lambda r: r[FIRST_HEADER] - r[BARE_POST])
     replay = ratio(lambda r: r[REPLAY_APIMW], lambda r: r[REPLAY_HEADER])
     over = statistics.median(r[REPLAY_REDIS] - r[ROUND_TRIP] for r in rounds)
+    alone = {what: med[name] - med[BARE_GET] for what, name in ALONE_GET.items()}
+    parts = " + ".join(f"{what} {added:.2f}" for what, added in alone.items())
+    print(f"\nthe GET's added us, each middleware alone: {parts} = {sum(alone.values()):.2f}"
+          f" (the three together: {med[STACK_GET] - med[BARE_GET]:.2f})")  # fmt: skip
     print("\nratios (goals: the stack <= 1.0x the one middleware; a replay <= one round trip + 10 us)")
     print(f"  plain GET, apimw's 3 middlewares / asgi-idempotency-header (added):  {stack:8.2f}x")
     print(f"  POST, new token, apimw idempotency / asgi-idempotency-header (added): {first:8.2f}x")
