@@ -135,14 +135,9 @@ class MicroversionMiddleware:
         scope[ENVIRON_VERSION] = version
         # The request's version headers as the app should read them: an app that negotiates
         # by itself serves what we label.
-        ours_raw, forwarded = raw
-        changed: dict[bytes, str | None] | None = None
-        for name, value in forwarded.items():
-            if value != (standard if name == self._standard else legacy):
-                changed = {} if changed is None else changed
-                changed[name] = value
-        if changed is not None:
-            set_request_headers(scope, changed)
+        ours_raw, dropped, forwarded = raw
+        if forwarded:
+            set_request_headers(scope, dropped, forwarded)
         if rules.discovery:
             document = rules._discovery.answer(path_info(scope), method, cgi_environ(scope), version)
             if document is not None:
@@ -266,16 +261,17 @@ class ETagMiddleware:
                         return
                     if decided is not headers:
                         message = {**message, "headers": raw_headers(decided)}
-            elif kind == "http.response.body" and held is not None:
-                chunks.append(message.get("body", b""))
-                if message.get("more_body", False):
-                    return
-                body = b"".join(chunks)
-                headers = rules.body_etag_headers(held_headers, body)
+            elif held is not None and kind == "http.response.body":
+                if chunks or message.get("more_body", False):  # a body in several messages
+                    chunks.append(message.get("body", b""))
+                    if message.get("more_body", False):
+                        return
+                    message = {"type": "http.response.body", "body": b"".join(chunks), "more_body": False}
+                # the usual answer, one body message: sent as the app sent it
+                headers = rules.body_etag_headers(held_headers, message.get("body", b""))
                 start = held if headers is held_headers else {**held, "headers": raw_headers(headers)}
                 held = None
                 await send(start)
-                message = {"type": "http.response.body", "body": body, "more_body": False}
             await send(message)
 
         try:
@@ -394,13 +390,17 @@ class IdempotencyMiddleware:
         scope["wsgi.input"] = await receive_body(receive, rules._max_request)
         body = read_body(scope, rules._max_request)
         # the request headers read_body rewrote (an exact Content-Length), as the app reads them
-        changed: dict[bytes, str | None] = {}
-        if scope.get("CONTENT_LENGTH") != length:
-            changed[b"content-length"] = scope.get("CONTENT_LENGTH")
+        dropped: list[bytes] = []
+        added: RawHeaders = []
+        exact = scope.get("CONTENT_LENGTH")
+        if exact != length:
+            dropped.append(b"content-length")
+            if exact is not None:
+                added.append((b"content-length", exact.encode("latin-1")))
         if encoding is not None and "HTTP_TRANSFER_ENCODING" not in scope:
-            changed[b"transfer-encoding"] = None
-        if changed:
-            set_request_headers(scope, changed)
+            dropped.append(b"transfer-encoding")
+        if dropped:
+            set_request_headers(scope, dropped, added)
         return body
 
     async def _exchange(self, scope: Scope, receive: Receive, send: Send, answer: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, MutableMapping
 from typing import Any, Final, TypeVar
 
 from apimw._idempotency_capture import Ops
@@ -101,12 +101,13 @@ def cgi_environ(scope: Scope) -> dict[str, Any]:
     return environ
 
 
-def set_request_headers(scope: Scope, changed: Mapping[bytes, str | None]) -> None:
-    """Rewrite the request headers *changed* (lower-case name -> new value, ``None``: removed) in
-    the scope's ``headers``: their lines are dropped, the new values appended in order."""
-    kept = [(name, value) for name, value in scope.get("headers", ()) if name not in changed]
-    kept.extend((name, value.encode("latin-1")) for name, value in changed.items() if value is not None)
-    scope["headers"] = kept
+def set_request_headers(scope: Scope, drop: Collection[bytes], add: RawHeaders) -> None:
+    """Rewrite the scope's request ``headers`` (a new list: the server's is not changed): the
+    lines named in *drop* (lower case) are dropped, the lines *add* appended in order."""
+    headers = scope.get("headers", ())
+    if drop:
+        headers = [line for line in headers if line[0] not in drop]
+    scope["headers"] = [*headers, *add]
 
 
 # -- the answer -------------------------------------------------------------------------------
