@@ -51,6 +51,7 @@ from apimw.asgi._glue import (
     Replay,
     Scope,
     Send,
+    add_cgi_keys,
     await_ops,
     cgi_environ,
     header_values,
@@ -195,7 +196,7 @@ class ETagMiddleware:
         rules = self.rules
         im_raw, inm_raw = header_values(scope.get("headers", ()), b"if-match", b"if-none-match")
         if self._callables and (im_raw is not None or inm_raw is not None):
-            scope.update(cgi_environ(scope))
+            add_cgi_keys(scope)
         method = scope["method"]
         path = path_info(scope)
         entry = rules.enter(scope, method.upper(), im_raw, inm_raw, path)
@@ -357,13 +358,12 @@ class IdempotencyMiddleware:
             await self.app(scope, receive, send)
             return
         # the rules, and the deployment's scope function, read the request's CGI keys
-        cgi = cgi_environ(scope)
-        scope.update(cgi)
+        header_keys = add_cgi_keys(scope)
         if client_token is None and key_header is None:
             answer = rules.token_required(scope)
         else:
             answer = await await_ops(
-                rules.protect(scope, client_token, key_header, cgi),
+                rules.protect(scope, client_token, key_header, header_keys),
                 self._calls,
                 partial(self._body, scope, receive),
             )
