@@ -15,6 +15,10 @@ Cases, each an in-process ASGI call (no server, no socket) timed in batches on o
   (the claim, ``SET NX GET``, of a key that is there) on the same ``redis.asyncio`` store
   (``redis-server`` is started on a free loopback port unless ``--redis`` names one).
 
+``--stages`` also prints where a replay's wall time goes, on ``memory://`` and on Redis: from
+the request entering the app to the claim, the claim, the claim's answer to the answer
+started, and to the request done (medians of 3000 replays).
+
 Goals (issue 20): the whole apimw stack adds no more than ``asgi-idempotency-header``'s one
 middleware on the plain GET; a replay costs no more than one store round trip + 10 us.
 Figures are medians over the rounds (best of 5 batches each); the clock is this thread's
@@ -240,11 +244,84 @@ def cases(redis_store: Any) -> dict[str, Callable[[], Any]]:
     }
 
 
+class TimedStore:
+    """An asyncio store that notes when each claim is sent and answered (``--stages``)."""
+
+    def __init__(self, store: Any, marks: dict[str, int]) -> None:
+        self.store, self.marks, self.name = store, marks, store.name
+
+    async def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
+        self.marks["claim"] = time.perf_counter_ns()
+        found: bytes | None = await self.store.claim(key, value, lease)
+        self.marks["claimed"] = time.perf_counter_ns()
+        return found
+
+    def __getattr__(self, name: str) -> Any:  # complete, release, extend, get, aclose
+        return getattr(self.store, name)
+
+
+def stage_times(loop: asyncio.AbstractEventLoop, store: Any, number: int = 3000) -> dict[str, float]:
+    """The median wall time (us) of each stage of a replay through apimw's idempotency middleware."""
+    marks: dict[str, int] = {}
+
+    def marking(app: Any) -> Any:
+        async def entered(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            async def noted(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.start":
+                    marks["start"] = time.perf_counter_ns()
+                await send(message)
+
+            marks["enter"] = time.perf_counter_ns()
+            await app(scope, receive, noted)
+            marks["done"] = time.perf_counter_ns()
+
+        return entered
+
+    call = caller(starlette(Middleware(marking), idempotency(TimedStore(store, marks))), POST_APIMW, BODY)
+    spans: dict[str, list[int]] = {
+        name: [] for name in ("to the claim", "the claim", "to the answer", "answer sent")
+    }
+
+    async def run() -> None:
+        for _ in range(number):
+            await call()
+            spans["to the claim"].append(marks["claim"] - marks["enter"])
+            spans["the claim"].append(marks["claimed"] - marks["claim"])
+            spans["to the answer"].append(marks["start"] - marks["claimed"])
+            spans["answer sent"].append(marks["done"] - marks["start"])
+
+    loop.run_until_complete(call())  # the first request stores the answer
+    gc.disable()
+    try:
+        loop.run_until_complete(run())
+    finally:
+        gc.enable()
+    return {name: statistics.median(values) / 1000 for name, values in spans.items()}
+
+
+def print_stages(loop: asyncio.AbstractEventLoop, redis_store: Any) -> None:
+    print("\nwhere a replay's wall time goes (us, medians; the app's stack inside the middleware)")
+    for name, store in (("memory://", open_replay_store("memory://")), ("redis://", redis_store)):
+        times = stage_times(loop, store)
+        print(f"  {name:10} " + "  ".join(f"{stage} {value:6.2f}" for stage, value in times.items()))
+    alone: list[int] = []
+
+    async def claims() -> None:
+        for _ in range(3000):
+            start = time.perf_counter_ns()
+            await redis_store.claim(PROBE_KEY, PROBE_RECORD, 3600)
+            alone.append(time.perf_counter_ns() - start)
+
+    loop.run_until_complete(claims())
+    print(f"  the Redis claim alone, timed the same way: {statistics.median(alone) / 1000:6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
     parser.add_argument("--redis", help="a Redis URL (default: start redis-server on a free loopback port)")
+    parser.add_argument("--stages", action="store_true", help="also time the stages of a replay (wall clock)")
     args = parser.parse_args()
     clock = time.thread_time_ns if args.clock == "cpu" else time.perf_counter_ns
 
@@ -260,6 +337,8 @@ def main() -> None:
         for _ in range(args.rounds):
             rounds.append({name: per_call_us(loop, call, clock) for name, call in timed.items()})
         report(rounds, args)
+        if args.stages:
+            print_stages(loop, redis_store)
     finally:
         loop.run_until_complete(redis_store.aclose())
         loop.close()
