@@ -7,8 +7,11 @@ Cases, each an in-process ASGI call (no server, no socket) timed in batches on o
 
 * a plain ``GET`` through the bare Starlette app (the baseline), through apimw's three ASGI
   middlewares (microversion -> idempotency -> etag), through each of the three alone (the
-  breakdown of what the stack adds), and through ``asgi-idempotency-header`` 0.2's
-  ``IdempotencyHeaderMiddleware`` (memory backend) alone;
+  breakdown of what the stack adds), through ``asgi-idempotency-header`` 0.2's
+  ``IdempotencyHeaderMiddleware`` (memory backend) alone, and through two reference
+  middlewares that do only the plumbing of apimw's two that touch a ``GET``'s answer: one
+  appends four headers to the answer (microversion's), one holds the answer's start until
+  its body was looked at (etag's);
 * a ``POST`` with a new token each time (claim, run the app, store) and a replayed ``POST``
   (same token, same body: the app does not run) through each idempotency middleware alone,
   on ``memory://``; and a replay through apimw's on Redis beside its one store round trip
@@ -188,6 +191,10 @@ ALONE_GET = {
     "idempotency": " apimw idempotency alone, GET",
     "etag": " apimw etag alone, GET",
 }
+REFERENCE_GET = {
+    "append 4 headers": "reference: append 4 headers, GET",
+    "hold the start": "reference: hold the start for the body, GET",
+}
 BARE_POST = "bare starlette, POST"
 FIRST_APIMW, FIRST_HEADER = (
     "apimw idempotency, POST new token (memory://)",
@@ -205,6 +212,53 @@ REPLAY_REDIS, ROUND_TRIP = (
 
 PROBE_KEY = "apimw:bench:probe"
 PROBE_RECORD = b"0" * 32 + b'P{"v":1}\n'
+
+
+class AppendHeaders:
+    """Reference: the least a middleware that adds headers to every answer does (microversion's plumbing)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.headers = [(b"x-min", b"1.1"), (b"x-max", b"1.9"), (b"x-version", b"1.1"), (b"vary", b"x-v")]
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = self.headers
+
+        async def appending(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *headers]}
+            await send(message)
+
+        await self.app(scope, receive, appending)
+
+
+class HoldStart:
+    """Reference: the least a middleware that reads the body before the headers go does (etag's plumbing)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        held: dict[str, Any] | None = None
+
+        async def holding(message: dict[str, Any]) -> None:
+            nonlocal held
+            if message["type"] == "http.response.start":
+                held = message
+                return
+            if held is not None:
+                message.get("body", b"").find(b'"etag"')
+                await send(held)
+                held = None
+            await send(message)
+
+        await self.app(scope, receive, holding)
 
 
 def fresh_tokens(app: Any, template: dict[str, Any], header: bytes) -> Callable[[], Any]:
@@ -233,6 +287,8 @@ def cases(redis_store: Any) -> dict[str, Callable[[], Any]]:
         ALONE_GET["idempotency"]: caller(apimw_idempotency(), GET),
         ALONE_GET["etag"]: caller(starlette(ETAG), GET),
         HEADER_GET: caller(header_idempotency(), GET),
+        REFERENCE_GET["append 4 headers"]: caller(starlette(Middleware(AppendHeaders)), GET),
+        REFERENCE_GET["hold the start"]: caller(starlette(Middleware(HoldStart)), GET),
         BARE_POST: caller(starlette(), POST_APIMW, BODY),
         FIRST_APIMW: fresh_tokens(apimw_idempotency(), POST_APIMW, b"x-client-token"),
         FIRST_HEADER: fresh_tokens(header_idempotency(), POST_HEADER, b"idempotency-key"),
