@@ -356,7 +356,7 @@ def stage_times(loop: asyncio.AbstractEventLoop, store: Any, number: int = 3000)
 
 
 def print_stages(loop: asyncio.AbstractEventLoop, redis_store: Any) -> None:
-    print("\nwhere a replay's wall time goes (us, medians; the app's stack inside the middleware)")
+    print("\nwhere a replay's wall time goes, around apimw's idempotency middleware (us, medians)")
     for name, store in (("memory://", open_replay_store("memory://")), ("redis://", redis_store)):
         times = stage_times(loop, store)
         print(f"  {name:10} " + "  ".join(f"{stage} {value:6.2f}" for stage, value in times.items()))
