@@ -390,6 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         connection_limit = connection_limit_that_fits(args.connection_limit)
         return granian_server.serve(args, conf, _announce, connection_limit=connection_limit)
     deploy.tune_gc()
+    deploy.tune_malloc()
     try:
         try:
             server = create_server(app, args)

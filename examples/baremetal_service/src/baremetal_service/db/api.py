@@ -69,7 +69,6 @@ from baremetal_service.db.kinds import (
     EVENTS,
     INSPECTION_RULES,
     INTERNAL_KEYS,
-    INTERNAL_TUPLE,
     KINDS,
     MAX_LIMIT,
     NODE_FILTERS,
@@ -238,14 +237,18 @@ class Database(ResourceClassQueries, ConductorQueries, LeaseQueries, EventQuerie
         project_id: str | None = None,
         *,
         status: int | None = None,
+        internal: bool = True,
     ) -> dict[str, Any]:
+        """The document of *ident* (with the internal keys unless ``internal=False``, which
+        does not select them); NotFound (*status*, 404 by default) if the caller sees none."""
         kind = KINDS[kind_name]
         column, ident_value = self._lookup_column(kind, ident, status)
-        stmt = kind.lookups[(column, project_id is not None)]
-        row = conn.execute(stmt, {"ident": ident_value, "project": project_id}).first()
+        stmt = kind.lookups[(column, project_id is not None, internal)]
+        result = conn.execute(stmt, {"ident": ident_value, "project": project_id})
+        row = result.first()
         if row is None:
             raise kind.not_found(ident, status=status)
-        return kind.to_doc(row._mapping)
+        return kind.to_doc(result.keys(), row)
 
     def _lookup_column(self, kind: Kind, ident: str, status: int | None = None) -> tuple[str, str]:
         """The column *ident* is looked up by (``uuid`` or ``name``) and the value; NotFound if none."""
@@ -263,11 +266,7 @@ class Database(ResourceClassQueries, ConductorQueries, LeaseQueries, EventQuerie
     ) -> dict[str, Any]:
         """One resource by UUID (or name, for nodes, ports, portgroups); NotFound otherwise."""
         with self.reader.connect() as conn:
-            doc = self._fetch(conn, kind, ident, project_id)
-        if not internal:
-            for key in INTERNAL_TUPLE:
-                doc.pop(key, None)
-        return doc
+            return self._fetch(conn, kind, ident, project_id, internal=internal)
 
     def _current(self, kind_name: str, ident: str, project_id: str | None) -> dict[str, Any]:
         """The document a write starts from (:meth:`get` with its internal keys)."""
@@ -277,8 +276,9 @@ class Database(ResourceClassQueries, ConductorQueries, LeaseQueries, EventQuerie
     def get_by_id(self, kind_name: str, row_id: int) -> dict[str, Any] | None:
         kind = KINDS[kind_name]
         with self.reader.connect() as conn:
-            row = conn.execute(kind.select.where(kind.table.c.id == row_id)).mappings().first()
-        return None if row is None else kind.to_doc(row)
+            result = conn.execute(kind.select.where(kind.table.c.id == row_id))
+            row = result.first()
+        return None if row is None else kind.to_doc(result.keys(), row)
 
     def list(
         self,
@@ -316,7 +316,7 @@ class Database(ResourceClassQueries, ConductorQueries, LeaseQueries, EventQuerie
         if where:
             stmt = stmt.where(*where)
         with self.reader.connect() as conn:
-            return kind.to_docs(conn.execute(stmt, bound), internal=internal)
+            return kind.to_docs(conn.execute(stmt, bound))
 
     def _list_shape(
         self,
@@ -781,9 +781,8 @@ class Database(ResourceClassQueries, ConductorQueries, LeaseQueries, EventQuerie
         done = 0
         for kind_name, kind in KINDS.items():
             with self.reader.connect() as conn:
-                rows = conn.execute(kind.select.where(kind.table.c.etag.is_(None))).mappings().all()
-            for row in rows:
-                doc = kind.to_doc(row)
+                docs = kind.to_docs(conn.execute(kind.select.where(kind.table.c.etag.is_(None))))
+            for doc in docs:
                 etag = self._new_etag(kind_name, doc)
                 with self.engine.begin() as conn:
                     done += conn.execute(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final, cast
 
@@ -181,11 +181,15 @@ class Kind:
         if owner_cols is not None:
             project: sa.BindParameter[Any] = sa.bindparam("project")
             scope = self.scope_of(project)
-        self.lookups: dict[tuple[str, bool], sa.Select[Any]] = {}
+        #: ``(column, scoped, internal)`` -> the SELECT of one row by uuid or name; without
+        #: ``internal`` it leaves the internal keys out (a document to show: nothing to drop)
+        self.lookups: dict[tuple[str, bool, bool], sa.Select[Any]] = {}
+        shown = select.with_only_columns(*(c for c in select.selected_columns if c.key not in INTERNAL_KEYS))
         for column in ("uuid", "name") if has_name else ("uuid",):
-            stmt = select.where(table.c[column] == sa.bindparam("ident"))
-            self.lookups[(column, False)] = stmt
-            self.lookups[(column, True)] = stmt if scope is None else stmt.where(scope)
+            for internal, base in ((True, select), (False, shown)):
+                stmt = base.where(table.c[column] == sa.bindparam("ident"))
+                self.lookups[(column, False, internal)] = stmt
+                self.lookups[(column, True, internal)] = stmt if scope is None else stmt.where(scope)
         self.sortable = frozenset(
             c.name for c in table.c
             if c.name not in self.json_cols and c.name not in INTERNAL_KEYS - {"id"}
@@ -237,29 +241,26 @@ class Kind:
                 self._narrowed[wanted] = stmt
         return stmt
 
-    def to_doc(self, row: Any) -> dict[str, Any]:
-        doc: dict[str, Any] = dict(row)
+    def to_doc(self, keys: Iterable[str], row: Sequence[Any]) -> dict[str, Any]:
+        """One row (its values in the order of *keys*, the result's keys) as a document."""
+        doc = dict(zip(keys, row, strict=True))
         for key in self.datetimes:
             value = doc.get(key)
             if value is not None:
                 doc[key] = value.isoformat() + "+00:00"
         return doc
 
-    def to_docs(self, result: sa.CursorResult[Any], *, internal: bool) -> builtins.list[dict[str, Any]]:
-        """Every row of *result* as a document (without the internal keys unless *internal*)."""
+    def to_docs(self, result: sa.CursorResult[Any]) -> builtins.list[dict[str, Any]]:
+        """Every row of *result* as a document: one dict per row, built from the row tuple,
+        then its datetime values (the result's datetime keys, found once) as ISO 8601 strings."""
         keys = tuple(result.keys())
         dates = [k for k in keys if k in self.datetimes]
-        drop = () if internal else [k for k in keys if k in INTERNAL_KEYS]
-        docs = []
-        for row in result.all():
-            doc = dict(zip(keys, row, strict=True))
-            for key in dates:
+        docs = [dict(zip(keys, row, strict=True)) for row in result.all()]
+        for key in dates:
+            for doc in docs:
                 value = doc[key]
                 if value is not None:
                     doc[key] = value.isoformat() + "+00:00"
-            for key in drop:
-                del doc[key]
-            docs.append(doc)
         return docs
 
 

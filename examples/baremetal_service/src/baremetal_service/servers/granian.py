@@ -156,6 +156,7 @@ def load_application(_target: str) -> Any:
     for name in SECRET_ENV:
         os.environ.pop(name, None)
     deploy.tune_gc()
+    deploy.tune_malloc()
     return app
 
 
