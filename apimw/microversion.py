@@ -77,6 +77,7 @@ __all__ = [
 
 #: ``environ`` key of the standard request header
 _ENVIRON_STANDARD: Final = "HTTP_OPENSTACK_API_VERSION"
+_STANDARD_LOWER: Final = STANDARD_HEADER.lower()
 
 CODE_FEATURE_UNAVAILABLE: Final = "microversion.feature-unavailable"
 
@@ -247,15 +248,17 @@ class VersionedFields:
 #: request ``(version, standard, legacy, headers, report, raw)``: the version, the values of the
 #: standard and the legacy request headers forwarded to the app, the response headers to add
 #: (``Vary`` last); for a refused one ``(None, "", "", problem, report, None)``.  *report* tells
-#: the ``metrics`` object the outcome (``None`` without one).  *raw* is the same for ASGI: the
-#: response headers to add as bytes, and the request headers forwarded (lower-case name, value).
+#: the ``metrics`` object the outcome (``None`` without one).  *raw* is the same for ASGI, as
+#: bytes: the response headers to add, and the rewrite of the request's header lines that
+#: forwards the served version (the names whose lines are dropped, the lines appended; both
+#: empty when the client sent exactly what is forwarded).
 _Outcome = tuple[
     Version | None,
     str,
     str,
     Any,  # headers or problem
     Callable[[], None] | None,
-    tuple[list[tuple[bytes, bytes]], dict[bytes, str]] | None,
+    tuple[list[tuple[bytes, bytes]], frozenset[bytes], list[tuple[bytes, bytes]]] | None,
 ]
 
 #: Read for the legacy header when the service has none: never set, so it reads ``None``.
@@ -351,6 +354,7 @@ class MicroversionMiddleware:
         # that is never set and writes the standard header's value twice (cheaper than a test)
         self._legacy_read = _ENVIRON_NO_LEGACY if legacy_header is None else _environ_key(legacy_header)
         self._legacy_write = _ENVIRON_STANDARD if legacy_header is None else self._legacy_read
+        self._legacy_lower = _STANDARD_LOWER if legacy_header is None else legacy_header.lower()
         self._vary_value = ", ".join(negotiator.vary)
         self._refused_headers = [*negotiator.range_headers, ("Vary", self._vary_value)]
         #: per standard header value, per legacy header value (two lookups are cheaper than a
@@ -390,9 +394,13 @@ class MicroversionMiddleware:
             forwarded = served.request_headers
             headers = [*served.response_headers, ("Vary", self._vary_value)]
             outcome_label, version_label = served.outcome, str(served.version)
+            # the request's version headers the app would read differently from what is served
+            sent = {self._legacy_lower: legacy, _STANDARD_LOWER: standard}  # standard wins a shared name
+            changed = [(k.lower(), v) for k, v in forwarded if sent.get(k.lower()) != v]
             raw = (
                 [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers],
-                {k.lower().encode("latin-1"): v for k, v in forwarded},
+                frozenset(k.encode("latin-1") for k, _ in changed if sent.get(k) is not None),
+                [(k.encode("latin-1"), v.encode("latin-1")) for k, v in changed],
             )
             outcome = (served.version, forwarded[0][1], forwarded[-1][1], headers, None, raw)
         if metrics is not None:  # told once per request, built once per outcome

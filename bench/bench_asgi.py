@@ -6,13 +6,21 @@
 Cases, each an in-process ASGI call (no server, no socket) timed in batches on one loop:
 
 * a plain ``GET`` through the bare Starlette app (the baseline), through apimw's three ASGI
-  middlewares (microversion -> idempotency -> etag), and through ``asgi-idempotency-header``
-  0.2's ``IdempotencyHeaderMiddleware`` (memory backend) alone;
+  middlewares (microversion -> idempotency -> etag), through each of the three alone (the
+  breakdown of what the stack adds), through ``asgi-idempotency-header`` 0.2's
+  ``IdempotencyHeaderMiddleware`` (memory backend) alone, and through two reference
+  middlewares that do only the plumbing of apimw's two that touch a ``GET``'s answer: one
+  appends four headers to the answer (microversion's), one holds the answer's start until
+  its body was looked at (etag's);
 * a ``POST`` with a new token each time (claim, run the app, store) and a replayed ``POST``
   (same token, same body: the app does not run) through each idempotency middleware alone,
   on ``memory://``; and a replay through apimw's on Redis beside its one store round trip
   (the claim, ``SET NX GET``, of a key that is there) on the same ``redis.asyncio`` store
   (``redis-server`` is started on a free loopback port unless ``--redis`` names one).
+
+``--stages`` also prints where a replay's wall time goes, on ``memory://`` and on Redis: from
+the request entering the app to the claim, the claim, the claim's answer to the answer
+started, and to the request done (medians of 3000 replays).
 
 Goals (issue 20): the whole apimw stack adds no more than ``asgi-idempotency-header``'s one
 middleware on the plain GET; a replay costs no more than one store round trip + 10 us.
@@ -67,12 +75,18 @@ def starlette(*middleware: Middleware) -> Starlette:
     return Starlette(routes=routes, middleware=list(middleware))
 
 
+MICROVERSION = Middleware(
+    MicroversionMiddleware, service_type="baremetal", min_version="1.1", max_version="1.9"
+)
+ETAG = Middleware(ETagMiddleware)
+
+
+def idempotency(store: Any = "memory://") -> Middleware:
+    return Middleware(IdempotencyMiddleware, store=store, scope="shared")
+
+
 def apimw_stack(store: Any = "memory://") -> Starlette:
-    return starlette(
-        Middleware(MicroversionMiddleware, service_type="baremetal", min_version="1.1", max_version="1.9"),
-        Middleware(IdempotencyMiddleware, store=store, scope="shared"),
-        Middleware(ETagMiddleware),
-    )
+    return starlette(MICROVERSION, idempotency(store), ETAG)
 
 
 def scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
@@ -171,6 +185,16 @@ BARE_GET, STACK_GET, HEADER_GET = (
     "apimw stack (3 middlewares), GET",
     "asgi-idempotency-header, GET",
 )
+#: the stack's GET broken down: each of apimw's middlewares alone over the bare app
+ALONE_GET = {
+    "microversion": " apimw microversion alone, GET",
+    "idempotency": " apimw idempotency alone, GET",
+    "etag": " apimw etag alone, GET",
+}
+REFERENCE_GET = {
+    "append 4 headers": "reference: append 4 headers, GET",
+    "hold the start": "reference: hold the start for the body, GET",
+}
 BARE_POST = "bare starlette, POST"
 FIRST_APIMW, FIRST_HEADER = (
     "apimw idempotency, POST new token (memory://)",
@@ -190,6 +214,53 @@ PROBE_KEY = "apimw:bench:probe"
 PROBE_RECORD = b"0" * 32 + b'P{"v":1}\n'
 
 
+class AppendHeaders:
+    """Reference: the least a middleware that adds headers to every answer does (microversion's plumbing)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.headers = [(b"x-min", b"1.1"), (b"x-max", b"1.9"), (b"x-version", b"1.1"), (b"vary", b"x-v")]
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = self.headers
+
+        async def appending(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *headers]}
+            await send(message)
+
+        await self.app(scope, receive, appending)
+
+
+class HoldStart:
+    """Reference: the least a middleware that reads the body before the headers go does (etag's plumbing)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        held: dict[str, Any] | None = None
+
+        async def holding(message: dict[str, Any]) -> None:
+            nonlocal held
+            if message["type"] == "http.response.start":
+                held = message
+                return
+            if held is not None:
+                message.get("body", b"").find(b'"etag"')
+                await send(held)
+                held = None
+            await send(message)
+
+        await self.app(scope, receive, holding)
+
+
 def fresh_tokens(app: Any, template: dict[str, Any], header: bytes) -> Callable[[], Any]:
     """A POST with a new token each call (the whole protocol: claim, run the app, store)."""
     count = iter(range(10**9))
@@ -204,7 +275,7 @@ def fresh_tokens(app: Any, template: dict[str, Any], header: bytes) -> Callable[
 
 def cases(redis_store: Any) -> dict[str, Callable[[], Any]]:
     def apimw_idempotency(store: Any = "memory://") -> Starlette:
-        return starlette(Middleware(IdempotencyMiddleware, store=store, scope="shared"))
+        return starlette(idempotency(store))
 
     def header_idempotency() -> Starlette:
         return starlette(Middleware(IdempotencyHeaderMiddleware, backend=MemoryBackend()))
@@ -212,7 +283,12 @@ def cases(redis_store: Any) -> dict[str, Callable[[], Any]]:
     return {
         BARE_GET: caller(starlette(), GET),
         STACK_GET: caller(apimw_stack(), GET),
+        ALONE_GET["microversion"]: caller(starlette(MICROVERSION), GET),
+        ALONE_GET["idempotency"]: caller(apimw_idempotency(), GET),
+        ALONE_GET["etag"]: caller(starlette(ETAG), GET),
         HEADER_GET: caller(header_idempotency(), GET),
+        REFERENCE_GET["append 4 headers"]: caller(starlette(Middleware(AppendHeaders)), GET),
+        REFERENCE_GET["hold the start"]: caller(starlette(Middleware(HoldStart)), GET),
         BARE_POST: caller(starlette(), POST_APIMW, BODY),
         FIRST_APIMW: fresh_tokens(apimw_idempotency(), POST_APIMW, b"x-client-token"),
         FIRST_HEADER: fresh_tokens(header_idempotency(), POST_HEADER, b"idempotency-key"),
@@ -224,11 +300,84 @@ def cases(redis_store: Any) -> dict[str, Callable[[], Any]]:
     }
 
 
+class TimedStore:
+    """An asyncio store that notes when each claim is sent and answered (``--stages``)."""
+
+    def __init__(self, store: Any, marks: dict[str, int]) -> None:
+        self.store, self.marks, self.name = store, marks, store.name
+
+    async def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
+        self.marks["claim"] = time.perf_counter_ns()
+        found: bytes | None = await self.store.claim(key, value, lease)
+        self.marks["claimed"] = time.perf_counter_ns()
+        return found
+
+    def __getattr__(self, name: str) -> Any:  # complete, release, extend, get, aclose
+        return getattr(self.store, name)
+
+
+def stage_times(loop: asyncio.AbstractEventLoop, store: Any, number: int = 3000) -> dict[str, float]:
+    """The median wall time (us) of each stage of a replay through apimw's idempotency middleware."""
+    marks: dict[str, int] = {}
+
+    def marking(app: Any) -> Any:
+        async def entered(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            async def noted(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.start":
+                    marks["start"] = time.perf_counter_ns()
+                await send(message)
+
+            marks["enter"] = time.perf_counter_ns()
+            await app(scope, receive, noted)
+            marks["done"] = time.perf_counter_ns()
+
+        return entered
+
+    call = caller(starlette(Middleware(marking), idempotency(TimedStore(store, marks))), POST_APIMW, BODY)
+    spans: dict[str, list[int]] = {
+        name: [] for name in ("to the claim", "the claim", "to the answer", "answer sent")
+    }
+
+    async def run() -> None:
+        for _ in range(number):
+            await call()
+            spans["to the claim"].append(marks["claim"] - marks["enter"])
+            spans["the claim"].append(marks["claimed"] - marks["claim"])
+            spans["to the answer"].append(marks["start"] - marks["claimed"])
+            spans["answer sent"].append(marks["done"] - marks["start"])
+
+    loop.run_until_complete(call())  # the first request stores the answer
+    gc.disable()
+    try:
+        loop.run_until_complete(run())
+    finally:
+        gc.enable()
+    return {name: statistics.median(values) / 1000 for name, values in spans.items()}
+
+
+def print_stages(loop: asyncio.AbstractEventLoop, redis_store: Any) -> None:
+    print("\nwhere a replay's wall time goes, around apimw's idempotency middleware (us, medians)")
+    for name, store in (("memory://", open_replay_store("memory://")), ("redis://", redis_store)):
+        times = stage_times(loop, store)
+        print(f"  {name:10} " + "  ".join(f"{stage} {value:6.2f}" for stage, value in times.items()))
+    alone: list[int] = []
+
+    async def claims() -> None:
+        for _ in range(3000):
+            start = time.perf_counter_ns()
+            await redis_store.claim(PROBE_KEY, PROBE_RECORD, 3600)
+            alone.append(time.perf_counter_ns() - start)
+
+    loop.run_until_complete(claims())
+    print(f"  the Redis claim alone, timed the same way: {statistics.median(alone) / 1000:6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
     parser.add_argument("--redis", help="a Redis URL (default: start redis-server on a free loopback port)")
+    parser.add_argument("--stages", action="store_true", help="also time the stages of a replay (wall clock)")
     args = parser.parse_args()
     clock = time.thread_time_ns if args.clock == "cpu" else time.perf_counter_ns
 
@@ -244,6 +393,8 @@ def main() -> None:
         for _ in range(args.rounds):
             rounds.append({name: per_call_us(loop, call, clock) for name, call in timed.items()})
         report(rounds, args)
+        if args.stages:
+            print_stages(loop, redis_store)
     finally:
         loop.run_until_complete(redis_store.aclose())
         loop.close()
@@ -272,6 +423,10 @@ def report(rounds: list[dict[str, float]], args: argparse.Namespace) -> None:
     first = ratio(lambda r: r[FIRST_APIMW] - r[BARE_POST], lambda r: r[FIRST_HEADER] - r[BARE_POST])
     replay = ratio(lambda r: r[REPLAY_APIMW], lambda r: r[REPLAY_HEADER])
     over = statistics.median(r[REPLAY_REDIS] - r[ROUND_TRIP] for r in rounds)
+    alone = {what: med[name] - med[BARE_GET] for what, name in ALONE_GET.items()}
+    parts = " + ".join(f"{what} {added:.2f}" for what, added in alone.items())
+    print(f"\nthe GET's added us, each middleware alone: {parts} = {sum(alone.values()):.2f}"
+          f" (the three together: {med[STACK_GET] - med[BARE_GET]:.2f})")  # fmt: skip
     print("\nratios (goals: the stack <= 1.0x the one middleware; a replay <= one round trip + 10 us)")
     print(f"  plain GET, apimw's 3 middlewares / asgi-idempotency-header (added):  {stack:8.2f}x")
     print(f"  POST, new token, apimw idempotency / asgi-idempotency-header (added): {first:8.2f}x")

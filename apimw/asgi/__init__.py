@@ -51,6 +51,7 @@ from apimw.asgi._glue import (
     Replay,
     Scope,
     Send,
+    add_cgi_keys,
     await_ops,
     cgi_environ,
     header_values,
@@ -135,14 +136,9 @@ class MicroversionMiddleware:
         scope[ENVIRON_VERSION] = version
         # The request's version headers as the app should read them: an app that negotiates
         # by itself serves what we label.
-        ours_raw, forwarded = raw
-        changed: dict[bytes, str | None] | None = None
-        for name, value in forwarded.items():
-            if value != (standard if name == self._standard else legacy):
-                changed = {} if changed is None else changed
-                changed[name] = value
-        if changed is not None:
-            set_request_headers(scope, changed)
+        ours_raw, dropped, forwarded = raw
+        if forwarded:
+            set_request_headers(scope, dropped, forwarded)
         if rules.discovery:
             document = rules._discovery.answer(path_info(scope), method, cgi_environ(scope), version)
             if document is not None:
@@ -200,7 +196,7 @@ class ETagMiddleware:
         rules = self.rules
         im_raw, inm_raw = header_values(scope.get("headers", ()), b"if-match", b"if-none-match")
         if self._callables and (im_raw is not None or inm_raw is not None):
-            scope.update(cgi_environ(scope))
+            add_cgi_keys(scope)
         method = scope["method"]
         path = path_info(scope)
         entry = rules.enter(scope, method.upper(), im_raw, inm_raw, path)
@@ -266,16 +262,17 @@ class ETagMiddleware:
                         return
                     if decided is not headers:
                         message = {**message, "headers": raw_headers(decided)}
-            elif kind == "http.response.body" and held is not None:
-                chunks.append(message.get("body", b""))
-                if message.get("more_body", False):
-                    return
-                body = b"".join(chunks)
-                headers = rules.body_etag_headers(held_headers, body)
+            elif held is not None and kind == "http.response.body":
+                if chunks or message.get("more_body", False):  # a body in several messages
+                    chunks.append(message.get("body", b""))
+                    if message.get("more_body", False):
+                        return
+                    message = {"type": "http.response.body", "body": b"".join(chunks), "more_body": False}
+                # the usual answer, one body message: sent as the app sent it
+                headers = rules.body_etag_headers(held_headers, message.get("body", b""))
                 start = held if headers is held_headers else {**held, "headers": raw_headers(headers)}
                 held = None
                 await send(start)
-                message = {"type": "http.response.body", "body": body, "more_body": False}
             await send(message)
 
         try:
@@ -361,13 +358,12 @@ class IdempotencyMiddleware:
             await self.app(scope, receive, send)
             return
         # the rules, and the deployment's scope function, read the request's CGI keys
-        cgi = cgi_environ(scope)
-        scope.update(cgi)
+        header_keys = add_cgi_keys(scope)
         if client_token is None and key_header is None:
             answer = rules.token_required(scope)
         else:
             answer = await await_ops(
-                rules.protect(scope, client_token, key_header, cgi),
+                rules.protect(scope, client_token, key_header, header_keys),
                 self._calls,
                 partial(self._body, scope, receive),
             )
@@ -394,13 +390,17 @@ class IdempotencyMiddleware:
         scope["wsgi.input"] = await receive_body(receive, rules._max_request)
         body = read_body(scope, rules._max_request)
         # the request headers read_body rewrote (an exact Content-Length), as the app reads them
-        changed: dict[bytes, str | None] = {}
-        if scope.get("CONTENT_LENGTH") != length:
-            changed[b"content-length"] = scope.get("CONTENT_LENGTH")
+        dropped: list[bytes] = []
+        added: RawHeaders = []
+        exact = scope.get("CONTENT_LENGTH")
+        if exact != length:
+            dropped.append(b"content-length")
+            if exact is not None:
+                added.append((b"content-length", exact.encode("latin-1")))
         if encoding is not None and "HTTP_TRANSFER_ENCODING" not in scope:
-            changed[b"transfer-encoding"] = None
-        if changed:
-            set_request_headers(scope, changed)
+            dropped.append(b"transfer-encoding")
+        if dropped:
+            set_request_headers(scope, dropped, added)
         return body
 
     async def _exchange(self, scope: Scope, receive: Receive, send: Send, answer: Any) -> None:

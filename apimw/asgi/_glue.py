@@ -4,15 +4,16 @@ No rule lives here: the middlewares ask the sans-IO decisions of their WSGI clas
 (:meth:`apimw.microversion.MicroversionMiddleware.negotiated`,
 :meth:`apimw.etag.ETagMiddleware.enter`, :meth:`apimw.idempotency.IdempotencyMiddleware.protect`...)
 and this module moves ASGI messages to and from them.  :func:`cgi_environ` gives the PEP 3333
-keys of a request (``HTTP_*``, ``PATH_INFO``...) for the rules and the callables of the
-deployment that read them (a ``scope`` function, ``current_etag``), on the paths that need them.
+keys of a request (``HTTP_*``, ``PATH_INFO``...) and :func:`add_cgi_keys` sets them in its
+scope, for the rules and the callables of the deployment that read them (a ``scope``
+function, ``current_etag``), on the paths that need them.
 """
 
 from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, MutableMapping
 from typing import Any, Final, TypeVar
 
 from apimw._idempotency_capture import Ops
@@ -69,44 +70,72 @@ def path_info(scope: Scope) -> str:
     return path if path.isascii() else path.encode("utf-8").decode("latin-1")
 
 
-def cgi_environ(scope: Scope) -> dict[str, Any]:
-    """The PEP 3333 keys of the request *scope* describes (its headers as ``HTTP_*``...)."""
+def header_environ(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """The PEP 3333 keys of the request headers *raw*: ``HTTP_*``, ``CONTENT_TYPE``, ``CONTENT_LENGTH``."""
     environ: dict[str, Any] = {}
-    for name, value in scope.get("headers", ()):
+    for name, value in raw:
         key = _header_key(name)
         text = value.decode("latin-1")
         if key in environ:  # repeated lines are joined, as WSGI servers join them
             text = environ[key] + ("; " if key == "HTTP_COOKIE" else ",") + text
         environ[key] = text
-    server = scope.get("server") or ("localhost", None)
-    client = scope.get("client")
-    environ.update({
-        "REQUEST_METHOD": scope["method"],
-        "SCRIPT_NAME": scope.get("root_path", "").encode("utf-8").decode("latin-1"),
-        "PATH_INFO": path_info(scope),
-        "QUERY_STRING": scope.get("query_string", b"").decode("latin-1"),
-        "SERVER_NAME": str(server[0]),
-        "SERVER_PORT": str(server[1] or (443 if scope.get("scheme") == "https" else 80)),
-        "SERVER_PROTOCOL": "HTTP/" + scope.get("http_version", "1.1"),
-        "REMOTE_ADDR": client[0] if client else "",
-        "wsgi.version": (1, 0),
-        "wsgi.url_scheme": scope.get("scheme", "http"),
-        "wsgi.errors": sys.stderr,
-        "wsgi.multithread": True,
-        "wsgi.multiprocess": False,
-        "wsgi.run_once": False,
-        # ASGI bodies are framed: reading to the end is reading the body
-        "wsgi.input_terminated": True,
-    })  # fmt: skip
     return environ
 
 
-def set_request_headers(scope: Scope, changed: Mapping[bytes, str | None]) -> None:
-    """Rewrite the request headers *changed* (lower-case name -> new value, ``None``: removed) in
-    the scope's ``headers``: their lines are dropped, the new values appended in order."""
-    kept = [(name, value) for name, value in scope.get("headers", ()) if name not in changed]
-    kept.extend((name, value.encode("latin-1")) for name, value in changed.items() if value is not None)
-    scope["headers"] = kept
+#: the PEP 3333 keys every request of an ASGI server has alike
+_SERVER_KEYS: Final = {
+    "wsgi.version": (1, 0),
+    "wsgi.multithread": True,
+    "wsgi.multiprocess": False,
+    "wsgi.run_once": False,
+    # ASGI bodies are framed: reading to the end is reading the body
+    "wsgi.input_terminated": True,
+}
+
+
+def add_request_keys(scope: Scope, environ: dict[str, Any]) -> None:
+    """Set in *environ* the PEP 3333 keys of the request *scope* describes, but its headers
+    (``REQUEST_METHOD``, ``PATH_INFO``, ``SERVER_NAME``, ``wsgi.url_scheme``...)."""
+    server = scope.get("server") or ("localhost", None)
+    client = scope.get("client")
+    scheme = scope.get("scheme", "http")
+    root = scope.get("root_path", "")
+    environ.update(_SERVER_KEYS)
+    environ["REQUEST_METHOD"] = scope["method"]
+    environ["SCRIPT_NAME"] = root if root.isascii() else root.encode("utf-8").decode("latin-1")
+    environ["PATH_INFO"] = path_info(scope)
+    environ["QUERY_STRING"] = scope.get("query_string", b"").decode("latin-1")
+    environ["SERVER_NAME"] = str(server[0])
+    environ["SERVER_PORT"] = str(server[1] or (443 if scheme == "https" else 80))
+    environ["SERVER_PROTOCOL"] = "HTTP/" + scope.get("http_version", "1.1")
+    environ["REMOTE_ADDR"] = client[0] if client else ""
+    environ["wsgi.url_scheme"] = scheme
+    environ["wsgi.errors"] = sys.stderr
+
+
+def add_cgi_keys(scope: Scope) -> dict[str, Any]:
+    """Set the PEP 3333 keys of the request in *scope* itself (for the rules and the
+    deployment's callables that read them); its header keys are returned."""
+    headers = header_environ(scope.get("headers", ()))
+    scope.update(headers)
+    add_request_keys(scope, scope)
+    return headers
+
+
+def cgi_environ(scope: Scope) -> dict[str, Any]:
+    """The PEP 3333 keys of the request *scope* describes (its headers as ``HTTP_*``...)."""
+    environ = header_environ(scope.get("headers", ()))
+    add_request_keys(scope, environ)
+    return environ
+
+
+def set_request_headers(scope: Scope, drop: Collection[bytes], add: RawHeaders) -> None:
+    """Rewrite the scope's request ``headers`` (a new list: the server's is not changed): the
+    lines named in *drop* (lower case) are dropped, the lines *add* appended in order."""
+    headers = scope.get("headers", ())
+    if drop:
+        headers = [line for line in headers if line[0] not in drop]
+    scope["headers"] = [*headers, *add]
 
 
 # -- the answer -------------------------------------------------------------------------------
@@ -160,36 +189,33 @@ class Buffered:
 # -- the request body (the idempotency middleware buffers it) -------------------------------
 
 
-class ReceivedInput(io.BytesIO):
-    """The body that arrived, as a ``wsgi.input``; reading past it raises ``OSError`` when the
-    client disconnected before its end (what a WSGI server's input does)."""
-
-    def __init__(self, data: bytes, complete: bool) -> None:
-        super().__init__(data)
-        self.complete = complete
+class DisconnectedInput(io.BytesIO):
+    """The part of the body that arrived before the client disconnected, as a ``wsgi.input``:
+    reading past it raises ``OSError`` (what a WSGI server's input does)."""
 
     def read(self, size: int | None = -1) -> bytes:
         data = super().read(size)
-        if not self.complete and (size is None or size < 0 or len(data) < size):
+        if size is None or size < 0 or len(data) < size:
             raise OSError("the client disconnected while sending the body")
         return data
 
 
-async def receive_body(receive: Receive, limit: int) -> ReceivedInput:
-    """The request body's messages, up to the end or past *limit* bytes (the rules answer 413)."""
+async def receive_body(receive: Receive, limit: int) -> io.BytesIO:
+    """The request body's messages as a ``wsgi.input``, up to the end or past *limit* bytes
+    (the rules answer 413)."""
     chunks: list[bytes] = []
     size = 0
     while size <= limit:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return ReceivedInput(b"".join(chunks), complete=False)
+            return DisconnectedInput(b"".join(chunks))
         chunk = message.get("body", b"")
         if chunk:
             chunks.append(bytes(chunk))
             size += len(chunk)
         if not message.get("more_body", False):
             break
-    return ReceivedInput(b"".join(chunks), complete=True)
+    return io.BytesIO(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
 
 class Replay:
