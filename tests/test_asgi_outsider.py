@@ -1,0 +1,81 @@
+"""apimw.asgi tried as an outsider would: docs/asgi.md's samples and a Starlette app served by a
+real uvicorn on loopback, driven over real HTTP (raw sockets where a client's timing matters).
+
+tests/test_asgi.py has the in-process and two-worker exactly-once tests; these cover what an
+outsider found, or checked and pinned, over real HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.servers import HOST, Service
+from tests.test_docs import ROOT, samples_of
+
+
+def _fastapi_sample(directory: Path) -> str:
+    """docs/asgi.md's FastAPI sample, as written, in *directory* as a module; its name."""
+    samples = samples_of(ROOT / "docs" / "asgi.md")
+    sample = next(s for s in samples if s.lang == "python" and "FastAPI()" in s.text)
+    (directory / "asgi_fastapi_sample.py").write_text(sample.text)
+    return "asgi_fastapi_sample"
+
+
+def _uvicorn(directory: Path, module: str, *extra: str, env: dict[str, str] | None = None) -> Service:
+    return Service(
+        directory,
+        lambda port: [sys.executable, "-m", "uvicorn", f"{module}:app", "--app-dir", str(directory),
+                      "--host", HOST, "--port", str(port), "--no-access-log", "--log-level", "warning",
+                      *extra],
+        name="uvicorn", ready_path="/v1/nodes/n1", env=env,
+    )  # fmt: skip
+
+
+def _answer(sock: socket.socket) -> tuple[int, bytes]:
+    """The status and body of the one answer on *sock* (``Connection: close``)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def test_the_fastapi_sample_lets_one_of_two_writers_with_the_same_etag_win(tmp_path: Path) -> None:
+    """Two PATCHes carrying the etag both read: one 200, the other 412, however their bodies
+    arrive. The sample once checked If-Match, then awaited the body, then wrote: two writers
+    whose bodies came a moment after their headers both passed the check and both won."""
+    with _uvicorn(tmp_path, _fastapi_sample(tmp_path)) as uvicorn:
+        version = {"OpenStack-API-Version": "baremetal 1.5"}
+        etag = httpx.get(f"{uvicorn.url}/v1/nodes/n1", headers=version).headers["ETag"]
+        writers = []
+        for driver in ("idrac", "ilo"):  # the sample left n1 on redfish
+            body = json.dumps({"driver": driver}).encode()
+            sock = socket.create_connection((HOST, uvicorn.port), timeout=10)
+            sock.sendall(
+                b"PATCH /v1/nodes/n1 HTTP/1.1\r\nHost: apimw\r\nConnection: close\r\n"
+                b"OpenStack-API-Version: baremetal 1.5\r\nContent-Type: application/json\r\n"
+                + f"If-Match: {etag}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            )
+            writers.append((sock, body))
+        time.sleep(0.3)  # both requests are in the app, waiting for their bodies
+        for sock, body in writers:
+            sock.sendall(body)
+        answers = []
+        for sock, _ in writers:
+            with sock:
+                answers.append(_answer(sock))
+        assert sorted(status for status, _ in answers) == [200, 412], answers
+        (won,) = (json.loads(body) for status, body in answers if status == 200)
+        assert httpx.get(f"{uvicorn.url}/v1/nodes/n1", headers=version).json()["driver"] == won["driver"]
+
+        # If-Match: * on a node that does not exist: the app's 404 (docs/etag.md), not a 500
+        missing = httpx.patch(f"{uvicorn.url}/v1/nodes/n9", json={"driver": "ipmi"},
+                              headers={**version, "If-Match": "*"})  # fmt: skip
+        assert missing.status_code == 404
+        uvicorn.assert_no_traceback()
