@@ -1,7 +1,8 @@
 """A Starlette app behind apimw's three ASGI middlewares, for the uvicorn multi-worker test.
 
 ``APIMW_TEST_STORE`` is the replay store URL; every execution of ``POST /v1/nodes`` appends
-the worker's pid to the file ``APIMW_TEST_LOG``.  ``GET /pid`` answers the worker's pid.
+the worker's pid to the file ``APIMW_TEST_LOG``.  ``GET /pid`` answers the worker's pid;
+``POST /v1/flaky`` raises on its first execution in a worker.
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ async def create(request: Request) -> JSONResponse:
     return JSONResponse(node, status_code=201)
 
 
+async def flaky(request: Request) -> JSONResponse:
+    """Raises on its first execution in a worker (after the claim), answers 201 on the next."""
+    await request.body()
+    FLAKY.append(1)
+    if len(FLAKY) == 1:
+        raise RuntimeError("failed after the claim")
+    return JSONResponse({"runs": len(FLAKY), "pid": os.getpid()}, status_code=201)
+
+
+FLAKY: list[int] = []
+
+
 async def pid(request: Request) -> PlainTextResponse:
     return PlainTextResponse(str(os.getpid()))
 
@@ -53,7 +66,8 @@ class WorkerHeader:
 
 
 app = Starlette(
-    routes=[Route("/v1/nodes", create, methods=["POST"]), Route("/pid", pid)],
+    routes=[Route("/v1/nodes", create, methods=["POST"]), Route("/v1/flaky", flaky, methods=["POST"]),
+            Route("/pid", pid)],
     middleware=[
         Middleware(WorkerHeader),
         Middleware(MicroversionMiddleware, service_type="baremetal", min_version="1.1", max_version="1.9"),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.servers import HOST, Service
+from tests.servers import HOST, RedisServer, Service
 from tests.test_docs import ROOT, samples_of
 
 
@@ -79,3 +79,47 @@ def test_the_fastapi_sample_lets_one_of_two_writers_with_the_same_etag_win(tmp_p
                               headers={**version, "If-Match": "*"})  # fmt: skip
         assert missing.status_code == 404
         uvicorn.assert_no_traceback()
+
+
+def test_redis_down_is_503_until_it_returns_and_an_app_error_releases_the_claim(tmp_path: Path) -> None:
+    """Two uvicorn workers on a Redis of the test's own: Redis killed, a request with a token
+    is a 503 JSON with Retry-After and the app does not run (fail-closed); Redis restarted on
+    its port, the same uvicorn serves tokens again. An app that raises after the claim
+    releases it: the retry runs (never a 409 in-flight for the lease)."""
+    log = tmp_path / "executions.log"
+    redis = RedisServer(tmp_path / "redis")
+    with redis:
+        uvicorn = Service(
+            tmp_path,
+            lambda port: [sys.executable, "-m", "uvicorn", "tests.asgi_app:app", "--host", HOST, "--port",
+                          str(port), "--workers", "2", "--no-access-log", "--log-level", "warning"],
+            name="uvicorn", cwd=ROOT, ready_path="/pid",
+            env={"APIMW_TEST_STORE": redis.url, "APIMW_TEST_LOG": str(log)},
+        )  # fmt: skip
+        with uvicorn:
+
+            def post(token: str, path: str = "/v1/nodes") -> httpx.Response:
+                with httpx.Client(timeout=10) as client:  # a new connection: either worker
+                    return client.post(f"{uvicorn.url}{path}", json={"name": token},
+                                       headers={"X-Client-Token": token})  # fmt: skip
+
+            redis.kill()
+            for attempt in range(4):
+                down = post(f"down-{attempt}")
+                assert down.status_code == 503
+                assert down.headers["Retry-After"] == "1"
+                assert down.headers["Content-Type"] == "application/json"
+                assert down.json()["errors"][0]["code"] == "idempotency.store-unavailable"
+            assert not log.exists()  # fail-closed: the app never ran
+
+            redis.start()
+            for attempt in range(4):
+                first, again = post(f"up-{attempt}"), post(f"up-{attempt}")
+                assert first.status_code == again.status_code == 201
+                assert again.content == first.content and again.headers["Idempotent-Replayed"] == "true"
+            assert len(log.read_text().splitlines()) == 4
+
+            # each worker fails its first run: retry until a 201; every failure released its claim
+            statuses = [post("flaky", "/v1/flaky").status_code for _ in range(3)]
+            assert statuses[-1] == 201 and set(statuses) <= {500, 201}, statuses
+            assert post("flaky", "/v1/flaky").headers["Idempotent-Replayed"] == "true"
