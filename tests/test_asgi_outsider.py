@@ -7,14 +7,18 @@ outsider found, or checked and pinned, over real HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 
+import apimw.asgi
 from tests.servers import HOST, RedisServer, Service
 from tests.test_docs import ROOT, samples_of
 
@@ -123,3 +127,63 @@ def test_redis_down_is_503_until_it_returns_and_an_app_error_releases_the_claim(
             statuses = [post("flaky", "/v1/flaky").status_code for _ in range(3)]
             assert statuses[-1] == 201 and set(statuses) <= {500, 201}, statuses
             assert post("flaky", "/v1/flaky").headers["Idempotent-Replayed"] == "true"
+
+
+# -- found by reading the glue: ASGI apps within the spec that the middlewares mishandled -------
+
+
+def _call(
+    app: Any, method: str = "GET", headers: list[tuple[bytes, bytes]] | None = None
+) -> list[dict[str, Any]]:
+    """One in-process ASGI request through *app*: the messages it sent."""
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+        "scheme": "http", "path": "/v1/things", "raw_path": b"/v1/things", "root_path": "",
+        "query_string": b"", "headers": [(b"host", b"127.0.0.1"), *(headers or [])],
+        "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 80),
+    }  # fmt: skip
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent
+
+
+def test_response_headers_given_as_a_generator_reach_the_client() -> None:
+    """ASGI lets an app give its headers as any iterable; a generator can be read once."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        lines = [(b"content-type", b"application/json"), (b"x-app", b"1")]
+        headers = (line for line in lines)
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    stack = apimw.asgi.MicroversionMiddleware(
+        apimw.asgi.ETagMiddleware(app), service_type="baremetal", min_version="1.1", max_version="1.9"
+    )
+    start = _call(stack)[0]
+    headers = {name.lower(): value for name, value in start["headers"]}
+    assert start["status"] == 200
+    assert headers[b"x-app"] == b"1"
+    assert headers[b"content-type"] == b"application/json"
+    assert headers[b"openstack-api-version"] == b"baremetal 1.1"
+
+
+def test_an_app_that_answers_nothing_is_named_in_asgi_terms() -> None:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+
+    stack = apimw.asgi.IdempotencyMiddleware(app, scope="shared")
+    request = [(b"content-type", b"application/json"), (b"x-client-token", b"t-1")]
+    with pytest.raises(RuntimeError) as raised:
+        _call(stack, "POST", request)
+    assert "http.response.start" in str(raised.value)
+    assert "start_response" not in str(raised.value)
+    # the claim was released: the retry runs the app again (not a 409 in flight)
+    with pytest.raises(RuntimeError, match="http.response.start"):
+        _call(stack, "POST", request)

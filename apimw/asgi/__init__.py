@@ -58,6 +58,7 @@ from apimw.asgi._glue import (
     path_info,
     raw_headers,
     receive_body,
+    rereadable,
     send_text,
     set_request_headers,
     text_headers,
@@ -151,6 +152,7 @@ class MicroversionMiddleware:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                message = rereadable(message)
                 message = {**message, "headers": self._with_ours(message.get("headers", ()), ours, ours_raw)}
             await send(message)
 
@@ -253,6 +255,7 @@ class ETagMiddleware:
             kind = message["type"]
             if kind == "http.response.start":
                 started = True
+                message = rereadable(message)
                 status = message["status"]
                 if plain and 200 <= status < 300:
                     headers = text_headers(message.get("headers", ()))
@@ -415,10 +418,11 @@ class IdempotencyMiddleware:
             try:
                 buffered = Buffered()
                 await self.app(scope, receive, buffered)
-                if buffered.status is not None:
-                    exchange.status = status_line(buffered.status)
-                    exchange.headers = text_headers(buffered.headers)
-                    exchange.add(buffered.body)
+                if buffered.status is None:  # the claim is released below
+                    raise RuntimeError("the ASGI app returned without sending http.response.start")
+                exchange.status = status_line(buffered.status)
+                exchange.headers = text_headers(buffered.headers)
+                exchange.add(buffered.body)
             except HTTPProblem as problem:
                 # a deliberate error answer from the app: stored like any 4xx
                 status, headers, body = problem_answer(

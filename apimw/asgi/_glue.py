@@ -141,6 +141,15 @@ def set_request_headers(scope: Scope, drop: Collection[bytes], add: RawHeaders) 
 # -- the answer -------------------------------------------------------------------------------
 
 
+def rereadable(start: Message) -> Message:
+    """The ``http.response.start`` *start* with ``headers`` that can be read more than once
+    (ASGI allows any iterable; a generator is read once): as it came when they are a list."""
+    headers = start.get("headers", ())
+    if isinstance(headers, (list, tuple)):
+        return start
+    return {**start, "headers": list(headers)}
+
+
 def raw_headers(headers: Iterable[tuple[str, str]]) -> RawHeaders:
     return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
 
