@@ -14,7 +14,7 @@ served at one of them gets, built once at construction:
 
 Dates are given as an HTTP-date (``Sun, 01 Nov 2026 00:00:00 GMT``), an ISO 8601 UTC date
 or time (``2026-11-01``, ``2026-11-01T12:00:00Z``), an sf-date (``@1793491200``), epoch
-seconds (an int) or an aware :class:`datetime.datetime`.
+seconds (an int) or an aware :class:`datetime.datetime`, from year 1 to year 9999.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ _IMF_FIXDATE: Final = re.compile(
 )
 _ISO: Final = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2}))?(?:Z|[+-]00:?00))?")
 _SF_DATE: Final = re.compile(r"@-?\d{1,15}")
+#: 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z: an HTTP-date's year has four digits
+#: (RFC 9110 §5.6.7), so Sunset and the discovery documents' dates can say no other
+_FIRST: Final = -62135596800
+_LAST: Final = 253402300799
 # RFC 3986 URI-reference characters, no spaces, quotes or angle brackets (RFC 8288 <URI-Reference>)
 _URI: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[!#$%&'()*+,\-./0-9:;=?@A-Z\[\]_a-z~]+")
 
@@ -97,14 +101,14 @@ def http_date(epoch: int) -> str:
 def parse_date(name: str, value: object) -> int:
     """*value* (see the module docstring) as epoch seconds; a bad one is a :class:`ConfigError`."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
+        return _in_range(name, value, value)
     timestamp = getattr(value, "timestamp", None)
     if callable(timestamp) and not isinstance(value, str):
         if getattr(value, "tzinfo", None) is None:
             raise ConfigError(
                 f"{name}: a datetime needs a time zone (e.g. datetime.timezone.utc), got {value!r}"
             )
-        return int(timestamp())
+        return _in_range(name, int(timestamp()), value)
     text = str(value).strip()
     found: int | None = None
     if _SF_DATE.fullmatch(text):
@@ -119,7 +123,15 @@ def parse_date(name: str, value: object) -> int:
             f"{name}: expected an HTTP-date ('Sun, 01 Nov 2026 00:00:00 GMT'), an ISO date "
             f"('2026-11-01' or '2026-11-01T00:00:00Z') or '@<epoch seconds>', got {value!r}"
         )
-    return found
+    return _in_range(name, found, value)
+
+
+def _in_range(name: str, epoch: int, value: object) -> int:
+    if not _FIRST <= epoch <= _LAST:
+        raise ConfigError(
+            f"{name}: {value!r} is not between year 1 and year 9999 (an HTTP-date has a four-digit year)"
+        )
+    return epoch
 
 
 def check_link(value: str) -> str:

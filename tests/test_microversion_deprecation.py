@@ -209,6 +209,13 @@ def test_without_a_floor_discovery_is_unchanged(flavour: str) -> None:
         pytest.param({"deprecation_link": "https://x/a b"}, "absolute URL", id="space-in-link"),
         pytest.param({"deprecation_link": "https://x/>; rel=next"}, "absolute URL", id="link-injection"),
         pytest.param({"deprecated_below": None}, "need deprecated_below", id="date-without-floor"),
+        # an HTTP-date's year has four digits (RFC 9110 §5.6.7): Sunset and discovery's dates
+        pytest.param({"sunset": "@999999999999999"}, "sunset: .*year 9999", id="sunset-past-9999"),
+        pytest.param({"deprecated_since": "@253402300800", "sunset": None}, "deprecated_since: .*year 9999",
+                     id="since-past-9999"),
+        pytest.param({"deprecated_since": 10**20, "sunset": None}, "deprecated_since: .*year 9999",
+                     id="int-past-sf-integer"),
+        pytest.param({"deprecated_since": "@-62135596801"}, "deprecated_since: .*year 1", id="before-year-1"),
     ],
 )  # fmt: skip
 def test_bad_deprecation_options_fail_at_construction(options: dict[str, Any], message: str) -> None:
