@@ -398,7 +398,7 @@ class MicroversionMiddleware:
             sent = {self._legacy_lower: legacy, _STANDARD_LOWER: standard}  # standard wins a shared name
             changed = [(k.lower(), v) for k, v in forwarded if sent.get(k.lower()) != v]
             raw = (
-                [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+                [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],  # ASGI's case
                 frozenset(k.encode("latin-1") for k, _ in changed if sent.get(k) is not None),
                 [(k.encode("latin-1"), v.encode("latin-1")) for k, v in changed],
             )

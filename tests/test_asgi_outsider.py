@@ -187,3 +187,44 @@ def test_an_app_that_answers_nothing_is_named_in_asgi_terms() -> None:
     # the claim was released: the retry runs the app again (not a 409 in flight)
     with pytest.raises(RuntimeError, match="http.response.start"):
         _call(stack, "POST", request)
+
+
+def test_every_header_name_apimw_sends_is_lower_case() -> None:
+    """ASGI's header names are lower case: Starlette's ``Headers``/``MutableHeaders`` (which
+    GZipMiddleware, CORSMiddleware... use on the answer) compare raw names as lower case, so
+    an outer middleware would miss our ``Vary`` and add a second one; HTTP/2 forbids upper case."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        body = b'{"uuid": "n1", "etag": "W/\\"abc\\""}'
+        await send({"type": "http.response.start", "status": 201 if scope["method"] == "POST" else 200,
+                    "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+        await send({"type": "http.response.body", "body": body})
+
+    async def current(scope: dict[str, Any]) -> str:
+        return 'W/"abc"'
+
+    etag = apimw.asgi.ETagMiddleware(app, current_etag=current, enforces="*")
+    stack = apimw.asgi.MicroversionMiddleware(
+        apimw.asgi.IdempotencyMiddleware(etag, scope="shared"),
+        service_type="baremetal", min_version="1.1", max_version="1.9",
+        deprecated_below="1.5", deprecated_since="2026-01-01", sunset="2027-01-01",
+        deprecation_link="https://docs.example.com/deprecations",
+    )  # fmt: skip
+    token = [(b"content-type", b"application/json"), (b"x-client-token", b"t-lower")]
+    answers = {
+        "GET": _call(stack),
+        "GET 1.9": _call(stack, headers=[(b"openstack-api-version", b"baremetal 1.9")]),
+        "406": _call(stack, headers=[(b"openstack-api-version", b"baremetal 9.9")]),
+        "400 version": _call(stack, headers=[(b"openstack-api-version", b"baremetal x")]),
+        "POST": _call(stack, "POST", token),
+        "replay": _call(stack, "POST", token),
+        "412": _call(stack, "PATCH", [(b"if-match", b'W/"stale"')]),
+    }
+    for what, sent in answers.items():
+        names = [name for name, _ in sent[0]["headers"]]
+        assert names == [name.lower() for name in names], (what, names)
+    replayed = dict(answers["replay"][0]["headers"])
+    assert replayed[b"idempotent-replayed"] == b"true"
+    assert answers["406"][0]["status"] == 406 and answers["412"][0]["status"] == 412
+    assert dict(answers["GET"][0]["headers"])[b"deprecation"] == b"@1767225600"

@@ -307,7 +307,7 @@ def test_vary_star_stays_star() -> None:
 
 def test_app_version_header_is_replaced_not_duplicated() -> None:
     resp = get(make(), path="/own-version-header", headers={LEGACY: "1.3"})
-    assert [v for k, v in resp.headerlist if k == LEGACY] == ["1.3"]
+    assert [v for k, v in resp.headerlist if k.lower() == LEGACY.lower()] == ["1.3"]  # any case: one line
 
 
 def test_an_app_that_sometimes_sets_our_headers_gets_them_merged_every_time() -> None:
@@ -325,7 +325,7 @@ def test_an_app_that_sometimes_sets_our_headers_gets_them_merged_every_time() ->
     mw = make(app=app)
     for i in range(6):
         resp = get(mw, headers={LEGACY: "1.3"})
-        assert [v for k, v in resp.headerlist if k == LEGACY] == ["1.3"]
+        assert [v for k, v in resp.headerlist if k.lower() == LEGACY.lower()] == ["1.3"]  # any case: one line
         assert vary_tokens(resp) == (["Accept", STD, LEGACY] if i % 2 else [STD, LEGACY])
 
 

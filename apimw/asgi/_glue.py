@@ -151,7 +151,8 @@ def rereadable(start: Message) -> Message:
 
 
 def raw_headers(headers: Iterable[tuple[str, str]]) -> RawHeaders:
-    return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    """ASGI's header lines: names in lower case (Starlette's ``Headers`` and HTTP/2 expect it)."""
+    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
 
 
 def text_headers(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
