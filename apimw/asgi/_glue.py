@@ -73,8 +73,9 @@ def path_info(scope: Scope) -> str:
 def header_environ(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, Any]:
     """The PEP 3333 keys of the request headers *raw*: ``HTTP_*``, ``CONTENT_TYPE``, ``CONTENT_LENGTH``."""
     environ: dict[str, Any] = {}
+    keys = _KEYS
     for name, value in raw:
-        key = _header_key(name)
+        key = keys.get(name) or _header_key(name)
         text = value.decode("latin-1")
         if key in environ:  # repeated lines are joined, as WSGI servers join them
             text = environ[key] + ("; " if key == "HTTP_COOKIE" else ",") + text
@@ -150,9 +151,21 @@ def rereadable(start: Message) -> Message:
     return {**start, "headers": list(headers)}
 
 
+#: response header name -> its ASGI name; names repeat from answer to answer
+_RAW_NAMES: dict[str, bytes] = {}
+
+
+def _raw_name(name: str) -> bytes:
+    raw = name.lower().encode("latin-1")
+    if len(_RAW_NAMES) < _KEYS_MAX:
+        _RAW_NAMES[name] = raw
+    return raw
+
+
 def raw_headers(headers: Iterable[tuple[str, str]]) -> RawHeaders:
     """ASGI's header lines: names in lower case (Starlette's ``Headers`` and HTTP/2 expect it)."""
-    return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+    names = _RAW_NAMES
+    return [(names.get(name) or _raw_name(name), value.encode("latin-1")) for name, value in headers]
 
 
 def text_headers(raw: Iterable[tuple[bytes, bytes]]) -> Headers:
