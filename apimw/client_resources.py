@@ -270,8 +270,17 @@ def _error_text(response: requests.Response) -> tuple[str, str | None]:
     return (" ".join(message.split()) or response.reason or ""), code
 
 
+#: Attribute :meth:`ResourceClient.send` sets on a response it stopped retrying: why it stopped.
+_GAVE_UP: Final = "_apimw_gave_up"
+
+
 def error_from_response(response: requests.Response, *, client_token: str | None = None) -> HTTPError:
-    """The :class:`HTTPError` subclass for a non-2xx *response*, with the server's message."""
+    """The :class:`HTTPError` subclass for a non-2xx *response*, with the server's message.
+
+    When the client retried and gave up (the attempts ran out on a 502/503/504, or a 409 "in
+    flight" outlasted ``in_flight_timeout``), the message says so and names *client_token*:
+    the request may still have been carried out, and the token is how to learn its outcome.
+    """
     detail, code = _error_text(response)
     status = response.status_code
     cls: type[HTTPError] = {404: NotFound, 409: Conflict, 412: PreconditionFailed}.get(status, HTTPError)
@@ -280,6 +289,11 @@ def error_from_response(response: requests.Response, *, client_token: str | None
     message = f"{message} ({method} {response.url})"
     if detail:
         message += f": {detail}"
+    gave_up = getattr(response, _GAVE_UP, None)
+    if gave_up:
+        message += f"; {gave_up}"
+        if client_token is not None:
+            message += f"; client token {client_token} (retry with it to learn the outcome)"
     return cls(message, response=response, code=code, detail=detail, client_token=client_token)
 
 
@@ -583,6 +597,9 @@ class ResourceClient:
                     policy.sleep(pause)
                     attempt -= 1  # waiting is not a failed attempt
                     continue
+                setattr(response, _GAVE_UP, f"still in progress after waiting {waited_in_flight:g} s")
+            elif retry and status in policy.statuses and attempt > 1:
+                setattr(response, _GAVE_UP, f"gave up after {attempt} attempts")
             return response
 
 

@@ -32,6 +32,7 @@ from apimw.client_resources import (
     EtagConflict,
     EtagUnsupported,
     FeatureUnsupported,
+    HTTPError,
     MissingEtag,
     NotFound,
     Resource,
@@ -545,6 +546,35 @@ def test_retries_are_bounded(service, make_client, proxies):
     assert err.value.attempts == FAST.attempts
     assert "tok-bounded" in str(err.value) and err.value.client_token == "tok-bounded"
     assert len(proxy.requests_to("POST", "/v1/nodes")) == FAST.attempts
+
+
+def test_giving_up_on_a_retried_status_says_so_and_names_the_token(service, make_client, proxies):
+    """A create whose retries all meet a 502/503/504 may or may not have been made (a gateway's
+    502 says nothing about the server): the error says the client gave up after N attempts and
+    names the token to learn the outcome with, as a lost answer's ConnectionFailed does."""
+    proxy = proxies(service, lambda req, n: ("fake", 503, 0) if req.method == "POST" else "pass")
+    nodes = nodes_of(make_client(proxy.url))
+    with pytest.raises(HTTPError) as err:
+        nodes.create({"driver": "fake-hardware"}, client_token="tok-503")
+    assert err.value.status == 503 and err.value.client_token == "tok-503"
+    assert len(proxy.requests_to("POST", "/v1/nodes")) == FAST.attempts
+    message = str(err.value)
+    assert f"gave up after {FAST.attempts} attempts" in message
+    assert "client token tok-503 (retry with it to learn the outcome)" in message
+    assert "\n" not in message
+
+
+def test_giving_up_on_a_create_still_in_flight_says_so_and_names_the_token(service, make_client, proxies):
+    proxy = proxies(service, lambda req, n: ("fake", 409, 1) if req.method == "POST" else "pass")
+    sleeps: list[float] = []
+    policy = RetryPolicy(attempts=4, backoff=0.02, jitter=0.0, in_flight_timeout=2.0, sleep=sleeps.append)
+    nodes = nodes_of(make_client(proxy.url, retry=policy))
+    with pytest.raises(Conflict) as err:
+        nodes.create({"driver": "fake-hardware"}, client_token="tok-409")
+    assert sleeps == [1.0, 1.0]  # Retry-After honoured, bounded by in_flight_timeout
+    message = str(err.value)
+    assert "still in progress after waiting 2 s" in message
+    assert "client token tok-409 (retry with it to learn the outcome)" in message
 
 
 def test_patch_and_delete_are_never_retried(service, make_client, proxies):

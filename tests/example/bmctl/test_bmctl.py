@@ -335,3 +335,51 @@ def test_environment_options(url):
     assert a1 == a2 != b1  # the token is scoped per project
     run = bmctl("--os-endpoint", url, "node", "list", "-f", "value", "-c", "UUID", endpoint="http://127.0.0.1:1")
     assert run.rc == 0 and set(run.out.split()) == {a1, b1}
+
+
+# -- arguments an outsider gets wrong ---------------------------------------------------
+
+
+def test_bad_timeouts_are_argument_errors_never_a_traceback(url):
+    """BMCTL_TIMEOUT=abc was a ValueError traceback before any parsing; --timeout 0/-1 reached
+    requests ("Attempted to set connect timeout to -1.0"); --wait nan never timed out."""
+    cases = [(("node", "list"), {"BMCTL_TIMEOUT": "abc"}), (("node", "list"), {"BMCTL_TIMEOUT": "0"})]
+    cases += [(("--timeout", value, "node", "list"), None) for value in ("0", "-1", "nan", "inf")]
+    for args, env in cases:
+        run = bmctl(*args, endpoint=url, env=env)
+        assert run.rc == 2, (args, env, run.err)
+        assert "Traceback" not in run.err
+        assert "positive number of seconds" in run.err and "BMCTL_TIMEOUT" in run.err, run.err
+    assert ok("--timeout", "2.5", "node", "list", endpoint=url).rc == 0
+    assert bmctl("node", "list", endpoint=url, env={"BMCTL_TIMEOUT": "7"}).rc == 0
+    ok("node", "create", "--driver", "fake-hardware", "--name", "t1", endpoint=url)
+    for value in ("-1", "nan", "inf"):
+        run = bmctl("node", "manage", "t1", "--wait", value, endpoint=url)
+        assert run.rc == 2 and "Traceback" not in run.err and "--wait" in run.err, (value, run.err)
+    assert server_node(url, "t1")["provision_state"] == "enroll"  # nothing was sent
+
+
+def test_options_that_would_silently_do_less_are_refused(url):
+    """--retry-on-conflict without a bare --etag sent the PATCH without If-Match (a blind
+    write, the opposite of what was asked); --client-token '' made a new random token (so
+    running the command again made a second node)."""
+    ok("node", "create", "--driver", "fake-hardware", "--name", "m1", endpoint=url)
+    for extra in ((), ("--etag", 'W/"x"')):
+        line = fails("node", "set", "m1", "--extra", "a=1", "--retry-on-conflict", "2", *extra, endpoint=url)
+        assert "--retry-on-conflict" in line and "bare --etag" in line, line
+    assert server_node(url, "m1")["extra"] == {}  # nothing was sent
+    before = len(ok("node", "list", "-f", "json", endpoint=url).json())
+    line = fails("node", "create", "--driver", "fake-hardware", "--client-token", "", endpoint=url)
+    assert "--client-token" in line and "empty" in line
+    assert len(ok("node", "list", "-f", "json", endpoint=url).json()) == before
+
+
+def test_values_json_cannot_send_stay_strings(url):
+    """``<key>=<value>`` values are JSON when they parse; Python's json also "parses" NaN,
+    Infinity and 1e400 (an infinity), which no JSON body can carry: they stay strings instead
+    of failing with "Out of range float values are not JSON compliant"."""
+    ok("node", "create", "--driver", "fake-hardware", "--name", "v2", "--property", "p=NaN", endpoint=url)
+    new = ok("node", "set", "v2", "--extra", "n=NaN", "--extra", "i=-Infinity", "--extra", "big=1e400",
+             "--extra", 'obj={"x": Infinity}', "--extra", "ok=1.5", "-f", "json", endpoint=url).json()
+    assert new["extra"] == {"n": "NaN", "i": "-Infinity", "big": "1e400", "obj": '{"x": Infinity}', "ok": 1.5}
+    assert new["properties"] == {"p": "NaN"}

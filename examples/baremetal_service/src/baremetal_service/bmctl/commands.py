@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -30,11 +31,26 @@ class CommandError(Exception):
 
 
 def _value(text: str) -> Any:
-    """``8`` -> 8, ``true`` -> True, ``{"a": 1}`` -> a dict; anything else stays a string."""
+    """``8`` -> 8, ``true`` -> True, ``{"a": 1}`` -> a dict; anything else stays a string,
+    and so does what Python's json reads but no JSON body can carry (``NaN``, ``Infinity``,
+    ``1e400``)."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
+        json.dumps(value, allow_nan=False)
     except ValueError:
         return text
+    return value
+
+
+def _wait_seconds(text: str) -> float:
+    """``--wait <seconds>``: a finite number >= 0 (0: the default, 600)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
 
 
 def _pairs(items: Iterable[str] | None, option: str) -> list[tuple[str, Any]]:
@@ -251,6 +267,8 @@ class CreateCommand(_Base, ShowOne):
         return parser
 
     def take_action(self, args: argparse.Namespace) -> tuple[Sequence[str], Sequence[Any]]:
+        if args.client_token is not None and not args.client_token.strip():
+            raise CommandError("--client-token must not be empty (leave it out for a new token per create)")
         body: dict[str, Any] = {}
         if self.spec.create_positional:
             body[self.spec.create_positional] = getattr(args, self.spec.create_positional)
@@ -267,7 +285,7 @@ class CreateCommand(_Base, ShowOne):
                 body[name] = getattr(args, name)
         if args.no_client_token:
             resource = self.manager.create(body, client_token=None)
-        elif args.client_token:
+        elif args.client_token is not None:
             resource = self.manager.create(body, client_token=args.client_token)
         else:
             resource = self.manager.create(body)  # a new token, reused by the automatic retries
@@ -322,6 +340,10 @@ class _Modify(_Base, ShowOne):
         if not patch:
             what = "unset" if self.unset else "set"
             raise CommandError(f"nothing to {what}: give at least one field option")
+        if args.retry_on_conflict and args.etag != READ_FIRST:
+            raise CommandError(
+                "--retry-on-conflict needs a bare --etag (read first, then re-apply the change on "
+                "a conflict); without it the change would be sent with no etag, or retried on none")
         read, etag = _resolve_etag(self.manager, args.ident, args.etag)
         if read is not None:
             new = read.update(patch, etag=True, retries=args.retry_on_conflict)
@@ -378,7 +400,7 @@ def _crud(spec: Spec) -> dict[str, type[Command]]:
 
 def _add_wait(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--wait", nargs="?", type=float, const=0.0, default=None, metavar="<seconds>",
+        "--wait", nargs="?", type=_wait_seconds, const=0.0, default=None, metavar="<seconds>",
         help="Wait for the action to finish, showing progress on stderr (optional timeout, default 600 s).")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 from typing import Any
@@ -74,9 +75,10 @@ class BmctlApp(App):
                             help="HTTP basic auth user (env OS_USERNAME).")
         parser.add_argument("--os-password", metavar="<password>", default=_env("OS_PASSWORD"),
                             help="HTTP basic auth password (env OS_PASSWORD).")
-        parser.add_argument("--timeout", metavar="<seconds>", type=float,
-                            default=float(_env("BMCTL_TIMEOUT", default="30") or 30),
-                            help="Per-request timeout (default 30).")
+        # A string default goes through ``type`` too, so a bad BMCTL_TIMEOUT is an argument error.
+        parser.add_argument("--timeout", metavar="<seconds>", type=_timeout,
+                            default=_env("BMCTL_TIMEOUT", default="30"),
+                            help="Per-request timeout (default 30; env BMCTL_TIMEOUT).")
         return parser
 
     @property
@@ -109,6 +111,18 @@ class BmctlApp(App):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _timeout(text: str) -> float:
+    """``--timeout`` / ``BMCTL_TIMEOUT``: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of seconds (--timeout, or BMCTL_TIMEOUT), got {text!r}")
+    return value
 
 
 def _server_range(endpoint: str, options: dict[str, Any]) -> str:
