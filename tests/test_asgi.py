@@ -103,14 +103,20 @@ def test_concurrent_tasks_with_one_token_run_the_app_exactly_once(
     assert len(in_flight) >= 1  # the 23 others arrived while it ran
 
 
-def test_two_uvicorn_workers_on_redis_run_a_token_once(redis_server: Server, tmp_path: Path) -> None:
+@pytest.mark.parametrize("store_fixture", ["redis_server", "memcached_server"])
+def test_two_uvicorn_workers_on_a_shared_store_run_a_token_once(
+    store_fixture: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Redis (redis.asyncio) and memcached (the blocking store in worker threads): a burst of
+    one token over both workers runs the app once; the rest are 409 in flight or the replay."""
+    store: Server = request.getfixturevalue(store_fixture)
     log = tmp_path / "executions.log"
     uvicorn = Service(
         tmp_path,
         lambda port: [sys.executable, "-m", "uvicorn", "tests.asgi_app:app", "--host", HOST,
                       "--port", str(port), "--workers", "2", "--no-access-log", "--log-level", "warning"],
         name="uvicorn", cwd=ROOT, ready_path="/pid",
-        env={"APIMW_TEST_STORE": redis_server.url, "APIMW_TEST_LOG": str(log)},  # type: ignore[attr-defined]
+        env={"APIMW_TEST_STORE": store.url, "APIMW_TEST_LOG": str(log)},  # type: ignore[attr-defined]
     )  # fmt: skip
     with uvicorn:
         base = uvicorn.url
@@ -159,7 +165,7 @@ def test_two_uvicorn_workers_on_redis_run_a_token_once(redis_server: Server, tmp
                 break
         else:
             pytest.fail("no burst reached both workers")
-        # a retry after the first answer is a replay from Redis, whichever worker takes it
+        # a retry after the first answer is a replay from the store, whichever worker takes it
         for _ in range(4):
             replay = httpx.post(f"{base}/v1/nodes", json={"name": "n1"},
                                 headers={"X-Client-Token": token, **VERSION_15})  # fmt: skip
