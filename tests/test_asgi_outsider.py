@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import socket
 import sys
 import time
@@ -19,7 +21,7 @@ import httpx
 import pytest
 
 import apimw.asgi
-from tests.servers import HOST, RedisServer, Service
+from tests.servers import HOST, MemcachedServer, RedisServer, Service
 from tests.test_docs import ROOT, samples_of
 
 
@@ -228,3 +230,65 @@ def test_every_header_name_apimw_sends_is_lower_case() -> None:
     assert replayed[b"idempotent-replayed"] == b"true"
     assert answers["406"][0]["status"] == 406 and answers["412"][0]["status"] == 412
     assert dict(answers["GET"][0]["headers"])[b"deprecation"] == b"@1767225600"
+
+
+# -- memcached under ASGI: the blocking store's calls in worker threads ---------------------
+
+
+@pytest.mark.serial  # measured against the clock
+def test_a_hung_memcached_answers_503_in_about_the_store_timeout_under_load(tmp_path: Path) -> None:
+    """memcached paused (SIGSTOP: connections are accepted, nothing answers), 200 concurrent
+    POSTs with distinct tokens to one uvicorn worker: each is a 503 in about the store timeout
+    (0.2 s here), a plain GET stays fast, and after SIGCONT the same uvicorn serves tokens.
+    The store's calls queued on asyncio's default executor (min(32, cpus + 4) threads), each
+    taking three socket timeouts on the hung server: the last 503s came after 50 s (0.5 s
+    timeout, 2 cpus), and every other user of the default executor waited behind them."""
+    log = tmp_path / "executions.log"
+    memcached = MemcachedServer(tmp_path / "memcached")
+    with memcached:
+        uvicorn = Service(
+            tmp_path,
+            lambda port: [sys.executable, "-m", "uvicorn", "tests.asgi_app:app", "--host", HOST, "--port",
+                          str(port), "--no-access-log", "--log-level", "warning"],
+            name="uvicorn", cwd=ROOT, ready_path="/pid",
+            env={"APIMW_TEST_STORE": f"{memcached.url}?timeout=0.2", "APIMW_TEST_LOG": str(log)},
+        )  # fmt: skip
+        with uvicorn:
+
+            async def burst(prefix: str, count: int) -> tuple[list[tuple[int, float]], tuple[int, float]]:
+                limits = httpx.Limits(max_connections=count + 1)
+                async with httpx.AsyncClient(base_url=uvicorn.url, timeout=120, limits=limits) as client:
+
+                    async def post(n: int) -> tuple[int, float]:
+                        start = time.monotonic()
+                        answer = await client.post("/v1/nodes", json={"name": n},
+                                                   headers={"X-Client-Token": f"{prefix}-{n}"})  # fmt: skip
+                        if answer.status_code == 503:
+                            assert answer.headers["Retry-After"] == "1"
+                            assert answer.json()["errors"][0]["code"] == "idempotency.store-unavailable"
+                        return answer.status_code, time.monotonic() - start
+
+                    async def get() -> tuple[int, float]:
+                        await asyncio.sleep(0.1)  # while the POSTs wait on the store
+                        start = time.monotonic()
+                        answer = await client.get("/pid")
+                        return answer.status_code, time.monotonic() - start
+
+                    *posts, plain = await asyncio.gather(*(post(n) for n in range(count)), get())
+                    return posts, plain
+
+            assert all(status == 201 for status, _ in asyncio.run(burst("warm", 20))[0])
+            os.kill(memcached.proc.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+            try:
+                posts, plain = asyncio.run(burst("hung", 200))
+            finally:
+                os.kill(memcached.proc.pid, signal.SIGCONT)  # type: ignore[union-attr]
+            assert {status for status, _ in posts} == {503}
+            slowest = max(took for _, took in posts)
+            assert slowest < 3.0, f"the slowest 503 took {slowest:.1f} s (store timeout 0.2 s)"
+            assert plain[0] == 200 and plain[1] < 1.0, plain
+            assert len(log.read_text().splitlines()) == 20  # fail-closed: the app never ran
+
+            posts, _ = asyncio.run(burst("back", 20))
+            assert all(status == 201 for status, _ in posts), posts
+            assert len(log.read_text().splitlines()) == 40

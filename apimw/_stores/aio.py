@@ -9,7 +9,7 @@
     ``memory://<name>`` is the same store a WSGI middleware of the process names.
 ``memcached://``
     The :class:`~apimw._stores.memcached_store.MemcachedStore`, each call in a worker
-    thread (``asyncio.to_thread``).  Chosen by measurement over ``aiomcache`` 0.8
+    thread of the store's own (:class:`ThreadedStore`).  Chosen by measurement over ``aiomcache`` 0.8
     (``bench/bench_asgi.py --memcached``): the thread hop costs less than the extra
     round trip ``aiomcache`` needs (it cannot pipeline ``add`` with ``gets``), and the
     claim, cas and reply parsing stay written once.
@@ -23,15 +23,23 @@ Every method raises :class:`~apimw.errors.StoreError` when the backend fails.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
-from typing import Any, Protocol
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from apimw._stores import Store, open_store
 from apimw._stores.memory_store import MemoryStore
+from apimw.errors import StoreError
 
 __all__ = ["AsyncStore", "InlineStore", "ThreadedStore", "asyncio_twin", "is_async_store", "open_async_store"]
 
+_T = TypeVar("_T")
+#: threads of a :class:`ThreadedStore` (each waits on one store command at a time)
+THREADS: Final = 32
 _REDIS_SCHEMES = frozenset(("redis", "rediss", "unix", "redis+cluster", "redis+sentinel"))
 
 
@@ -83,33 +91,79 @@ class InlineStore:
 
 
 class ThreadedStore:
-    """A blocking network :class:`Store` (``memcached://``), each call in a worker thread."""
+    """A blocking network :class:`Store` (``memcached://``), each call in a worker thread.
 
-    def __init__(self, store: Store) -> None:
+    The threads are the store's own (*threads* of them, started as needed), not asyncio's
+    default executor: a hung server then neither holds up the rest of the process's
+    ``asyncio.to_thread`` work nor waits behind it.  A call before the app runs (``claim``,
+    ``get``) that no thread has taken up within the store's timeout (*timeout*, or the
+    store's own ``timeout``) is dropped unsent and raises :class:`StoreError`: the request
+    gets its 503 in about the store timeout, as with a server that does not answer, instead
+    of queueing behind calls that each wait out their socket timeouts.  Calls after the app
+    ran (``complete``, ``release``, ``extend``) wait their turn.
+    """
+
+    def __init__(self, store: Store, *, timeout: float = 0.5, threads: int = THREADS) -> None:
         self.store = store
         self.name = store.name
         self.item_size_max: Any = getattr(store, "item_size_max", None)
+        own = getattr(store, "timeout", None)
+        #: seconds a claim or get may wait for a free thread
+        self.queue_timeout: float = own if isinstance(own, (int, float)) and own > 0 else timeout
+        self.threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
 
     def __repr__(self) -> str:
         return f"<ThreadedStore {self.store!r}>"
 
+    def _executor(self) -> ThreadPoolExecutor:
+        pool = self._pool
+        if pool is None or self._pid != os.getpid():  # a forked child has none of the threads
+            pool = self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="apimw-store")
+            self._pid = os.getpid()
+        return pool
+
+    async def _call(self, call: Callable[..., _T], *args: Any, queued: float | None = None) -> _T:
+        """``call(*args)`` in one of the store's threads; dropped unsent if no thread took it
+        up within *queued* seconds."""
+        started = self._executor().submit(contextvars.copy_context().run, call, *args)
+        result = asyncio.wrap_future(started)
+        if queued is None:
+            return await result
+        try:
+            return await asyncio.wait_for(asyncio.shield(result), queued)
+        except TimeoutError:
+            if started.cancel():  # never started: nothing reached the server
+                raise StoreError(
+                    f"{self.name}: {call.__name__} not started within {queued:g} s: the store's "
+                    f"{self.threads} threads are all waiting on the server"
+                ) from None
+            return await result  # running: the store's own socket timeouts bound it
+        except asyncio.CancelledError:
+            started.cancel()
+            raise
+
     async def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
-        return await asyncio.to_thread(self.store.claim, key, value, lease)
+        return await self._call(self.store.claim, key, value, lease, queued=self.queue_timeout)
 
     async def complete(self, key: str, expect: bytes, value: bytes, ttl: float) -> bool:
-        return await asyncio.to_thread(self.store.complete, key, expect, value, ttl)
+        return await self._call(self.store.complete, key, expect, value, ttl)
 
     async def release(self, key: str, expect: bytes) -> bool:
-        return await asyncio.to_thread(self.store.release, key, expect)
+        return await self._call(self.store.release, key, expect)
 
     async def extend(self, key: str, expect: bytes, lease: float) -> bool:
-        return await asyncio.to_thread(self.store.extend, key, expect, lease)
+        return await self._call(self.store.extend, key, expect, lease)
 
     async def get(self, key: str) -> bytes | None:
-        return await asyncio.to_thread(self.store.get, key)
+        return await self._call(self.store.get, key, queued=self.queue_timeout)
 
     async def aclose(self) -> None:
-        await asyncio.to_thread(self.store.close)
+        await self._call(self.store.close)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
 
 
 def open_async_store(url: str, *, timeout: float = 0.5) -> AsyncStore:
@@ -138,4 +192,4 @@ def asyncio_twin(store: Store, *, url: str | None, timeout: float = 0.5) -> Asyn
         from apimw._stores.redis_aio_store import AsyncRedisStore
 
         return AsyncRedisStore(url, timeout=timeout)
-    return ThreadedStore(store)
+    return ThreadedStore(store, timeout=timeout)

@@ -101,6 +101,12 @@ class _Reader:
         return data
 
 
+def _closed(exc: BaseException) -> bool:
+    """Whether *exc* says the connection was closed or refused (worth one retry on a fresh
+    one), not that the server let a timeout pass."""
+    return isinstance(exc, (MemcacheUnexpectedCloseError, ConnectionError))
+
+
 def _cas_token(cas: Any) -> bytes:
     """pymemcache gives cas tokens as bytes (or int); the wire wants the digits."""
     token = cas if isinstance(cas, bytes) else str(cas).encode("ascii")
@@ -139,6 +145,8 @@ class MemcachedStore:
             raise ConfigError("memcached store: at least one server is needed")
         self.servers = servers
         self.name = "memcached://" + ",".join(f"{h}:{p}" for h, p in servers)
+        #: the socket timeout (seconds) of every command
+        self.timeout = timeout
         self._kwargs: dict[str, Any] = {
             "timeout": timeout,
             "connect_timeout": connect_timeout if connect_timeout is not None else timeout,
@@ -290,12 +298,14 @@ class MemcachedStore:
 
     def _read(self, client: PooledClient, key: str) -> bytes | None:
         # A read is safe to repeat once: a pooled socket that died with a server
-        # restart fails the first time and is replaced by a fresh connection.
+        # restart fails the first time and is replaced by a fresh connection.  A read
+        # that timed out is not repeated: the server is there but does not answer, and
+        # a second wait would double the time a request waits for its 503.
         for attempt in (0, 1):
             try:
                 value = client.get(key)
             except _ERRORS as exc:
-                if attempt:
+                if attempt or not _closed(exc):
                     raise self._fail("get", exc) from exc
                 continue
             return None if value is None else bytes(value)
@@ -405,7 +415,7 @@ class MemcachedStore:
             try:
                 value, cas = client.gets(key)
             except _ERRORS as exc:
-                if attempt:
+                if attempt or not _closed(exc):
                     raise self._fail("gets", exc) from exc
                 continue
             return (None if value is None else bytes(value)), cas
