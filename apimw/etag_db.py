@@ -20,7 +20,11 @@ the explicit opt-in ``already_applied=True`` of :func:`update_if_match`, never a
 Serialization failures and deadlocks (PostgreSQL 40001/40P01 under REPEATABLE READ or
 SERIALIZABLE, MySQL 1213/1205, SQLite "database is locked") are retried a bounded number
 of times with jittered backoff, then answered with 412 (409 without If-Match) -- never a
-500.  When a helper evaluated the request's :class:`~apimw.etag.IfMatch` it calls
+500.  A database that cannot be reached, or that drops the session (a restart, a failover, no
+pooled connection free in time), is :class:`DatabaseUnavailable`: 503 ``etag.database-unavailable``
+when nothing was written, 503 ``etag.write-outcome-unknown`` when the session was lost during the
+``COMMIT`` (the write may have happened; a client that retries with its If-Match gets 412 if
+it did).  When a helper evaluated the request's :class:`~apimw.etag.IfMatch` it calls
 ``if_match.mark_enforced()``, which is the acknowledgement the middleware waits for.
 """
 
@@ -36,7 +40,8 @@ from apimw.etag import IfMatch, StaleEtag
 
 try:
     from sqlalchemy import and_, delete, select, update
-    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
 except ImportError as exc:  # one line naming the extra
     explain_missing(exc, "apimw.etag_db", module="sqlalchemy", library="SQLAlchemy", extra="sqlalchemy")
     raise
@@ -46,11 +51,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConcurrentUpdate",
+    "DatabaseUnavailable",
     "ResourceGone",
     "StaleEtag",
     "cas_update",
     "delete_if_match",
     "is_retryable",
+    "is_unavailable",
     "update_if_match",
     "write_attempts",
 ]
@@ -60,6 +67,12 @@ DEFAULT_BACKOFF: Final = 0.005
 _PG_RETRYABLE: Final = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
 _MYSQL_RETRYABLE: Final = frozenset({1213, 1205})  # ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
 _SQLITE_RETRYABLE: Final = frozenset({5, 6})  # SQLITE_BUSY, SQLITE_LOCKED
+#: SQLSTATE classes of a database that cannot serve now: connection exception, insufficient
+#: resources (too many connections...), operator intervention (admin/crash shutdown, starting up)
+_UNAVAILABLE_SQLSTATES: Final = ("08", "53", "57P")
+#: MySQL client/server codes of the same: can't connect (2002, 2003), server gone away or lost
+#: (2006, 2013), too many connections (1040), shutdown in progress (1053)
+_MYSQL_UNAVAILABLE: Final = frozenset({2002, 2003, 2006, 2013, 1040, 1053})
 
 
 class ResourceGone(HTTPProblem):
@@ -78,6 +91,49 @@ class ConcurrentUpdate(HTTPProblem):
             "etag.concurrent-update",
             f"The resource kept changing under concurrent updates ({attempts} attempts); retry later.",
         )
+
+
+class DatabaseUnavailable(HTTPProblem):
+    """503: the database could not be used (down, restarting, no connection free in time).
+
+    ``outcome_unknown``: the session was lost while the write was being committed, so it
+    may have been applied (only the acknowledgement may have been lost).
+    """
+
+    def __init__(self, *, outcome_unknown: bool = False, retry_after: int = 1) -> None:
+        self.outcome_unknown = outcome_unknown
+        if outcome_unknown:
+            code = "etag.write-outcome-unknown"
+            detail = (
+                "The database connection was lost while the write was being committed: it may or "
+                "may not have been applied. Fetch the resource to see; a retry with the same "
+                "If-Match gets 412 if it was applied."
+            )
+        else:
+            code = "etag.database-unavailable"
+            detail = "The database is unavailable; nothing was written. Retry later."
+        super().__init__(503, code, detail, headers=[("Retry-After", str(retry_after))])
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """The database cannot be used right now (down, restarting, the session cut, no pooled
+    connection free in time) rather than a bug or a conflict."""
+    if isinstance(exc, PoolTimeout):
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated or isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError) or is_retryable(exc):
+        return False
+    orig = exc.orig
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if sqlstate is not None:
+        return str(sqlstate).startswith(_UNAVAILABLE_SQLSTATES)
+    if type(orig).__module__.startswith("psycopg"):
+        return True  # psycopg's client-side failures (connection refused, closed) carry no SQLSTATE
+    args: tuple[Any, ...] = tuple(getattr(orig, "args", ()))
+    return bool(args) and isinstance(args[0], int) and args[0] in _MYSQL_UNAVAILABLE
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -151,16 +207,25 @@ def _retrying(
 ) -> object:
     """Run ``once(conn)`` in its own transaction until it returns something other than
     :data:`_AGAIN`, retrying serialization failures and deadlocks (``is_retryable``) with
-    backoff, at most ``retries + 1`` times; :data:`_AGAIN` if every attempt asked again."""
+    backoff, at most ``retries + 1`` times; :data:`_AGAIN` if every attempt asked again.
+
+    A database that cannot be used is :class:`DatabaseUnavailable`, its ``outcome_unknown``
+    set when the session failed in the ``COMMIT`` (``once`` had returned).
+    """
     for _attempt in write_attempts(retries, backoff):
+        committing = False
         try:
             with engine.begin() as conn:
                 result = once(conn)
+                committing = True
             if result is not _AGAIN:
                 return result
-        except DBAPIError as exc:
-            if not is_retryable(exc):
-                raise
+        except (DBAPIError, PoolTimeout) as exc:
+            if is_retryable(exc):
+                continue  # rolled back, even in the COMMIT (a serialization failure there)
+            if is_unavailable(exc):
+                raise DatabaseUnavailable(outcome_unknown=committing) from exc
+            raise
     return _AGAIN
 
 
@@ -237,7 +302,7 @@ def update_if_match(
         a client retrying after a lost response).  Off by default.
     :returns: the merged row as written, with its new etag.
     :raises ResourceGone: 404.  :raises StaleEtag: 412.  :raises ConcurrentUpdate: 409
-        (only without If-Match).
+        (only without If-Match).  :raises DatabaseUnavailable: 503.
     """
     def once(conn: Connection) -> dict[str, Any] | object:
         row = _read(conn, table, key)
@@ -291,6 +356,7 @@ def delete_if_match(
     """Delete the row if *if_match* holds (``DELETE ... WHERE key AND etag = :read``).
 
     :returns: the deleted row.  :raises ResourceGone: 404.  :raises StaleEtag: 412.
+    :raises DatabaseUnavailable: 503.
     """
     def once(conn: Connection) -> dict[str, Any] | object:
         row = _read(conn, table, key)
