@@ -43,6 +43,17 @@ def _uvicorn(directory: Path, module: str, *extra: str, env: dict[str, str] | No
     )  # fmt: skip
 
 
+def _test_app(directory: Path, store: str, log: Path, *extra: str) -> Service:
+    """uvicorn serving tests/asgi_app.py on *store*, its executions counted in *log*."""
+    return Service(
+        directory,
+        lambda port: [sys.executable, "-m", "uvicorn", "tests.asgi_app:app", "--host", HOST, "--port",
+                      str(port), *extra, "--no-access-log", "--log-level", "warning"],
+        name="uvicorn", cwd=ROOT, ready_path="/pid",
+        env={"APIMW_TEST_STORE": store, "APIMW_TEST_LOG": str(log)},
+    )  # fmt: skip
+
+
 def _answer(sock: socket.socket) -> tuple[int, bytes]:
     """The status and body of the one answer on *sock* (``Connection: close``)."""
     data = b""
@@ -95,13 +106,7 @@ def test_redis_down_is_503_until_it_returns_and_an_app_error_releases_the_claim(
     log = tmp_path / "executions.log"
     redis = RedisServer(tmp_path / "redis")
     with redis:
-        uvicorn = Service(
-            tmp_path,
-            lambda port: [sys.executable, "-m", "uvicorn", "tests.asgi_app:app", "--host", HOST, "--port",
-                          str(port), "--workers", "2", "--no-access-log", "--log-level", "warning"],
-            name="uvicorn", cwd=ROOT, ready_path="/pid",
-            env={"APIMW_TEST_STORE": redis.url, "APIMW_TEST_LOG": str(log)},
-        )  # fmt: skip
+        uvicorn = _test_app(tmp_path, redis.url, log, "--workers", "2")
         with uvicorn:
 
             def post(token: str, path: str = "/v1/nodes") -> httpx.Response:
@@ -246,13 +251,7 @@ def test_a_hung_memcached_answers_503_in_about_the_store_timeout_under_load(tmp_
     log = tmp_path / "executions.log"
     memcached = MemcachedServer(tmp_path / "memcached")
     with memcached:
-        uvicorn = Service(
-            tmp_path,
-            lambda port: [sys.executable, "-m", "uvicorn", "tests.asgi_app:app", "--host", HOST, "--port",
-                          str(port), "--no-access-log", "--log-level", "warning"],
-            name="uvicorn", cwd=ROOT, ready_path="/pid",
-            env={"APIMW_TEST_STORE": f"{memcached.url}?timeout=0.2", "APIMW_TEST_LOG": str(log)},
-        )  # fmt: skip
+        uvicorn = _test_app(tmp_path, f"{memcached.url}?timeout=0.2", log)
         with uvicorn:
 
             async def burst(prefix: str, count: int) -> tuple[list[tuple[int, float]], tuple[int, float]]:
