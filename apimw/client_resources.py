@@ -274,6 +274,11 @@ def _error_text(response: requests.Response) -> tuple[str, str | None]:
 _GAVE_UP: Final = "_apimw_gave_up"
 
 
+def _token_note(client_token: str) -> str:
+    """What a message about a request that may have been carried out says of its token."""
+    return f"; client token {client_token} (retry with it to learn the outcome)"
+
+
 def error_from_response(response: requests.Response, *, client_token: str | None = None) -> HTTPError:
     """The :class:`HTTPError` subclass for a non-2xx *response*, with the server's message.
 
@@ -293,7 +298,7 @@ def error_from_response(response: requests.Response, *, client_token: str | None
     if gave_up:
         message += f"; {gave_up}"
         if client_token is not None:
-            message += f"; client token {client_token} (retry with it to learn the outcome)"
+            message += _token_note(client_token)
     return cls(message, response=response, code=code, detail=detail, client_token=client_token)
 
 
@@ -568,7 +573,7 @@ class ResourceClient:
                 if attempt >= policy.attempts:
                     note = f" after {attempt} attempts" if attempt > 1 else ""
                     if client_token is not None:
-                        note += f"; client token {client_token} (retry with it to learn the outcome)"
+                        note += _token_note(client_token)
                     raise ConnectionFailed(
                         f"no answer from {self.session.endpoint} to {method} {path}{note}: {_short(exc)}",
                         attempts=attempt, client_token=client_token,

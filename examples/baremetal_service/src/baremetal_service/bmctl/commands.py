@@ -42,14 +42,16 @@ def _value(text: str) -> Any:
     return value
 
 
-def _wait_seconds(text: str) -> float:
-    """``--wait <seconds>``: a finite number >= 0 (0: the default, 600)."""
+def seconds(text: str, *, zero: bool = True, what: str = "") -> float:
+    """A finite number of seconds, >= 0 (> 0 unless *zero*); else an argument error (*what*
+    names where the text came from)."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        expected = "a number of seconds >= 0" if zero else "a positive number of seconds"
+        raise argparse.ArgumentTypeError(f"expected {expected}{what}, got {text!r}")
     return value
 
 
@@ -400,7 +402,7 @@ def _crud(spec: Spec) -> dict[str, type[Command]]:
 
 def _add_wait(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--wait", nargs="?", type=_wait_seconds, const=0.0, default=None, metavar="<seconds>",
+        "--wait", nargs="?", type=seconds, const=0.0, default=None, metavar="<seconds>",
         help="Wait for the action to finish, showing progress on stderr (optional timeout, default 600 s).")
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import sys
 from typing import Any
@@ -115,14 +114,7 @@ class BmctlApp(App):
 
 def _timeout(text: str) -> float:
     """``--timeout`` / ``BMCTL_TIMEOUT``: a positive, finite number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(
-            f"expected a positive number of seconds (--timeout, or BMCTL_TIMEOUT), got {text!r}")
-    return value
+    return commands.seconds(text, zero=False, what=" (--timeout, or BMCTL_TIMEOUT)")
 
 
 def _server_range(endpoint: str, options: dict[str, Any]) -> str:
