@@ -118,6 +118,8 @@ def select_version(
         if found:
             text, header = found_text, STANDARD_HEADER
     if header is None and legacy is not None:
+        if len(legacy) > MAX_HEADER_LENGTH:
+            return Selection(None, CODE_MALFORMED, None, legacy_header)
         # The same rule as the standard header: repeated lines arrive comma-joined (RFC 9110
         # §5.3), empty list elements are skipped (§5.6.1), and the last one wins.
         last = _last_element(legacy)

@@ -33,10 +33,6 @@ class Version(NamedTuple):
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"
 
-    @classmethod
-    def parse(cls, text: str) -> Version:
-        return parse_version(text)
-
     def matches(self, min_version: Version | None = None, max_version: Version | None = None) -> bool:
         """True if ``min_version <= self <= max_version`` (open bounds when ``None``)."""
         if min_version is not None and self < min_version:

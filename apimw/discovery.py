@@ -27,19 +27,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from apimw._microversion_deprecation import Deprecation, http_date
 from apimw._microversion_type import Version, parse_version
 from apimw.errors import ConfigError, VersionParseError
 
-if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIEnvironment
-
 __all__ = [
     "DiscoveryResponder",
     "Link",
     "Resource",
+    "base_url",
     "check_links",
     "links_at",
     "major_document",
@@ -50,6 +48,8 @@ __all__ = [
 ]
 
 _CACHE_SIZE: Final = 256
+#: documents under a longer base URL are built each time, never kept
+_CACHED_URL_LENGTH: Final = 256
 
 #: A resource collection linked from ``/v{major}``: its name (linked at every version), or
 #: its name and the version it appeared in, as a pair or as ``"name:X.Y"`` (the form a
@@ -80,16 +80,26 @@ def resource_windows(resources: Sequence[Resource]) -> tuple[tuple[str, Version 
     return tuple(windows)
 
 
-def request_base_url(environ: Mapping[str, Any]) -> str:
-    """``scheme://host[:port]/script_name`` of the request, without a trailing slash."""
-    scheme = environ.get("wsgi.url_scheme", "http")
-    host = environ.get("HTTP_HOST")
+def base_url(scheme: str, host: str | None, server_name: str, server_port: str, root: str) -> str:
+    """``scheme://host[:port]/root`` of a request, without a trailing slash: *host* is its
+    ``Host`` header, else the server's name and port (the port left out when it is the
+    scheme's default)."""
     if not host:
-        host = environ.get("SERVER_NAME", "localhost")
-        port = environ.get("SERVER_PORT", "")
-        if port and (scheme, port) not in (("http", "80"), ("https", "443")):
-            host = f"{host}:{port}"
-    return f"{scheme}://{host}{environ.get('SCRIPT_NAME', '')}".rstrip("/")
+        host = server_name
+        if server_port and (scheme, server_port) not in (("http", "80"), ("https", "443")):
+            host = f"{host}:{server_port}"
+    return f"{scheme}://{host}{root}".rstrip("/")
+
+
+def request_base_url(environ: Mapping[str, Any]) -> str:
+    """:func:`base_url` of the WSGI request *environ*."""
+    return base_url(
+        environ.get("wsgi.url_scheme", "http"),
+        environ.get("HTTP_HOST"),
+        environ.get("SERVER_NAME", "localhost"),
+        environ.get("SERVER_PORT", ""),
+        environ.get("SCRIPT_NAME", ""),
+    )
 
 
 def links_at(base_url: str, links: Sequence[Link]) -> list[dict[str, str]]:
@@ -210,7 +220,8 @@ def major_document(
 
 
 class DiscoveryResponder:
-    """Answers ``GET``/``HEAD`` on ``/`` and ``/v{major}[/]``; returns ``None`` for anything else."""
+    """The documents of ``GET``/``HEAD`` ``/`` and ``/v{major}[/]`` (sans-IO: :meth:`kind` tells
+    whether a path is one, :meth:`document` gives its answer; the bodies are kept, bounded)."""
 
     def __init__(
         self,
@@ -265,30 +276,23 @@ class DiscoveryResponder:
                     links=self.links, max_version_field=self.max_version_field,
                 )  # fmt: skip
             cached = json.dumps(doc).encode("utf-8")
+            if len(base_url) > _CACHED_URL_LENGTH:  # a Host header of the client's choosing
+                return cached
             if len(self._bodies) >= _CACHE_SIZE:
                 self._bodies.clear()
             self._bodies[key] = cached
         return cached
 
-    def __call__(
-        self, environ: WSGIEnvironment, start_response: StartResponse, version: Version
-    ) -> list[bytes] | None:
-        answer = self.answer(environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD"), environ, version)
-        if answer is None:
-            return None
-        headers, body = answer
-        start_response("200 OK", headers)
-        return [body] if body else []
+    def kind(self, path: str) -> str | None:
+        """``root`` or ``major`` when *path* (below the app's root) is a discovery document, else ``None``."""
+        return self._kinds.get(path)
 
-    def answer(
-        self, path: str, method: str | None, request: Mapping[str, Any], version: Version
-    ) -> tuple[list[tuple[str, str]], bytes] | None:
-        """The 200 answer's headers and body when *path* is a discovery document, else ``None``
-        (sans-IO: *request* is the WSGI environ, or the CGI keys of an ASGI request)."""
-        kind = self._kinds.get(path)
-        if kind is None or method not in ("GET", "HEAD"):
-            return None
-        body = self.body(kind, self.public_url or request_base_url(request), version)
+    def document(
+        self, kind: str, method: str, base_url: str, version: Version
+    ) -> tuple[list[tuple[str, str]], bytes]:
+        """The 200 answer's headers and body of the document *kind* (:meth:`kind`) served at
+        *version*, its links under *base_url* (the ``public_url`` option wins); no body for ``HEAD``."""
+        body = self.body(kind, self.public_url or base_url, version)
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
                    ("Cache-Control", "no-cache")]  # fmt: skip
         return headers, b"" if method == "HEAD" else body

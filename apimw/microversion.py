@@ -16,12 +16,11 @@ they can be tested without WSGI; the :class:`Version` value is in
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
-from apimw import discovery as _discovery
+from apimw import _wsgi
 from apimw._config import (
     Option,
     as_bool,
@@ -30,29 +29,27 @@ from apimw._config import (
     as_str,
     integration,
 )
+from apimw._microversion_core import Discover, MicroversionCore, Refuse, Serve
 from apimw._microversion_negotiation import (
     CODE_MALFORMED,
     CODE_UNSUPPORTED,
     STANDARD_HEADER,
-    Negotiator,
-    merge_response_headers,
     select_version,
 )
 from apimw._microversion_negotiation import Selection as Selection
 from apimw._microversion_negotiation import config_version as _config_version
 from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw._microversion_type import parse_version as parse_version
-from apimw._wsgi import WrappedApp
+from apimw.discovery import Resource, request_base_url
 from apimw.errors import (
     ENVIRON_PROFILE,
     ConfigError,
     HTTPProblem,
     respond_with_problem,
 )
-from apimw.metrics import Metrics, as_metrics, problem_outcome
+from apimw.metrics import Metrics, as_metrics
 
 if TYPE_CHECKING:
-    from _typeshed import OptExcInfo
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 __all__ = [
@@ -63,7 +60,11 @@ __all__ = [
     "GROUP",
     "OPTIONS",
     "STANDARD_HEADER",
+    "Discover",
+    "MicroversionCore",
     "MicroversionMiddleware",
+    "Refuse",
+    "Serve",
     "VersionGate",
     "VersionedFields",
     "filter_factory",
@@ -73,11 +74,11 @@ __all__ = [
     "select_version",
     "served_version",
     "wrap_flask",
+    "wraps_microversion",
 ]
 
 #: ``environ`` key of the standard request header
 _ENVIRON_STANDARD: Final = "HTTP_OPENSTACK_API_VERSION"
-_STANDARD_LOWER: Final = STANDARD_HEADER.lower()
 
 CODE_FEATURE_UNAVAILABLE: Final = "microversion.feature-unavailable"
 
@@ -244,62 +245,58 @@ class VersionedFields:
 
 # -- the middleware ---------------------------------------------------------------------
 
-#: What the middleware does for one pair of raw header values, built once: for a served
-#: request ``(version, standard, legacy, headers, report, raw)``: the version, the values of the
-#: standard and the legacy request headers forwarded to the app, the response headers to add
-#: (``Vary`` last); for a refused one ``(None, "", "", problem, report, None)``.  *report* tells
-#: the ``metrics`` object the outcome (``None`` without one).  *raw* is the same for ASGI, as
-#: bytes: the response headers to add, and the rewrite of the request's header lines that
-#: forwards the served version (the names whose lines are dropped, the lines appended; both
-#: empty when the client sent exactly what is forwarded).
-_Outcome = tuple[
-    Version | None,
-    str,
-    str,
-    Any,  # headers or problem
-    Callable[[], None] | None,
-    tuple[list[tuple[bytes, bytes]], frozenset[bytes], list[tuple[bytes, bytes]]] | None,
-]
-
-#: Read for the legacy header when the service has none: never set, so it reads ``None``.
-_ENVIRON_NO_LEGACY: Final = "apimw.microversion.no-legacy-header"
-
 
 class MicroversionMiddleware:
     """Negotiate the microversion of every request (see the module docstring).
 
-    Options (keyword-only; the paste.deploy ini keys have the same names):
+    The rules are :class:`apimw._microversion_core.MicroversionCore`'s (``self.core``); this
+    class moves a WSGI request to them and their decision back.  Options (keyword-only; the
+    paste.deploy ini keys, the oslo.config options of group ``apimw_microversion`` and the
+    Flask ``APIMW_MICROVERSION`` keys have the same names):
 
-    service_type
+    service_type (required)
         the service type in ``OpenStack-API-Version: <service_type> X.Y`` (e.g. ``baremetal``).
-    min_version, max_version
-        the supported range, ``"1.1"`` .. ``"1.115"``.
+    min_version, max_version (required)
+        the supported range, e.g. ``"1.1"`` .. ``"1.115"``.  A request without a version
+        header is served at ``min_version``; ``latest`` (any case) at ``max_version``.
     legacy_header
         the service's own request header, e.g. ``X-OpenStack-Ironic-API-Version``.
-        The standard header wins when both are sent.
+        The standard header wins when both are sent.  Default: none.
     min_header, max_header
         names of the range headers on every response; default from the legacy
         header (``X-OpenStack-Ironic-API-Minimum-Version``) or ``OpenStack-API-Minimum-Version``.
     pin_max_version
         advertise and serve at most this version (rolling upgrades: pin the
-        new release to the old one's maximum until every node is upgraded).
+        new release to the old one's maximum until every node is upgraded).  Default: none.
     error_profile
-        ``api-sig`` (malformed -> 400) or ``ironic`` (malformed -> 406, Ironic envelope).
+        ``api-sig`` (the default: malformed -> 400, ``{"errors": [...]}``) or ``ironic``
+        (malformed -> 406, Ironic's ``error_message`` envelope).
     service_aliases
-        other names accepted as our service type in the standard header.
+        other names accepted as our service type in the standard header.  Default: none.
     discovery
-        answer ``GET``/``HEAD`` ``/`` and ``/v{major}`` with Ironic-shaped
-        discovery documents (``discovery_name``, ``discovery_description``,
-        ``discovery_resources``, ``public_url``).  Place this middleware before
-        authentication so that discovery stays unauthenticated.
+        answer ``GET``/``HEAD`` ``/`` and ``/v{major}`` with Ironic-shaped discovery
+        documents (default ``False``).  Place this middleware before authentication so
+        that discovery stays unauthenticated.
+    discovery_name, discovery_description
+        the ``name`` and ``description`` of the root document (default empty).
+    discovery_resources
+        the collections ``/v{major}`` links: names, or ``"name:X.Y"`` for one that exists
+        from version X.Y (see :mod:`apimw.discovery`).  Default: none.
+    public_url
+        base URL of the discovery links (default: from the request's ``Host``, scheme and root).
     deprecated_below, deprecated_since, sunset, deprecation_link
         versions below ``deprecated_below`` are deprecated: their answers carry
         ``Deprecation: @<deprecated_since>`` (RFC 9745), ``Sunset`` (RFC 8594) and
         ``Link: <deprecation_link>; rel="deprecation"`` when those are set, and the
-        discovery documents say so (see ``docs/microversion.md``).
+        discovery documents say so (see ``docs/microversion.md``).  ``deprecated_since``
+        is required with ``deprecated_below``.  Default: none.
     metrics
-        an :class:`apimw.metrics.Metrics` told every request's outcome (served,
-        deprecated, malformed, unsupported) and served version.
+        an :class:`apimw.metrics.Metrics` (or ``"package.module:attribute"`` naming one)
+        told every request's outcome (served, deprecated, malformed, unsupported) and
+        served version.  Default: none.
+
+    Decisions are kept per pair of version header values, bounded (see
+    :mod:`apimw._microversion_core`): a client choosing huge or ever new values holds no memory.
     """
 
     def __init__(
@@ -318,7 +315,7 @@ class MicroversionMiddleware:
         discovery: bool = False,
         discovery_name: str = "",
         discovery_description: str = "",
-        discovery_resources: Sequence[_discovery.Resource] = (),
+        discovery_resources: Sequence[Resource] = (),
         public_url: str | None = None,
         deprecated_below: str | Version | None = None,
         deprecated_since: object = None,
@@ -326,164 +323,78 @@ class MicroversionMiddleware:
         deprecation_link: str | None = None,
         metrics: Metrics | str | None = None,
     ) -> None:
-        self.app = app  # the property below: also sets self._call_app
-        negotiator = self.negotiator = Negotiator(
-            service_type=service_type,
-            min_version=min_version,
-            max_version=max_version,
-            legacy_header=legacy_header,
-            min_header=min_header,
-            max_header=max_header,
-            pin_max_version=pin_max_version,
-            error_profile=error_profile,
-            service_aliases=service_aliases,
-            deprecated_below=deprecated_below,
-            deprecated_since=deprecated_since,
-            sunset=sunset,
-            deprecation_link=deprecation_link,
-        )
-        self.metrics = as_metrics(metrics)
-        self.service_type = negotiator.service_type
-        self.min_version, self.max_version = negotiator.min_version, negotiator.max_version
-        self.error_profile = error_profile
-        self.malformed_status = negotiator.malformed_status
-        self.service_types = negotiator.service_types
-        self.legacy_header = negotiator.legacy_header
-        self.min_header, self.max_header = negotiator.min_header, negotiator.max_header
-        # the legacy header's environ key, read and written; a service without one reads a key
-        # that is never set and writes the standard header's value twice (cheaper than a test)
-        self._legacy_read = _ENVIRON_NO_LEGACY if legacy_header is None else _environ_key(legacy_header)
-        self._legacy_write = _ENVIRON_STANDARD if legacy_header is None else self._legacy_read
-        self._legacy_lower = _STANDARD_LOWER if legacy_header is None else legacy_header.lower()
-        self._vary_value = ", ".join(negotiator.vary)
-        self._refused_headers = [*negotiator.range_headers, ("Vary", self._vary_value)]
-        #: per standard header value, per legacy header value (two lookups are cheaper than a
-        #: tuple key's hash); at most _CACHE_SIZE outcomes in all
-        self._outcomes: dict[str | None, dict[str | None, _Outcome]] = {}
-        self._outcome_count = 0
-        #: response header names, as the app spells them, known not to be ours (the hot path
-        #: checks the app's headers against it instead of lower-casing each name)
-        self._plain_names: set[str] = set()
-
-        self.discovery = discovery
-        if discovery:
-            self._discovery = _discovery.DiscoveryResponder(
-                min_version=self.min_version,
-                max_version=self.max_version,
-                name=discovery_name,
-                description=discovery_description,
-                resources=tuple(discovery_resources),
-                public_url=public_url,
-                deprecated_below=negotiator.deprecated_below,
-                deprecation=negotiator.deprecation,
-            )
-
-    app = WrappedApp()  # the wrapped WSGI app (may be replaced)
-    _call_app: WSGIApplication  # what calls it, bound by WrappedApp
-
-    def _outcome(self, standard: str | None, legacy: str | None) -> _Outcome:
-        """Negotiate once per pair of raw header values (bounded: junk cannot grow memory)."""
-        served = self.negotiator.negotiate(standard, legacy)
-        outcome: _Outcome
-        metrics = self.metrics
-        if isinstance(served, HTTPProblem):
-            outcome_label, version_label = problem_outcome(served.code), ""
-            outcome = (None, "", "", served, None, None)
-        else:
-            # the standard header first, the legacy one last (the same entry when there is none)
-            forwarded = served.request_headers
-            headers = [*served.response_headers, ("Vary", self._vary_value)]
-            outcome_label, version_label = served.outcome, str(served.version)
-            # the request's version headers the app would read differently from what is served
-            sent = {self._legacy_lower: legacy, _STANDARD_LOWER: standard}  # standard wins a shared name
-            changed = [(k.lower(), v) for k, v in forwarded if sent.get(k.lower()) != v]
-            raw = (
-                [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],  # ASGI's case
-                frozenset(k.encode("latin-1") for k, _ in changed if sent.get(k) is not None),
-                [(k.encode("latin-1"), v.encode("latin-1")) for k, v in changed],
-            )
-            outcome = (served.version, forwarded[0][1], forwarded[-1][1], headers, None, raw)
-        if metrics is not None:  # told once per request, built once per outcome
-            report = partial(metrics.microversion, outcome_label, version_label)
-            outcome = (*outcome[:4], report, outcome[5])
-        if self._outcome_count >= _CACHE_SIZE:
-            self._outcomes.clear()
-            self._outcome_count = 0
-        self._outcomes.setdefault(standard, {})[legacy] = outcome
-        self._outcome_count += 1
-        return outcome
-
-    def merge(self, headers: list[tuple[str, str]], ours: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The app's response *headers* minus ours, then *ours* (an outcome's, ``Vary`` last)
-        and one merged ``Vary`` (sans-IO: the WSGI and the ASGI middleware both ask here)."""
-        owned, plain = self.negotiator.owned, self._plain_names
-        mine = False
-        for name, _ in headers:
-            if name.lower() in owned:
-                mine = True
-            elif len(plain) < _CACHE_SIZE:
-                plain.add(name)
-        if not mine:
-            return [*headers, *ours]
-        return merge_response_headers(headers, ours[:-1], owned, self.negotiator.vary)
-
-    def negotiated(self, standard: str | None, legacy: str | None) -> _Outcome:
-        """The outcome for a request's raw standard and legacy header values (``None``: absent),
-        told to ``metrics``.  Sans-IO: the WSGI and the ASGI middleware both ask here."""
-        try:
-            outcome = self._outcomes[standard][legacy]
-        except KeyError:
-            outcome = self._outcome(standard, legacy)
-        report = outcome[4]
-        if report is not None:
-            report()
-        return outcome
+        self.app = app
+        self.core = core = MicroversionCore(
+            service_type=service_type, min_version=min_version, max_version=max_version,
+            legacy_header=legacy_header, min_header=min_header, max_header=max_header,
+            pin_max_version=pin_max_version, error_profile=error_profile,
+            service_aliases=service_aliases, discovery=discovery, discovery_name=discovery_name,
+            discovery_description=discovery_description, discovery_resources=discovery_resources,
+            public_url=public_url, deprecated_below=deprecated_below,
+            deprecated_since=deprecated_since, sunset=sunset, deprecation_link=deprecation_link,
+            metrics=metrics,
+        )  # fmt: skip
+        #: the range served (``max_version`` lowered to ``pin_max_version`` when that is set)
+        self.min_version, self.max_version = core.min_version, core.max_version
+        # the environ keys of the version headers, read and written
+        self._legacy_key = None if core.legacy_header is None else _environ_key(core.legacy_header)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        version, forward_standard, forward_legacy, ours, _, _ = self.negotiated(
-            environ.get(_ENVIRON_STANDARD), environ.get(self._legacy_read)
+        core = self.core
+        legacy_key = self._legacy_key
+        decision = core.decide(
+            environ["REQUEST_METHOD"],
+            environ.get("PATH_INFO", ""),
+            environ.get(_ENVIRON_STANDARD),
+            None if legacy_key is None else environ.get(legacy_key),
         )
-        environ[ENVIRON_PROFILE] = self.error_profile
-        if version is None:
+        environ[ENVIRON_PROFILE] = core.error_profile
+        if type(decision) is Refuse:
             # No version was served: range headers and Vary only.
-            return respond_with_problem(environ, start_response, ours, extra_headers=self._refused_headers)
-        environ[ENVIRON_VERSION] = version
+            return respond_with_problem(
+                environ, start_response, decision.problem, extra_headers=decision.headers
+            )
+        if type(decision) is Discover:
+            environ[ENVIRON_VERSION] = decision.serve.version
+            headers, body = core.document(decision, environ["REQUEST_METHOD"], request_base_url(environ))
+            start_response("200 OK", headers)
+            return [body] if body else []
+        assert type(decision) is Serve  # noqa: S101 - the third kind of decision
+        environ[ENVIRON_VERSION] = decision.version
         # The request's version headers as the app should read them: an app that negotiates
         # by itself serves what we label.
-        environ[_ENVIRON_STANDARD] = forward_standard
-        environ[self._legacy_write] = forward_legacy
-        plain = self._plain_names
-        started = False
-
-        def _start_response(
-            status: str, headers: list[tuple[str, str]], exc_info: OptExcInfo | None = None
-        ) -> Callable[[bytes], object]:
-            nonlocal started
-            for name, _ in headers:
-                if name not in plain:  # ours, or not seen yet
-                    headers = self.merge(headers, ours)
-                    break
-            else:  # the usual case: the app set none of our headers
-                headers = [*headers, *ours]
-            if started:  # replacing (PEP 3333): the caller needs exc_info, and re-raises it if sent
-                return start_response(status, headers, exc_info)
-            # The first call: there is nothing to replace, so an error the app handled itself
-            # is an answer; with exc_info, webob's get_response would re-raise it instead.
-            started = True
-            return start_response(status, headers)
-
-        if self.discovery:
-            answered = self._discovery(environ, _start_response, version)
-            if answered is not None:
-                return answered
+        environ[_ENVIRON_STANDARD] = decision.standard
+        if legacy_key is not None:
+            environ[legacy_key] = decision.legacy
+        start = _wsgi.StartResponse(start_response, partial(core.response_headers, serve=decision))
         try:
-            return self._call_app(environ, _start_response)
+            return self.app(environ, start)
         except HTTPProblem as problem:
             # App code raised a gate or another apimw problem: render it here, replacing the
             # answer the app had started (if any; only then is exc_info passed).
-            return respond_with_problem(
-                environ, _start_response, problem, exc_info=sys.exc_info() if started else None
-            )
+            return respond_with_problem(environ, start, problem, exc_info=start.exc_info())
+
+
+def wraps_microversion(app: object) -> bool:
+    """Whether a microversion middleware (WSGI or ASGI) is below *app* in its chain of
+    middlewares: for an inner apimw middleware to refuse, when the pipeline is built, being
+    placed outside the microversion middleware (it would never see a served version).
+
+    The chain is followed through the attributes middlewares keep their app in (``app``,
+    ``application`` as oslo.middleware's, ``_app``, ``wsgi_app``); a middleware that hides its
+    app is not seen through.
+    """
+    seen: set[int] = set()
+    todo = [app]
+    while todo and len(seen) < 64:  # bounded: a chain is short, and cycles end here
+        obj = todo.pop()
+        if obj is None or id(obj) in seen:
+            continue
+        if isinstance(getattr(obj, "core", None), MicroversionCore):
+            return True
+        seen.add(id(obj))
+        todo.extend(getattr(obj, name, None) for name in ("app", "application", "_app", "wsgi_app"))
+    return False
 
 
 # -- integration ------------------------------------------------------------------------
@@ -537,7 +448,6 @@ OPTIONS: Final = (
 )  # fmt: skip
 
 GROUP: Final = "apimw_microversion"
-OSLO_GROUP: Final = GROUP  # the name before GROUP, kept
 
 filter_factory, wrap_flask, list_opts, oslo_hook, __getattr__ = integration(
     MicroversionMiddleware, OPTIONS, GROUP

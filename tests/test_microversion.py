@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from webob import Request, Response
 
-from apimw import ConfigError, HTTPProblem, Version, served_version
+from apimw import ConfigError, HTTPProblem, Version, parse_version, served_version
 from apimw.microversion import (
     ENVIRON_VERSION,
     MicroversionMiddleware,
@@ -353,14 +353,6 @@ def test_the_wrapped_app_can_be_an_instance_and_can_be_replaced() -> None:
     assert (first.calls, second.calls) == (1, 1)
 
 
-@pytest.mark.wsgi_only  # the WSGI middleware's own attributes or PEP 3333 mechanics
-def test_junk_header_values_do_not_grow_memory() -> None:
-    mw = make()
-    for i in range(1100):  # over twice the bound
-        get(mw, headers={LEGACY: f"1.{i}", STD: f"compute 2.{i}"})
-    assert sum(len(per_legacy) for per_legacy in mw._outcomes.values()) <= 512
-
-
 def test_head_error_has_no_body() -> None:
     resp = run(make(), Request.blank("/v1/nodes", method="HEAD", headers={LEGACY: "99.99"}))
     assert resp.status_int == 406
@@ -381,7 +373,7 @@ def self_negotiating_app(reads: str) -> Callable[..., Iterable[bytes]]:
         else:
             service, _, text = environ.get("HTTP_OPENSTACK_API_VERSION", "").partition(" ")
             text = text if service == "baremetal" else None
-        version = Version(1, 1) if not text else Version(1, 115) if text == "latest" else Version.parse(text)
+        version = Version(1, 1) if not text else Version(1, 115) if text == "latest" else parse_version(text)
         doc: dict[str, Any] = {"app_version": str(version)}
         if version >= Version(1, 109):
             doc["health"] = "OK"

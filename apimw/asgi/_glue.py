@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, MutableMa
 from typing import Any, Final, TypeVar
 
 from apimw._idempotency_capture import Ops
+from apimw.discovery import base_url
 
 Scope = dict[str, Any]
 Message = MutableMapping[str, Any]
@@ -278,3 +279,14 @@ async def await_ops(ops: Ops[_T], store: Any, body: Callable[[], Awaitable[Any]]
                 result = await getattr(store, op[0])(*op[1:])
         except BaseException as exc:  # noqa: BLE001 - thrown back into the rules, which decide
             error = exc
+
+
+def scope_base_url(scope: Scope) -> str:
+    """``scheme://host[:port]/root_path`` of the request *scope* describes (its ``Host``
+    header, else the server's address), without a trailing slash."""
+    host = header_values(scope.get("headers", ()), b"host")[0]
+    server = scope.get("server") or ("localhost", None)
+    root: str = scope.get("root_path", "")
+    root = root if root.isascii() else root.encode("utf-8").decode("latin-1")
+    port = "" if server[1] is None else str(server[1])
+    return base_url(scope.get("scheme", "http"), host, str(server[0]), port, root)

@@ -1,11 +1,23 @@
-"""The microversion middleware for ASGI (:class:`MicroversionMiddleware`)."""
+"""The microversion middleware for ASGI (:class:`MicroversionMiddleware`).
+
+The rules are :class:`apimw._microversion_core.MicroversionCore`'s, as for the WSGI
+middleware; this class moves an ASGI request to them and their decision back.  What it hands
+the app is in the scope under the ``apimw.`` keys the WSGI middleware sets in the environ:
+``apimw.microversion`` (the served :class:`~apimw.Version`, read with
+:func:`apimw.served_version`) and ``apimw.error_profile``.  The request's version header lines
+are rewritten (in a new ``headers`` list) so that an app that negotiates by itself reads the
+served version.  Header names are matched exactly (an underscore is not a hyphen); repeated
+lines of a version header are read as one value joined with ``,``, as a WSGI server joins them
+(RFC 9110 §5.3), so both doors decide alike.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from apimw import microversion as _microversion
+from apimw._microversion_core import Discover, MicroversionCore, Refuse, Serve
+from apimw._microversion_negotiation import STANDARD_HEADER
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw.asgi._glue import (
     ASGIApp,
@@ -14,62 +26,60 @@ from apimw.asgi._glue import (
     Receive,
     Scope,
     Send,
-    cgi_environ,
     header_values,
     path_info,
     raw_headers,
     rereadable,
+    scope_base_url,
     send_text,
     set_request_headers,
     text_headers,
 )
 from apimw.errors import ENVIRON_PROFILE, HTTPProblem, problem_answer
 
-_NO_APP: Any = None  # what the rules' WSGI instance "wraps": it is never called
+_STANDARD = STANDARD_HEADER.lower().encode("latin-1")
 
 
 class MicroversionMiddleware:
-    """:class:`apimw.microversion.MicroversionMiddleware` for ASGI: the same options and answers."""
+    """:class:`apimw.microversion.MicroversionMiddleware` for ASGI: the same options (see its
+    docstring) and answers."""
 
     def __init__(self, app: ASGIApp, **options: Any) -> None:
         self.app = app
-        self.rules = rules = _microversion.MicroversionMiddleware(_NO_APP, **options)
-        self._standard = _microversion.STANDARD_HEADER.lower().encode("latin-1")
-        legacy = rules.legacy_header
-        self._legacy = self._standard if legacy is None else legacy.lower().encode("latin-1")
-        self._owned = frozenset(name.encode("latin-1") for name in rules.negotiator.owned)
+        self.core = core = MicroversionCore(**options)
+        legacy = core.legacy_header
+        self._legacy = None if legacy is None else legacy.lower().encode("latin-1")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        rules = self.rules
-        request_headers = scope.get("headers", ())
-        standard, legacy = header_values(request_headers, self._standard, self._legacy)
-        if self._legacy is self._standard:
-            legacy = None
-        version, _, _, ours, _, raw = rules.negotiated(standard, legacy)
-        scope[ENVIRON_PROFILE] = rules.error_profile
+        core = self.core
         method = scope["method"]
-        if version is None or raw is None:
+        if self._legacy is None:
+            standard, legacy = header_values(scope.get("headers", ()), _STANDARD)[0], None
+        else:
+            standard, legacy = header_values(scope.get("headers", ()), _STANDARD, self._legacy)
+        decision = core.decide(method, path_info(scope), standard, legacy)
+        scope[ENVIRON_PROFILE] = core.error_profile
+        if type(decision) is Refuse:
             # No version was served: range headers and Vary only.
             status, headers, body = problem_answer(
-                scope, ours, method=method, extra_headers=rules._refused_headers
+                scope, decision.problem, method=method, extra_headers=decision.headers
             )
             await send_text(send, status, headers, body)
             return
-        scope[ENVIRON_VERSION] = version
+        if type(decision) is Discover:
+            scope[ENVIRON_VERSION] = decision.serve.version
+            headers, body = core.document(decision, method, scope_base_url(scope))
+            await send_text(send, 200, headers, body)
+            return
+        assert type(decision) is Serve  # noqa: S101 - the third kind of decision
+        scope[ENVIRON_VERSION] = decision.version
         # The request's version headers as the app should read them: an app that negotiates
         # by itself serves what we label.
-        ours_raw, dropped, forwarded = raw
-        if forwarded:
-            set_request_headers(scope, dropped, forwarded)
-        if rules.discovery:
-            document = rules._discovery.answer(path_info(scope), method, cgi_environ(scope), version)
-            if document is not None:
-                await send_text(send, 200, rules.merge(document[0], ours), document[1])
-                return
-
+        if decision.raw_added:
+            set_request_headers(scope, decision.raw_dropped, list(decision.raw_added))
         started = False
 
         async def send_ours(message: Message) -> None:
@@ -77,7 +87,7 @@ class MicroversionMiddleware:
             if message["type"] == "http.response.start":
                 started = True
                 message = rereadable(message)
-                message = {**message, "headers": self._with_ours(message.get("headers", ()), ours, ours_raw)}
+                message = {**message, "headers": self._with_ours(message.get("headers", ()), decision)}
             await send(message)
 
         try:
@@ -87,15 +97,12 @@ class MicroversionMiddleware:
             if started:
                 raise
             status, headers, body = problem_answer(scope, problem, method=method)
-            await send_text(send, status, rules.merge(headers, ours), body)
+            await send_text(send, status, core.response_headers(headers, decision), body)
 
-    def _with_ours(
-        self, headers: Iterable[tuple[bytes, bytes]], ours: list[tuple[str, str]], ours_raw: RawHeaders
-    ) -> RawHeaders:
-        """The app's headers with ours (:meth:`~apimw.microversion.MicroversionMiddleware.merge`
-        when the app set one of them)."""
-        owned = self._owned
+    def _with_ours(self, headers: Iterable[tuple[bytes, bytes]], serve: Serve) -> RawHeaders:
+        """The app's headers with ours (merged by the core when the app set one of them)."""
+        owned = self.core.owned_raw
         for name, _ in headers:
             if name.lower() in owned:
-                return raw_headers(self.rules.merge(text_headers(headers), ours))
-        return [*headers, *ours_raw]
+                return raw_headers(self.core.response_headers(text_headers(headers), serve))
+        return [*headers, *serve.raw_headers]

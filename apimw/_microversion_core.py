@@ -1,0 +1,213 @@
+"""The microversion rules for one request, protocol-neutral: request facts in, a decision out.
+
+:class:`MicroversionCore` holds one service's configuration.  Its :meth:`~MicroversionCore.decide`
+takes what a request says (method, path, the raw values of the standard and the legacy
+version headers, ``None`` when absent) and answers one of three named decisions:
+
+- :class:`Refuse`: answer now with this problem (400/406), adding these headers;
+- :class:`Discover`: answer now with a discovery document (:meth:`~MicroversionCore.document`);
+- :class:`Serve`: call the app at this version; it reads these version header values; add
+  these headers to its answer (:meth:`~MicroversionCore.response_headers`).
+
+The core never sees a WSGI environ or an ASGI scope: the WSGI middleware
+(:class:`apimw.microversion.MicroversionMiddleware`) and the ASGI one
+(:class:`apimw.asgi.MicroversionMiddleware`) each move their protocol's request and answer to
+and from it.  Decisions are kept per pair of header values, bounded: at most
+:data:`CACHE_SIZE` of them, and never for a value longer than :data:`MAX_CACHED_VALUE`
+characters (a client choosing huge or ever new values makes the core decide again, and
+holds no memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, NamedTuple
+
+from apimw import discovery as _discovery
+from apimw._microversion_negotiation import STANDARD_HEADER, Negotiator, merge_response_headers
+from apimw._microversion_type import Version
+from apimw.errors import HTTPProblem
+from apimw.metrics import Metrics, as_metrics, problem_outcome
+
+__all__ = ["CACHE_SIZE", "MAX_CACHED_VALUE", "Discover", "MicroversionCore", "Refuse", "Serve"]
+
+#: At most this many decisions are kept (then the cache starts again).
+CACHE_SIZE: Final = 512
+#: Header values longer than this (together) are decided each time and never kept.  Real
+#: values are short: ``baremetal 1.115``, ``compute 2.90, baremetal latest``.
+MAX_CACHED_VALUE: Final = 128
+
+Headers = tuple[tuple[str, str], ...]
+RawHeaders = tuple[tuple[bytes, bytes], ...]
+
+
+class Refuse(NamedTuple):
+    """Answer now with *problem* (400 or 406), adding *headers* (the range headers, ``Vary``)."""
+
+    problem: HTTPProblem
+    headers: Headers
+
+
+class Serve(NamedTuple):
+    """Call the app at *version*.
+
+    The app reads the request's version headers as *standard* and *legacy* (exactly the
+    served version, whatever the client sent); *headers* are added to its answer (``Vary``
+    last; merged with the app's by :meth:`MicroversionCore.response_headers`).  The ``raw_*``
+    fields say the same in bytes for a byte-oriented protocol (ASGI): the headers to add
+    (lower-case names), and the request header lines to drop and to add so that the app
+    reads *standard* and *legacy* (both empty when the client sent exactly those).
+    """
+
+    version: Version
+    headers: Headers
+    standard: str
+    #: ``None`` when the service has no legacy header
+    legacy: str | None
+    raw_headers: RawHeaders
+    raw_dropped: frozenset[bytes]
+    raw_added: RawHeaders
+    #: the metrics outcome: ``served`` or ``deprecated``
+    outcome: str
+
+
+class Discover(NamedTuple):
+    """Answer now with the discovery document *kind* (``root`` or ``major``), as served at
+    *serve*'s version: :meth:`MicroversionCore.document` gives its headers and body."""
+
+    serve: Serve
+    kind: str
+
+
+Decision = Refuse | Serve | Discover
+
+
+class MicroversionCore:
+    """One service's microversion rules; the options are
+    :class:`apimw.microversion.MicroversionMiddleware`'s, validated here (a bad one is a
+    :class:`~apimw.errors.ConfigError`)."""
+
+    def __init__(
+        self,
+        *,
+        service_type: str,
+        min_version: str | Version,
+        max_version: str | Version,
+        legacy_header: str | None = None,
+        min_header: str | None = None,
+        max_header: str | None = None,
+        pin_max_version: str | Version | None = None,
+        error_profile: str = "api-sig",
+        service_aliases: Sequence[str] = (),
+        discovery: bool = False,
+        discovery_name: str = "",
+        discovery_description: str = "",
+        discovery_resources: Sequence[_discovery.Resource] = (),
+        public_url: str | None = None,
+        deprecated_below: str | Version | None = None,
+        deprecated_since: object = None,
+        sunset: object = None,
+        deprecation_link: str | None = None,
+        metrics: Metrics | str | None = None,
+    ) -> None:
+        negotiator = self.negotiator = Negotiator(
+            service_type=service_type,
+            min_version=min_version,
+            max_version=max_version,
+            legacy_header=legacy_header,
+            min_header=min_header,
+            max_header=max_header,
+            pin_max_version=pin_max_version,
+            error_profile=error_profile,
+            service_aliases=service_aliases,
+            deprecated_below=deprecated_below,
+            deprecated_since=deprecated_since,
+            sunset=sunset,
+            deprecation_link=deprecation_link,
+        )
+        self.metrics = as_metrics(metrics)
+        self.error_profile = error_profile
+        self.service_type = negotiator.service_type
+        self.min_version, self.max_version = negotiator.min_version, negotiator.max_version
+        self.legacy_header = negotiator.legacy_header
+        #: the response headers the rules set (lower case), as text and as ASGI names
+        self.owned = negotiator.owned
+        self.owned_raw = frozenset(name.encode("latin-1") for name in negotiator.owned)
+        self._vary = ("Vary", ", ".join(negotiator.vary))
+        self._refused_headers: Headers = (*negotiator.range_headers, self._vary)
+        self._decisions: dict[tuple[str | None, str | None], Refuse | Serve] = {}
+        self.discovery: _discovery.DiscoveryResponder | None = None
+        if discovery:
+            self.discovery = _discovery.DiscoveryResponder(
+                min_version=self.min_version,
+                max_version=self.max_version,
+                name=discovery_name,
+                description=discovery_description,
+                resources=tuple(discovery_resources),
+                public_url=public_url,
+                deprecated_below=negotiator.deprecated_below,
+                deprecation=negotiator.deprecation,
+            )
+
+    def decide(self, method: str, path: str, standard: str | None, legacy: str | None) -> Decision:
+        """The decision for a request: its *method*, *path* (below the app's root) and the raw
+        values of the standard and the legacy version headers (``None`` when absent; repeated
+        lines joined with ``,``).  The outcome is told to ``metrics``."""
+        key = (standard, legacy)
+        decision = self._decisions.get(key)
+        if decision is None:
+            decision = self._decide(standard, legacy)
+            if len(standard or "") + len(legacy or "") <= MAX_CACHED_VALUE:
+                if len(self._decisions) >= CACHE_SIZE:
+                    self._decisions.clear()
+                self._decisions[key] = decision
+        metrics = self.metrics
+        if type(decision) is Refuse:
+            if metrics is not None:
+                metrics.microversion(problem_outcome(decision.problem.code), "")
+            return decision
+        assert type(decision) is Serve  # noqa: S101 - the cache holds Refuse and Serve only
+        if metrics is not None:
+            metrics.microversion(decision.outcome, str(decision.version))
+        if self.discovery is not None and method in ("GET", "HEAD"):
+            kind = self.discovery.kind(path)
+            if kind is not None:
+                return Discover(decision, kind)
+        return decision
+
+    def _decide(self, standard: str | None, legacy: str | None) -> Refuse | Serve:
+        served = self.negotiator.negotiate(standard, legacy)
+        if isinstance(served, HTTPProblem):
+            return Refuse(served, self._refused_headers)
+        headers = (*served.response_headers, self._vary)
+        # the standard header first, the legacy one last (the same entry when there is none)
+        forward = served.request_headers
+        legacy_name = self.legacy_header.lower() if self.legacy_header else STANDARD_HEADER.lower()
+        sent = {legacy_name: legacy, STANDARD_HEADER.lower(): standard}  # standard wins a shared name
+        changed = [(name.lower(), value) for name, value in forward if sent.get(name.lower()) != value]
+        return Serve(
+            version=served.version,
+            headers=headers,
+            standard=forward[0][1],
+            legacy=forward[-1][1] if self.legacy_header else None,
+            raw_headers=tuple((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers),
+            raw_dropped=frozenset(k.encode("latin-1") for k, _ in changed if sent.get(k) is not None),
+            raw_added=tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in changed),
+            outcome=served.outcome,
+        )
+
+    def response_headers(self, app_headers: Sequence[tuple[str, str]], serve: Serve) -> list[tuple[str, str]]:
+        """The app's answer's headers with *serve*'s: the app's own values of the headers the
+        rules set are replaced, and its ``Vary`` merged with ours into one."""
+        owned = self.owned
+        if not any(name.lower() in owned for name, _ in app_headers):
+            return [*app_headers, *serve.headers]
+        return merge_response_headers(app_headers, serve.headers[:-1], owned, self.negotiator.vary)
+
+    def document(self, decision: Discover, method: str, base_url: str) -> tuple[list[tuple[str, str]], bytes]:
+        """The 200 answer to *decision*: its headers (ours included) and body (empty for
+        ``HEAD``).  *base_url* is the request's ``scheme://host[:port]/root`` (see
+        :func:`apimw.discovery.base_url`); the ``public_url`` option wins over it."""
+        assert self.discovery is not None  # noqa: S101 - Discover comes only with discovery on
+        headers, body = self.discovery.document(decision.kind, method, base_url, decision.serve.version)
+        return self.response_headers(headers, decision.serve), body
