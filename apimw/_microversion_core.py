@@ -200,9 +200,10 @@ class MicroversionCore:
         """The app's answer's headers with *serve*'s: the app's own values of the headers the
         rules set are replaced, and its ``Vary`` merged with ours into one."""
         owned = self.owned
-        if not any(name.lower() in owned for name, _ in app_headers):
-            return [*app_headers, *serve.headers]
-        return merge_response_headers(app_headers, serve.headers[:-1], owned, self.negotiator.vary)
+        for name, _ in app_headers:
+            if name.lower() in owned:
+                return merge_response_headers(app_headers, serve.headers[:-1], owned, self.negotiator.vary)
+        return [*app_headers, *serve.headers]
 
     def document(self, decision: Discover, method: str, base_url: str) -> tuple[list[tuple[str, str]], bytes]:
         """The 200 answer to *decision*: its headers (ours included) and body (empty for

@@ -17,7 +17,6 @@ they can be tested without WSGI; the :class:`Version` value is in
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from apimw import _wsgi
@@ -366,7 +365,11 @@ class MicroversionMiddleware:
         environ[_ENVIRON_STANDARD] = decision.standard
         if legacy_key is not None:
             environ[legacy_key] = decision.legacy
-        start = _wsgi.StartResponse(start_response, partial(core.response_headers, serve=decision))
+
+        def with_ours(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+            return core.response_headers(headers, decision)
+
+        start = _wsgi.StartResponse(start_response, with_ours)
         try:
             return self.app(environ, start)
         except HTTPProblem as problem:
