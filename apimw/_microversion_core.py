@@ -21,7 +21,7 @@ holds no memory).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, Required, TypedDict, Unpack
 
 from apimw import discovery as _discovery
 from apimw._microversion_negotiation import STANDARD_HEADER, Negotiator, merge_response_headers
@@ -29,7 +29,15 @@ from apimw._microversion_type import Version
 from apimw.errors import HTTPProblem
 from apimw.metrics import Metrics, as_metrics, problem_outcome
 
-__all__ = ["CACHE_SIZE", "MAX_CACHED_VALUE", "Discover", "MicroversionCore", "Refuse", "Serve"]
+__all__ = [
+    "CACHE_SIZE",
+    "MAX_CACHED_VALUE",
+    "Discover",
+    "MicroversionCore",
+    "MicroversionOptions",
+    "Refuse",
+    "Serve",
+]
 
 #: At most this many decisions are kept (then the cache starts again).
 CACHE_SIZE: Final = 512
@@ -39,6 +47,31 @@ MAX_CACHED_VALUE: Final = 128
 
 Headers = tuple[tuple[str, str], ...]
 RawHeaders = tuple[tuple[bytes, bytes], ...]
+
+
+class MicroversionOptions(TypedDict, total=False):
+    """The options of the microversion middlewares (documented in
+    :class:`apimw.microversion.MicroversionMiddleware`'s docstring)."""
+
+    service_type: Required[str]
+    min_version: Required[str | Version]
+    max_version: Required[str | Version]
+    legacy_header: str | None
+    min_header: str | None
+    max_header: str | None
+    pin_max_version: str | Version | None
+    error_profile: str
+    service_aliases: Sequence[str]
+    discovery: bool
+    discovery_name: str
+    discovery_description: str
+    discovery_resources: Sequence[_discovery.Resource]
+    public_url: str | None
+    deprecated_below: str | Version | None
+    deprecated_since: object
+    sunset: object
+    deprecation_link: str | None
+    metrics: Metrics | str | None
 
 
 class Refuse(NamedTuple):
@@ -81,52 +114,23 @@ class Discover(NamedTuple):
 
 Decision = Refuse | Serve | Discover
 
+#: the options that are not the :class:`Negotiator`'s
+_NOT_NEGOTIATION: Final = frozenset(
+    {"discovery", "discovery_name", "discovery_description", "discovery_resources", "public_url", "metrics"}
+)
+
 
 class MicroversionCore:
     """One service's microversion rules; the options are
     :class:`apimw.microversion.MicroversionMiddleware`'s, validated here (a bad one is a
     :class:`~apimw.errors.ConfigError`)."""
 
-    def __init__(
-        self,
-        *,
-        service_type: str,
-        min_version: str | Version,
-        max_version: str | Version,
-        legacy_header: str | None = None,
-        min_header: str | None = None,
-        max_header: str | None = None,
-        pin_max_version: str | Version | None = None,
-        error_profile: str = "api-sig",
-        service_aliases: Sequence[str] = (),
-        discovery: bool = False,
-        discovery_name: str = "",
-        discovery_description: str = "",
-        discovery_resources: Sequence[_discovery.Resource] = (),
-        public_url: str | None = None,
-        deprecated_below: str | Version | None = None,
-        deprecated_since: object = None,
-        sunset: object = None,
-        deprecation_link: str | None = None,
-        metrics: Metrics | str | None = None,
-    ) -> None:
-        negotiator = self.negotiator = Negotiator(
-            service_type=service_type,
-            min_version=min_version,
-            max_version=max_version,
-            legacy_header=legacy_header,
-            min_header=min_header,
-            max_header=max_header,
-            pin_max_version=pin_max_version,
-            error_profile=error_profile,
-            service_aliases=service_aliases,
-            deprecated_below=deprecated_below,
-            deprecated_since=deprecated_since,
-            sunset=sunset,
-            deprecation_link=deprecation_link,
-        )
-        self.metrics = as_metrics(metrics)
-        self.error_profile = error_profile
+    def __init__(self, **options: Unpack[MicroversionOptions]) -> None:
+        # the options of the negotiation proper go to the Negotiator, which validates them
+        negotiation = {key: value for key, value in options.items() if key not in _NOT_NEGOTIATION}
+        negotiator = self.negotiator = Negotiator(**negotiation)  # type: ignore[arg-type]
+        self.metrics = as_metrics(options.get("metrics"))
+        self.error_profile = options.get("error_profile", "api-sig")
         self.service_type = negotiator.service_type
         self.min_version, self.max_version = negotiator.min_version, negotiator.max_version
         self.legacy_header = negotiator.legacy_header
@@ -137,14 +141,14 @@ class MicroversionCore:
         self._refused_headers: Headers = (*negotiator.range_headers, self._vary)
         self._decisions: dict[tuple[str | None, str | None], Refuse | Serve] = {}
         self.discovery: _discovery.DiscoveryResponder | None = None
-        if discovery:
+        if options.get("discovery", False):
             self.discovery = _discovery.DiscoveryResponder(
                 min_version=self.min_version,
                 max_version=self.max_version,
-                name=discovery_name,
-                description=discovery_description,
-                resources=tuple(discovery_resources),
-                public_url=public_url,
+                name=options.get("discovery_name", ""),
+                description=options.get("discovery_description", ""),
+                resources=tuple(options.get("discovery_resources", ())),
+                public_url=options.get("public_url"),
                 deprecated_below=negotiator.deprecated_below,
                 deprecation=negotiator.deprecation,
             )

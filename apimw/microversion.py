@@ -16,8 +16,8 @@ they can be tested without WSGI; the :class:`Version` value is in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from apimw import _wsgi
 from apimw._config import (
@@ -28,7 +28,7 @@ from apimw._config import (
     as_str,
     integration,
 )
-from apimw._microversion_core import Discover, MicroversionCore, Refuse, Serve
+from apimw._microversion_core import Discover, MicroversionCore, MicroversionOptions, Refuse, Serve
 from apimw._microversion_negotiation import (
     CODE_MALFORMED,
     CODE_UNSUPPORTED,
@@ -39,14 +39,14 @@ from apimw._microversion_negotiation import Selection as Selection
 from apimw._microversion_negotiation import config_version as _config_version
 from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw._microversion_type import parse_version as parse_version
-from apimw.discovery import Resource, request_base_url
+from apimw.discovery import request_base_url
 from apimw.errors import (
     ENVIRON_PROFILE,
     ConfigError,
     HTTPProblem,
     respond_with_problem,
 )
-from apimw.metrics import Metrics, as_metrics
+from apimw.metrics import as_metrics
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -298,41 +298,9 @@ class MicroversionMiddleware:
     :mod:`apimw._microversion_core`): a client choosing huge or ever new values holds no memory.
     """
 
-    def __init__(
-        self,
-        app: WSGIApplication,
-        *,
-        service_type: str,
-        min_version: str | Version,
-        max_version: str | Version,
-        legacy_header: str | None = None,
-        min_header: str | None = None,
-        max_header: str | None = None,
-        pin_max_version: str | Version | None = None,
-        error_profile: str = "api-sig",
-        service_aliases: Sequence[str] = (),
-        discovery: bool = False,
-        discovery_name: str = "",
-        discovery_description: str = "",
-        discovery_resources: Sequence[Resource] = (),
-        public_url: str | None = None,
-        deprecated_below: str | Version | None = None,
-        deprecated_since: object = None,
-        sunset: object = None,
-        deprecation_link: str | None = None,
-        metrics: Metrics | str | None = None,
-    ) -> None:
+    def __init__(self, app: WSGIApplication, **options: Unpack[MicroversionOptions]) -> None:
         self.app = app
-        self.core = core = MicroversionCore(
-            service_type=service_type, min_version=min_version, max_version=max_version,
-            legacy_header=legacy_header, min_header=min_header, max_header=max_header,
-            pin_max_version=pin_max_version, error_profile=error_profile,
-            service_aliases=service_aliases, discovery=discovery, discovery_name=discovery_name,
-            discovery_description=discovery_description, discovery_resources=discovery_resources,
-            public_url=public_url, deprecated_below=deprecated_below,
-            deprecated_since=deprecated_since, sunset=sunset, deprecation_link=deprecation_link,
-            metrics=metrics,
-        )  # fmt: skip
+        self.core = core = MicroversionCore(**options)
         #: the range served (``max_version`` lowered to ``pin_max_version`` when that is set)
         self.min_version, self.max_version = core.min_version, core.max_version
         # the environ keys of the version headers, read and written

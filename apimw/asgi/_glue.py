@@ -1,7 +1,7 @@
 """ASGI plumbing the three ASGI middlewares share: request headers, answers, buffered apps, bodies.
 
-No rule lives here: the middlewares ask the sans-IO decisions of their WSGI classes
-(:meth:`apimw.microversion.MicroversionMiddleware.negotiated`,
+No rule lives here: the middlewares ask the sans-IO decisions of their cores
+(:meth:`apimw.microversion.MicroversionCore.decide`,
 :meth:`apimw.etag.ETagMiddleware.enter`, :meth:`apimw.idempotency.IdempotencyMiddleware.protect`...)
 and this module moves ASGI messages to and from them.  :func:`cgi_environ` gives the PEP 3333
 keys of a request (``HTTP_*``, ``PATH_INFO``...) and :func:`add_cgi_keys` sets them in its

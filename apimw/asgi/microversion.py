@@ -14,9 +14,9 @@ lines of a version header are read as one value joined with ``,``, as a WSGI ser
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Unpack
 
-from apimw._microversion_core import Discover, MicroversionCore, Refuse, Serve
+from apimw._microversion_core import Discover, MicroversionCore, MicroversionOptions, Refuse, Serve
 from apimw._microversion_negotiation import STANDARD_HEADER
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw.asgi._glue import (
@@ -44,7 +44,7 @@ class MicroversionMiddleware:
     """:class:`apimw.microversion.MicroversionMiddleware` for ASGI: the same options (see its
     docstring) and answers."""
 
-    def __init__(self, app: ASGIApp, **options: Any) -> None:
+    def __init__(self, app: ASGIApp, **options: Unpack[MicroversionOptions]) -> None:
         self.app = app
         self.core = core = MicroversionCore(**options)
         legacy = core.legacy_header
