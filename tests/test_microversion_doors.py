@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import io
 import json
 import tracemalloc
 from collections.abc import Callable, Iterable
 from typing import Any
-from wsgiref.handlers import SimpleHandler
 
 import pytest
 from webob import Request
@@ -24,6 +22,7 @@ from apimw.asgi import MicroversionMiddleware as ASGIMicroversionMiddleware
 from apimw.microversion import MicroversionMiddleware
 from tests.asgi_support import flavours, layered, module_flavour
 from tests.wsgi import run
+from tests.wsgiref_run import run_under_wsgiref
 
 pytest_generate_tests = flavours()
 FLAVOUR = "wsgi"
@@ -200,19 +199,7 @@ def test_a_gate_raised_after_the_answer_was_sent_is_not_appended_to_it() -> None
         write(b"partial")  # the headers are on the wire now
         raise HTTPProblem(406, "microversion.feature-unavailable", "too late")
 
-    class Handler(SimpleHandler):
-        os_environ: dict[str, str] = {}  # noqa: RUF012 - only the request's own environ
-        errors: Any = None
-
-        def log_exception(self, exc_info: Any) -> None:
-            self.errors = exc_info
-
-    environ = {k: v for k, v in Request.blank("/v1/nodes").environ.items() if not k.startswith("webob.")}
-    out = io.BytesIO()
-    handler = Handler(
-        environ["wsgi.input"], out, io.StringIO(), environ, multithread=False, multiprocess=False
-    )
-    handler.run(MicroversionMiddleware(app, **OPTIONS))
-    assert handler.errors is not None and handler.errors[0] is HTTPProblem  # re-raised to the server
-    head, _, body = out.getvalue().partition(b"\r\n\r\n")
+    wire, caught = run_under_wsgiref(MicroversionMiddleware(app, **OPTIONS), "/v1/nodes")
+    assert caught is not None and caught[0] is HTTPProblem  # re-raised to the server
+    head, _, body = wire.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.0 200") and body == b"partial"

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import io
 import sys
 from typing import Any
-from wsgiref.handlers import SimpleHandler
-
-from webob import Request
 
 from apimw._wsgi import ClosingIterable, StartResponse
+from tests.wsgiref_run import run_under_wsgiref
 
 
 def server_start_response(calls: list[Any]) -> Any:
@@ -43,21 +40,9 @@ def test_a_later_call_passes_exc_info_and_a_real_server_re_raises_once_sent() ->
             start("500 Internal Server Error", [("Content-Type", "text/plain")], sys.exc_info())
         return [b"error page"]
 
-    class Handler(SimpleHandler):
-        os_environ: dict[str, str] = {}  # noqa: RUF012 - only the request's own environ
-        errors: Any = None
-
-        def log_exception(self, exc_info: Any) -> None:
-            self.errors = exc_info
-
-    environ = {k: v for k, v in Request.blank("/").environ.items() if not k.startswith("webob.")}
-    out = io.BytesIO()
-    handler = Handler(
-        environ["wsgi.input"], out, io.StringIO(), environ, multithread=False, multiprocess=False
-    )
-    handler.run(app)
-    assert handler.errors is not None and handler.errors[0] is ValueError
-    assert out.getvalue().endswith(b"\r\n\r\nsent")
+    wire, caught = run_under_wsgiref(app)
+    assert caught is not None and caught[0] is ValueError
+    assert wire.endswith(b"\r\n\r\nsent")
 
 
 def test_closing_iterable_closes_the_source_exactly_once() -> None:
