@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apimw import Version, VersionParseError
+from apimw import Version, VersionParseError, parse_version
 from apimw.client import (
     UNVERSIONED,
     InvalidVersion,
@@ -136,7 +136,7 @@ def pre_range_header_app(*, discovery: str) -> Callable[..., list[bytes]]:
             start_response("200 OK", headers)
             return [body]
         requested = environ.get(LEGACY_ENVIRON)
-        served = lo if requested is None else Version.parse(requested)
+        served = lo if requested is None else parse_version(requested)
         if not lo <= served <= hi:
             inner = json.dumps({"faultcode": "Client", "faultstring": "Not Acceptable", "debuginfo": None})
             start_response("406 Not Acceptable", [("Content-Type", "application/json")])
@@ -179,7 +179,7 @@ def client() -> Iterator[Callable[..., VersionedSession]]:
         session.close()
 
 
-V = Version.parse
+V = parse_version
 
 
 # -- use cases --------------------------------------------------------------------------
@@ -327,7 +327,7 @@ def test_uc7a_406_range_read_from_the_api_sig_body(serve, client):
     """A server that puts the range only in its API-SIG 406 body: no discovery needed."""
 
     def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-        requested = Version.parse(environ.get(LEGACY_ENVIRON) or "1.1")
+        requested = parse_version(environ.get(LEGACY_ENVIRON) or "1.1")
         if requested > Version(1, 10):
             body = {"errors": [{"status": 406, "code": "microversion.unsupported", "title": "Not Acceptable",
                                 "detail": "no", "min_version": "1.1", "max_version": "1.10"}]}
