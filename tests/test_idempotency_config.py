@@ -126,6 +126,7 @@ def test_names_repr_and_logs_never_show_the_password(
 # -- a store that cannot be reached at startup --------------------------------------------
 
 
+@pytest.mark.serial  # measured against the clock
 @pytest.mark.parametrize("scheme", ["redis", "memcached", "redis-with-password"])
 def test_an_unreachable_store_gives_one_warning_at_startup(
     scheme: str, caplog: pytest.LogCaptureFixture

@@ -352,6 +352,7 @@ def test_the_same_token_with_another_body_gets_the_mismatch_status(ironic: Ironi
 
 
 # openstacksdk 4.x warns about its own internals (InfluxDB defaults); not ours to fix
+@pytest.mark.serial  # measured against the clock
 @pytest.mark.filterwarnings("ignore::openstack.warnings._RemovedInSDKWarning")
 def test_openstacksdk_gives_up_at_once_on_a_reused_token(ironic: IronicServer) -> None:
     """openstacksdk retries a 409 from Ironic (five times, 15 s); the documented 422 it does not."""

@@ -133,6 +133,7 @@ SERVERS = ["granian", "waitress"]
     ids=["sqlite-ulimit-high-granian", "postgresql-ulimit-1024-granian", "postgresql-ulimit-1024-waitress"],
     indirect=["database_url"],
 )
+@pytest.mark.serial  # measured against the clock
 def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_out(
     tmp_path: Path, database_url: str, soft_nofile: int | None, server: str
 ) -> None:
@@ -165,6 +166,7 @@ def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_o
     assert "Traceback" not in service.output()
 
 
+@pytest.mark.serial  # measured against the clock
 @pytest.mark.parametrize("server", SERVERS)
 def test_with_a_hard_limit_of_1024_the_service_survives_exhaustion(tmp_path: Path, server: str) -> None:
     """1,000 silent connections against a hard limit of 1024 descriptors: new clients wait (bounded)
@@ -227,6 +229,7 @@ def test_idle_connections_time_out_and_clients_beyond_the_limit_wait_a_bounded_t
         assert service.running, service.output()
 
 
+@pytest.mark.serial  # measured against the clock
 @pytest.mark.parametrize("server", SERVERS)
 def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(tmp_path: Path, server: str) -> None:
     """A client that answered one request and then stays silent loses its connection after
