@@ -1,4 +1,4 @@
-"""The example service against real Ironic 39.0: every service figure of issue 13, with plots.
+"""The example service against real Ironic 39.0: every figure of docs/example/performance.md, with plots.
 
     IRONIC_PORT=6399 bash ../shared/peers/ironic_up.sh        # real Ironic 39.0 (once)
     python bench/bench_vs_ironic.py --ironic http://127.0.0.1:6399 \\

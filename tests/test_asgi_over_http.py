@@ -1,8 +1,8 @@
-"""apimw.asgi tried as an outsider would: docs/asgi.md's samples and a Starlette app served by a
-real uvicorn on loopback, driven over real HTTP (raw sockets where a client's timing matters).
+"""apimw.asgi served by a real uvicorn on loopback: docs/asgi.md's samples and a Starlette app,
+driven over real HTTP (raw sockets where a client's timing matters).
 
-tests/test_asgi.py has the in-process and two-worker exactly-once tests; these cover what an
-outsider found, or checked and pinned, over real HTTP.
+tests/test_asgi.py has the in-process and two-worker exactly-once tests; these check what only
+a real server and real HTTP show.
 """
 
 from __future__ import annotations

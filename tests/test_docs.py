@@ -743,3 +743,27 @@ def test_the_asgi_page_runs_a_fastapi_and_a_starlette_app_with_the_three_middlew
     starlette = [s for s in samples if "Starlette(" in s and all(f"Middleware({n}" in s for n in names)]
     assert fastapi and starlette
     assert all("asyncio.run(try_it())" in s for s in (*fastapi, *starlette))  # each answers requests
+
+
+# -- what a page points a reader at exists, in the repository ---------------------------------------
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("page", [*PAGES, ROOT / "CHANGES.md", SERVICE.parents[1] / "README.md"],
+                         ids=lambda p: str(p.relative_to(ROOT)))  # fmt: skip
+def test_every_relative_link_reaches_a_file_of_the_repository(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    for target in _LINK.findall(text):
+        if target.startswith(("https://", "http://", "#", "mailto:")):
+            continue
+        path = (page.parent / target.split("#", 1)[0]).resolve()
+        assert path.is_relative_to(ROOT) and path.exists(), f"{page.relative_to(ROOT)}: {target}"
+    assert "../shared" not in text, f"{page.relative_to(ROOT)} names a path outside the repository"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_installs_are_from_the_checkout(page: Path) -> None:
+    """apimw is not on a package index: a page installs it from the checkout (``pip install .``)."""
+    text = page.read_text(encoding="utf-8")
+    assert not re.search(r"pip install ['\"]?apimw\b", text), page.relative_to(ROOT)

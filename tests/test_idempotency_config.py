@@ -1,4 +1,4 @@
-"""Configuration of the idempotency middleware as an operator meets it (issue 9).
+"""Configuration of the idempotency middleware as an operator meets it.
 
 * the ``store`` option may carry a password: secret for oslo.config, never echoed;
 * a store that cannot be reached at startup gives one warning (and the service keeps running);

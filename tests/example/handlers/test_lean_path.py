@@ -1,4 +1,4 @@
-"""The request path's own pieces answer as the library pieces they replace (issue 13).
+"""The request path's own pieces answer as the library pieces they replace.
 
 Each replacement of a library piece on the hot path is checked against that piece: the
 UUID check against ``uuid.UUID``, the JSON encoder against ``json``.  Request ids are
