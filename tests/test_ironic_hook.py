@@ -368,7 +368,7 @@ def test_openstacksdk_gives_up_at_once_on_a_reused_token(ironic: IronicServer) -
         other = {"driver": "fake-hardware", "name": "other"}
         refused = conn.baremetal.post("/nodes", json=other, headers=headers)
         assert refused.status_code == 422, refused.text
-        assert time.monotonic() - started < 3  # a 409 it would retry with back-off for 15.5 s
+        assert time.monotonic() - started < 10  # a 409 it would retry with back-off for 15.5 s
     finally:
         conn.close()
 
