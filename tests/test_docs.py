@@ -767,3 +767,36 @@ def test_installs_are_from_the_checkout(page: Path) -> None:
     """apimw is not on a package index: a page installs it from the checkout (``pip install .``)."""
     text = page.read_text(encoding="utf-8")
     assert not re.search(r"pip install ['\"]?apimw\b", text), page.relative_to(ROOT)
+
+
+# -- docs/client.md's bmctl walk-through runs as written, twice ----------------------------------
+
+
+def test_bmctl_walk_through_runs_twice_against_one_service(tmp_path: Path) -> None:
+    """The walk-through against the example service, as written but for the service's address
+    (its own port here) and ``bmctl`` run by this interpreter; a second run on the same service
+    succeeds too (a fresh client token each run: a reused one would replay the deleted node)."""
+    import shlex
+    import subprocess
+    import sys
+
+    import requests
+
+    from baremetal_service.deploy import build_app
+    from tests.example.handlers.conftest import Server
+
+    page = samples_of(DOCS / "client.md")
+    (script,) = [s.text for s in page if s.lang == "sh" and "bmctl node create" in s.text]
+    server = Server(build_app(database_url=f"sqlite:///{tmp_path / 'svc.db'}", store_url="memory://")).start()
+    try:
+        script = script.replace("http://127.0.0.1:6385", server.url)
+        prelude = f'bmctl() {{ {shlex.quote(sys.executable)} -m baremetal_service.bmctl "$@"; }}\n'
+        for _ in range(2):
+            done = subprocess.run(["bash", "-e", "-c", prelude + script], capture_output=True, text=True,
+                                  timeout=300, cwd=tmp_path)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            latest = {"X-OpenStack-Ironic-API-Version": "latest"}
+            listed = requests.get(f"{server.url}/v1/nodes", headers=latest, timeout=10)
+            assert listed.json() == {"nodes": []}  # the walk-through deletes the one node it made
+    finally:
+        server.stop()
