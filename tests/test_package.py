@@ -185,3 +185,11 @@ def test_version_is_the_installed_distributions() -> None:
 
     assert "__version__" in apimw.__all__
     assert apimw.__version__ == version("apimw")
+
+
+@pytest.mark.parametrize("name", [*MODULES, "apimw.asgi", "apimw.client_resources", "apimw.idempotency_db"])
+def test_every_public_module_has_a_page_in_the_api_reference(name: str) -> None:
+    page = "apimw" if name == "apimw" else name.removeprefix("apimw.")
+    source = (REPO / "docs" / "reference" / f"{page}.rst").read_text()
+    assert f".. automodule:: {name}\n" in source
+    assert f"\n   {page}\n" in (REPO / "docs" / "reference" / "index.rst").read_text()

@@ -49,6 +49,7 @@ suppress_warnings = ["docutils"]
 
 #: docname -> module, in the order of index.rst
 PAGES = {
+    "apimw": "apimw",
     "microversion": "apimw.microversion",
     "etag": "apimw.etag",
     "etag_db": "apimw.etag_db",
