@@ -800,3 +800,11 @@ def test_bmctl_walk_through_runs_twice_against_one_service(tmp_path: Path) -> No
             assert listed.json() == {"nodes": []}  # the walk-through deletes the one node it made
     finally:
         server.stop()
+
+
+def test_readme_extras_table_names_every_extra() -> None:
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    rows = re.findall(r"^\| `([a-z]+)` \|", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.M)
+    assert sorted(rows) == sorted(declared)
