@@ -209,6 +209,7 @@ def _silent_until_closed(sock: socket.socket, deadline: float) -> bool:
     return False
 
 
+@pytest.mark.serial  # measured against the clock
 def test_idle_connections_time_out_and_clients_beyond_the_limit_wait_a_bounded_time(tmp_path: Path) -> None:
     """waitress: every slot held by a silent connection: a new client is served once the idle
     ones time out."""
