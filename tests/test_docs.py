@@ -38,7 +38,13 @@ from tests.wsgi import run
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted((DOCS / "example").glob("*.md"))]
+#: the repository's README, the package index's page (pyproject's readme), the guides
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "README-pypi.md",
+    *sorted(DOCS.glob("*.md")),
+    *sorted(DOCS.glob("example/*.md")),
+]
 SERVICE = ROOT / "examples" / "baremetal_service" / "src" / "baremetal_service"
 SHIPPED_INI = SERVICE / "api-paste.ini"
 
