@@ -7,6 +7,7 @@ the SQLAlchemy etag helpers in :mod:`apimw.etag_db`.
 
 ``import apimw`` imports nothing else: each name below is imported from its module on
 first use (module ``__getattr__``, PEP 562), so a process pays only for what it uses.
+``apimw.__version__`` is the installed distribution's version (its package metadata).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "VersionGate",
     "VersionParseError",
     "VersionedFields",
+    "__version__",
     "parse_version",
     "require_version",
     "served_version",
@@ -70,7 +72,21 @@ _WHERE = {
 }
 
 
+def _version() -> str:
+    """The version pip installed, from the distribution's metadata (one source: pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("apimw")
+    except PackageNotFoundError:  # a source tree on sys.path that was never installed
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value: Any = _version()
+        globals()[name] = value
+        return value
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,7 @@ Cases, each an in-process ASGI call (no server, no socket) timed in batches on o
 the request entering the app to the claim, the claim, the claim's answer to the answer
 started, and to the request done (medians of 3000 replays).
 
-Goals (issue 20): the whole apimw stack adds no more than ``asgi-idempotency-header``'s one
+Goals: the whole apimw stack adds no more than ``asgi-idempotency-header``'s one
 middleware on the plain GET; a replay costs no more than one store round trip + 10 us.
 Figures are medians over the rounds (best of 5 batches each); the clock is this thread's
 CPU time by default (the machine is shared: ``--clock wall`` for wall time, which the Redis

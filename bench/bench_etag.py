@@ -2,7 +2,7 @@
 
     python bench/bench_etag.py
 
-Targets (issue 3): etag of a ~4 KB node document <= 20 us; ETagMiddleware adds
+Targets: etag of a ~4 KB node document <= 20 us; ETagMiddleware adds
 <= 3 us to a GET without conditional headers and <= 8 us to a PATCH with If-Match.
 The absolute numbers depend on the machine; the ratios to the baselines do not
 (much): the naive etag (``sha512(json.dumps(doc, sort_keys=True))``, what the spec

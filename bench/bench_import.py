@@ -5,7 +5,7 @@
 For each module: the median wall time of *runs* fresh ``python -c "import <module>"``
 subprocesses minus the median of as many bare ``python -c pass`` (run interleaved, so
 that the machine's load hits both alike), and the median of ``-X importtime``'s cumulative
-figure for the module (less noisy: it leaves out interpreter start-up).  Goal (issue 13):
+figure for the module (less noisy: it leaves out interpreter start-up).  Goal:
 ``import apimw`` <= 30 ms.  The modules are imported from wherever this interpreter finds
 them (set PYTHONPATH to measure a source tree).  The subprocesses run with bytecode caches
 (as an installed package has them), written once by a warm-up run under a temporary

@@ -8,7 +8,7 @@ app alone (the served microversion put in the environ, as the middleware does), 
 route answering a constant (the Flask floor), the data API, the same SELECT on the pooled
 DBAPI connection, SQLAlchemy's ``execute(...).all()``, rows -> documents, rendering and
 orjson.  CPU time of this thread (``time.thread_time_ns``: what other processes on the
-machine do counts less), best of the rounds; docs/performance.md ("The read path of GET
+machine do counts less), best of the rounds; docs/example/performance.md ("The read path of GET
 node and GET detail") explains the figures.
 """
 

@@ -17,7 +17,7 @@ conductor on) on a free loopback port with a fresh SQLite file (or
   If-Match (the declared resources' generic CRUD)
 
 For each: requests/s, p50 and p99 latency, and the ratio to real Ironic 39.0's
-numbers from issue 5 (GET node ~70 req/s, 100-node list ~15 req/s, create
+published numbers (GET node ~70 req/s, 100-node list ~15 req/s, create
 ~19 req/s, measured the same way).  A baseline measured in the same run -- a
 bare WSGI "hello" app on the same server -- shows how much of each request is
 the HTTP stack itself.

@@ -3,7 +3,7 @@ microversion-parse's middleware, on a plain GET around a trivial app, in one run
 
     python bench/bench_stack.py [--rounds 5] [--clock cpu|wall]
 
-Goals (issue 22): the three stacked (microversion + idempotency + etag) add <= 0.1x what
+Goals: the three stacked (microversion + idempotency + etag) add <= 0.1x what
 microversion-parse's middleware adds; the microversion middleware alone <= 0.03x (with
 the negotiated version forwarded to the app in the request's version headers).
 

@@ -1,8 +1,8 @@
-"""The example service against real Ironic 39.0: every service figure of issue 13, with plots.
+"""The example service against real Ironic 39.0: every figure of docs/example/performance.md, with plots.
 
     IRONIC_PORT=6399 bash ../shared/peers/ironic_up.sh        # real Ironic 39.0 (once)
     python bench/bench_vs_ironic.py --ironic http://127.0.0.1:6399 \\
-        --plots docs/perf --json docs/perf/results.json
+        --plots docs/example/perf --json docs/example/perf/results.json
 
 ``--quick`` is a smoke run (well under a minute; the figures are then rough).  Without
 a reachable ``--ironic`` only our side is measured (no ratios).  Everything talks to

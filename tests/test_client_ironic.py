@@ -1,13 +1,14 @@
 """The client layer and bmctl against a real OpenStack Ironic 39.0 (not part of CI).
 
 Ironic has no etags and ignores client tokens: the client must say so clearly, and
-everything else must work.  Start one and point the tests at it::
+everything else must work.  Start an all-in-one Ironic 39.0 (SQLite, fake-hardware, noauth;
+tests/test_ironic_hook.py installs and starts one that way), set ``PEER_DIR`` to the
+directory it runs from, and point the tests at it::
 
-    IRONIC_PORT=6399 bash ../shared/peers/ironic_up.sh
-    APIMW_TEST_IRONIC=http://127.0.0.1:6399 .venv/bin/python -m pytest tests/test_client_ironic.py
-    bash ../shared/peers/ironic_down.sh --wipe
+    APIMW_TEST_IRONIC=http://127.0.0.1:6399 PEER_DIR=/path/to/ironic \
+        python -m pytest tests/test_client_ironic.py
 
-Without ``APIMW_TEST_IRONIC``, or without the peer's install in /tmp/peer, every test skips.
+Without ``APIMW_TEST_IRONIC``, or without the ``PEER_DIR`` directory, every test skips.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from apimw.client_resources import EtagUnsupported, FeatureUnsupported
 IRONIC = os.environ.get("APIMW_TEST_IRONIC", "")
 pytestmark = pytest.mark.skipif(
     not IRONIC or not Path(os.environ.get("PEER_DIR", "/tmp/peer")).is_dir(),  # noqa: S108
-    reason="real Ironic tests need APIMW_TEST_IRONIC=<url> and ../shared/peers/ironic_up.sh's /tmp/peer",
+    reason="real Ironic tests need APIMW_TEST_IRONIC=<url of a running Ironic 39.0> and its PEER_DIR",
 )
 
 

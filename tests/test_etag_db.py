@@ -429,6 +429,7 @@ def test_sqlite_lock_timeouts_are_retried_then_412(tmp_path: Path) -> None:
         engine.dispose()
 
 
+@pytest.mark.serial  # measured against the clock
 def test_write_attempts_are_bounded_and_back_off_between_attempts() -> None:
     import time
 

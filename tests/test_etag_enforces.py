@@ -182,7 +182,7 @@ def test_required_routes_that_are_enforced_are_accepted(kwargs: dict[str, Any]) 
     ETagMiddleware(NodeApp(), **kwargs)
 
 
-# -- mistakes caught at build time or on the first request (issue 22, item 6) -------------------
+# -- mistakes caught at build time or on the first request -------------------
 
 
 def test_the_etag_middleware_outside_the_microversion_one_fails_at_build_time() -> None:

@@ -1,4 +1,4 @@
-"""Configuration of the idempotency middleware as an operator meets it (issue 9).
+"""Configuration of the idempotency middleware as an operator meets it.
 
 * the ``store`` option may carry a password: secret for oslo.config, never echoed;
 * a store that cannot be reached at startup gives one warning (and the service keeps running);
@@ -126,6 +126,7 @@ def test_names_repr_and_logs_never_show_the_password(
 # -- a store that cannot be reached at startup --------------------------------------------
 
 
+@pytest.mark.serial  # measured against the clock
 @pytest.mark.parametrize("scheme", ["redis", "memcached", "redis-with-password"])
 def test_an_unreachable_store_gives_one_warning_at_startup(
     scheme: str, caplog: pytest.LogCaptureFixture

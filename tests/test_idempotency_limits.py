@@ -1,4 +1,4 @@
-"""Size limits of the replay stores (issue 10): bytes as well as records, on every store.
+"""Size limits of the replay stores: bytes as well as records, on every store.
 
 * ``memory://`` is bounded in bytes (``?max_bytes=``, 64 MiB by default) as well as in
   records; eviction drops completed records, oldest first, and never an in-flight claim.

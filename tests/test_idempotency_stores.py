@@ -361,6 +361,7 @@ def test_redis_scripts_forgotten_by_the_server_still_fence(redis_server: Server)
         admin.close()
 
 
+@pytest.mark.serial  # measured against the clock
 @pytest.mark.parametrize("scheme", ["memcached", "redis"])
 def test_a_silent_server_times_out_as_store_error(scheme: str) -> None:
     """A server that accepts connections but never answers costs a few timeouts, never a hang."""

@@ -1,4 +1,4 @@
-"""Metrics hooks (issue 20, item 4): each middleware reports its outcomes through ``metrics=``.
+"""Metrics hooks: each middleware reports its outcomes through ``metrics=``.
 
 Every test runs a real stack (microversion -> idempotency -> etag -> a small resource app),
 sends the requests behind one outcome family, then scrapes what an operator would see:

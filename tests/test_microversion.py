@@ -404,7 +404,7 @@ def test_the_app_serves_exactly_the_version_the_middleware_labels(
     reads: str, headers: dict[str, str], label: str
 ) -> None:
     # Ironic 1.115 behind max_version 1.99: `latest` was labelled 1.99 while the app served
-    # 1.115 (issue 22).  The middleware forwards what it negotiated in the version headers.
+    # 1.115.  The middleware forwards what it negotiated in the version headers.
     app = mv(
         self_negotiating_app(reads), service_type="baremetal", min_version="1.1", max_version="1.99",
         legacy_header=LEGACY, service_aliases=["ironic"], error_profile="ironic",

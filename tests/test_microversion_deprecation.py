@@ -1,4 +1,4 @@
-"""Deprecation signals (issue 20, item 5): versions below a floor say they are going away.
+"""Deprecation signals: versions below a floor say they are going away.
 
 ``Deprecation`` (RFC 9745 §2: ``Deprecation = sf-date``, ``@<epoch seconds>``), ``Sunset``
 (RFC 8594 §3: ``Sunset = HTTP-date``) and ``Link: <url>; rel="deprecation"`` (RFC 9745 §3)

@@ -1,4 +1,4 @@
-"""A missing optional library is one line naming the extra that installs it (issue 22, item 6).
+"""A missing optional library is one line naming the extra that installs it.
 
 Each case runs in a fresh interpreter where the library is hidden (``sys.modules[name] =
 None`` makes ``import name`` fail as if it were not installed) and lets the error escape,

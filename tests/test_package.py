@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from email import message_from_bytes
+from email.message import Message
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +103,93 @@ def test_importing_apimw_imports_no_middleware_until_a_name_is_used() -> None:
 
 def test_the_top_level_names_are_listed_by_dir() -> None:
     assert set(apimw.__all__) <= set(dir(apimw))
+
+
+# -- the release: what a package index receives ---------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """apimw's sdist and the wheel built from it (``python -m build``, as a release is made), and
+    the build's output."""
+    out = tmp_path_factory.mktemp("dist")
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(REPO)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr
+    return out, built.stdout + built.stderr
+
+
+def test_the_build_gives_no_deprecation_warning(release: tuple[Path, str]) -> None:
+    _, log = release
+    assert "Deprecat" not in log, log
+
+
+def test_twine_check_passes_on_the_sdist_and_the_wheel(release: tuple[Path, str]) -> None:
+    folder, _ = release
+    dists = sorted(str(p) for p in folder.iterdir())
+    assert sorted(Path(d).suffix for d in dists) == [".gz", ".whl"]
+    checked = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *dists],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def _wheel_metadata(folder: Path) -> Message:
+    (wheel,) = folder.glob("apimw-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return message_from_bytes(archive.read(name))
+
+
+def test_the_metadata_names_the_licence_the_authors_and_the_classifiers(release: tuple[Path, str]) -> None:
+    folder, _ = release
+    meta = _wheel_metadata(folder)
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert meta.get_all("License-File") == ["LICENSE"]
+    assert meta["Author"] or meta["Author-email"]
+    classifiers = meta.get_all("Classifier") or []
+    assert "Programming Language :: Python :: 3.11" in classifiers
+    assert not any(c.startswith("License ::") for c in classifiers)  # the SPDX expression says it
+    (wheel,) = folder.glob("apimw-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        licence = next(n for n in archive.namelist() if n.endswith("/licenses/LICENSE"))
+        assert b"Apache License" in archive.read(licence) and b"Version 2.0" in archive.read(licence)
+
+
+def test_the_long_description_has_no_relative_link(release: tuple[Path, str]) -> None:
+    """A package index shows the description away from the repository: a link to ``docs/etag.md``
+    would lead nowhere there."""
+    folder, _ = release
+    description = _wheel_metadata(folder).get_payload()
+    assert isinstance(description, str) and "apimw" in description
+    targets = re.findall(r"\]\(([^)\s]+)\)", description)
+    assert [t for t in targets if not t.startswith(("https://", "http://", "#"))] == []
+
+
+def test_the_sdist_holds_the_licence_the_changelog_and_the_docs(release: tuple[Path, str]) -> None:
+    folder, _ = release
+    (sdist,) = folder.glob("apimw-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    guides = {str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md")}
+    wanted = {"LICENSE", "README.md", "CHANGES.md", "docs/reference/conf.py", "docs/reference/index.rst"}
+    assert sorted((wanted | guides) - names) == []
+    assert not any(name.startswith(("tests/", "examples/", "bench/")) for name in names)
+
+
+def test_version_is_the_installed_distributions() -> None:
+    from importlib.metadata import version
+
+    assert "__version__" in apimw.__all__
+    assert apimw.__version__ == version("apimw")
+
+
+@pytest.mark.parametrize("name", [*MODULES, "apimw.asgi", "apimw.client_resources", "apimw.idempotency_db"])
+def test_every_public_module_has_a_page_in_the_api_reference(name: str) -> None:
+    page = "apimw" if name == "apimw" else name.removeprefix("apimw.")
+    source = (REPO / "docs" / "reference" / f"{page}.rst").read_text()
+    assert f".. automodule:: {name}\n" in source
+    assert f"\n   {page}\n" in (REPO / "docs" / "reference" / "index.rst").read_text()

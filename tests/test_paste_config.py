@@ -1,7 +1,7 @@
 """paste.deploy ``filter_factory``: the global conf, then the filter's own settings over it.
 
 paste.deploy leaves out of a section's settings every key that ``[DEFAULT]`` also names,
-so ``store = %(store)s`` reaches the factory only through the global conf (issue 22).
+so ``store = %(store)s`` reaches the factory only through the global conf.
 """
 
 from __future__ import annotations

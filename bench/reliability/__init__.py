@@ -3,7 +3,7 @@
     python -m bench.reliability            # every scenario, full size; writes build/reliability/
     python -m bench.reliability --quick    # the short versions (what the test suite runs)
     python -m bench.reliability --only exactly_once,lost_update
-    python -m bench.reliability --publish  # overwrite the committed docs/reliability.md
+    python -m bench.reliability --publish  # overwrite the committed docs/example/reliability.md
 
 Each scenario is a module here (see ``_harness`` for the interface).  The run writes
 ``reliability/results.json``, one PNG per plot under ``reliability/``, and

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: Where a run writes by default: out of the way (build/ is ignored by git).
 DEFAULT_OUT = REPO / "build" / "reliability"
 #: The committed report, written only when asked (``--publish``).
-PUBLISHED = REPO / "docs"
+PUBLISHED = REPO / "docs" / "example"
 sys.path.insert(0, str(REPO))
 
 from bench.reliability import SCENARIOS  # noqa: E402
@@ -31,7 +31,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     where.add_argument("--out", default=None, type=Path,
                        help="where reliability.md and reliability/ are written (default build/reliability/)")
     where.add_argument("--publish", action="store_true",
-                       help="overwrite the committed report, docs/reliability.md and docs/reliability/")
+                       help="overwrite the committed report in docs/example/ (reliability.md, reliability/)")
     parser.add_argument("--no-plots", action="store_true", help="skip the PNGs (no matplotlib)")
     args = parser.parse_args(argv)
     args.names = [n for n in args.only.split(",") if n] or list(SCENARIOS)

@@ -2,7 +2,7 @@
 under gunicorn, a keep-alive HTTP client and the figures' arithmetic.
 
 Every scenario module of :mod:`bench.reliability` has a ``TITLE``, a docstring (what it does
-and what it proves, shown in docs/reliability.md), ``run(ctx) -> dict`` and optionally
+and what it proves, shown in docs/example/reliability.md), ``run(ctx) -> dict`` and optionally
 ``plot(result, out_dir) -> list[str]`` (the PNG file names it wrote).  ``run`` returns a
 JSON-able result::
 

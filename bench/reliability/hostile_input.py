@@ -306,7 +306,7 @@ def edge_cases(world: dict[str, str], etag: str, stale: str, victim: str) -> lis
     for path in ("/v1/nodes/%ED%A0%80", "/v1/nodes/%FF%FE", "/v1/nodes/%C0%AF", "/v1/nodes?name=%ED%A0%80",
                  "/v1/nodes?fields=%FF", "/v1/%E2%80%AEnodes", "/v1/nodes/%F0%9F%92%A9"):
         one("GET", path)
-    # issue 21: values that cannot go into a Location header (the row was written, then a 500),
+    # values that cannot go into a Location header (the row was written, then a 500),
     # a trailing newline after a valid value (Python's "$" let it through every pattern), names
     # no URL reaches, a body that says it is not JSON, a Host that is not a host
     for name in ("CUSTOM_X%0A", "CUSTOM_X%0D", "CUSTOM_X%0D%0ALocation:%20x", "CUSTOM_%C3%A9", "CUSTOM_X%7F"):

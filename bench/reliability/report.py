@@ -1,4 +1,4 @@
-"""Write docs/reliability.md, docs/reliability/results.json and the PNGs from one run."""
+"""Write docs/example/reliability.md, docs/example/reliability/results.json and the PNGs from one run."""
 
 from __future__ import annotations
 

@@ -337,7 +337,7 @@ def test_environment_options(url):
     assert run.rc == 0 and set(run.out.split()) == {a1, b1}
 
 
-# -- arguments an outsider gets wrong ---------------------------------------------------
+# -- arguments a user gets wrong --------------------------------------------------------
 
 
 def test_bad_timeouts_are_argument_errors_never_a_traceback(url):

@@ -113,6 +113,7 @@ def test_invalid_driver_info_fails_validation(service: BaremetalService, emulato
     assert "redfish_address" in node["last_error"]
 
 
+@pytest.mark.serial  # measured against the clock
 def test_unreachable_and_hung_bmcs_land_in_last_error_in_bounded_time(service: BaremetalService) -> None:
     refused = service.create_node(
         {"driver": "redfish", "driver_info": {"redfish_address": closed_port_address()}}

@@ -1,4 +1,4 @@
-"""List answers are bounded in bytes, and so is the memory that makes them (issue 21).
+"""List answers are bounded in bytes, and so is the memory that makes them.
 
 Before: ``GET /v1/nodes/detail?limit=1000`` over nodes carrying large JSON fields was one
 ~100 MB answer, and four at once grew the server by ~480 MB for good.  Now a page stops

@@ -340,10 +340,10 @@ def test_missing_htpasswd_file_is_a_config_error(tmp_path: Path) -> None:
         BasicAuthMiddleware(_seen, user_file=str(tmp_path / "absent"))
 
 
-# -- the paste.deploy sample of docs/production.md, through the real command ----------------------
+# -- the paste.deploy sample of docs/example/production.md, through the real command ----------------------
 
 
-DOCS = Path(__file__).resolve().parents[3] / "docs" / "production.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "example" / "production.md"
 
 
 def _docs_ini(marker: str) -> str:

@@ -10,7 +10,7 @@ from tests.servers import baremetal_service
 
 
 def test_quickstart_service_serves_the_healthcheck(tmp_path: Path) -> None:
-    """docs/production.md: /healthcheck is served by default, unauthenticated, outside the API."""
+    """docs/example/production.md: /healthcheck is served by default, unauthenticated, outside the API."""
     with baremetal_service(tmp_path, host=False, ready_path="/healthcheck") as service:
         url = service.url
         resp = requests.get(url + "/healthcheck", headers={"Accept": "application/json"}, timeout=5)

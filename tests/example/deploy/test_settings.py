@@ -109,7 +109,7 @@ def test_a_bad_idempotency_lease_is_one_sentence(value: str) -> None:
         settings.from_environ({"BAREMETAL_IDEMPOTENCY_LEASE": value})
 
 
-# -- garbage fails at start, in every auth mode (issue 21) -------------------------------------------
+# -- garbage fails at start, in every auth mode -------------------------------------------
 
 #: One unusable value per setting the environment feeds.
 GARBAGE = {

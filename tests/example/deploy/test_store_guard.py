@@ -1,8 +1,8 @@
 """``memory://`` refuses several processes: judged on the store the built pipeline holds.
 
-issue 22: two gunicorn workers loaded a paste file whose ``[DEFAULT] store`` named Redis;
-each built a private memory:// store, and the guard (which read ``BAREMETAL_STORE``) let
-them serve.  A worker builds its application with ``wsgi.make_application``: these tests
+Two gunicorn workers that load a paste file whose ``[DEFAULT] store`` names Redis must not
+each build a private memory:// store behind a guard that reads only
+``BAREMETAL_STORE``.  A worker builds its application with ``wsgi.make_application``: these tests
 build it the same way, with the environment a two-worker gunicorn gives it.
 """
 

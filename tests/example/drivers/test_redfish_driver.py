@@ -149,6 +149,7 @@ def test_get_power_state_reads_the_bmc(emulator: RedfishEmulator, hw: RedfishHar
     assert hw.power.get_power_state(task) == POWER_OFF
 
 
+@pytest.mark.serial  # measured against the clock
 def test_power_on_and_reboot_wait_until_the_bmc_reports_it(
     emulator: RedfishEmulator, hw: RedfishHardware
 ) -> None:
@@ -168,6 +169,7 @@ def test_power_on_and_reboot_wait_until_the_bmc_reports_it(
     assert emulator.power_state(system) == "On"
 
 
+@pytest.mark.serial  # measured against the clock
 def test_power_change_times_out_with_a_clear_error(emulator: RedfishEmulator, hw: RedfishHardware) -> None:
     system = emulator.system_id()
     task = make_task(emulator, system)
@@ -190,6 +192,7 @@ def test_driver_info_power_timeout_is_used(emulator: RedfishEmulator, hw: Redfis
         hw.power.set_power_state(task, POWER_ON)
 
 
+@pytest.mark.serial  # measured against the clock
 def test_power_wait_never_passes_the_task_deadline(emulator: RedfishEmulator, hw: RedfishHardware) -> None:
     task = make_task(emulator)
     start_of_second()
@@ -219,6 +222,7 @@ def test_wrong_password_is_a_clear_error(emulator: RedfishEmulator, hw: RedfishH
         assert wrong not in text and PASSWORD not in text
 
 
+@pytest.mark.serial  # measured against the clock
 def test_unreachable_bmc_fails_fast(hw: RedfishHardware) -> None:
     address = closed_port_address()
     task = Task(node={"uuid": "n", "driver_info": {"redfish_address": address, "redfish_password": PASSWORD}})
@@ -230,6 +234,7 @@ def test_unreachable_bmc_fails_fast(hw: RedfishHardware) -> None:
     assert "connection refused" in str(info.value)
 
 
+@pytest.mark.serial  # measured against the clock
 def test_hung_bmc_hits_the_read_timeout() -> None:
     hw = RedfishHardware(read_timeout=1, connect_timeout=1)
     with silent_bmc() as address:

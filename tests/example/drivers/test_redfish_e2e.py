@@ -54,6 +54,7 @@ class Service:
         self.url = ""
         self.session = requests.Session()
         self.session.headers[VERSION_HEADER] = "latest"
+        self.answered_meanwhile = 0
 
     def start(self) -> Service:
         self.server = LoopbackWaitress(self.app, name="waitress-redfish", threads=4)
@@ -77,16 +78,17 @@ class Service:
         return self.session.request(method, self.url + path, json=body, timeout=5)
 
     def wait(self, uuid: str, done: Callable[[dict[str, Any]], bool], timeout: float = 20) -> dict[str, Any]:
-        """Poll GET /v1/nodes/{uuid} until *done* (bounded); each GET must be quick (API responsive)."""
+        """Poll GET /v1/nodes/{uuid} until *done* (bounded); ``answered_meanwhile`` counts the
+        GETs answered before it was done (the API answering while the conductor works)."""
         deadline = time.monotonic() + timeout
+        self.answered_meanwhile = 0
         while True:
-            started = time.monotonic()
             response = self.request("GET", f"/v1/nodes/{uuid}")
             assert response.status_code == 200, response.text
-            assert time.monotonic() - started < 2, "the API stalled while the conductor works"
             node: dict[str, Any] = response.json()
             if done(node):
                 return node
+            self.answered_meanwhile += 1
             assert time.monotonic() < deadline, f"timed out; last: {node}"
             time.sleep(0.1)
 
@@ -184,9 +186,11 @@ def test_bmc_failures_land_in_last_error_and_the_api_stays_responsive(
         for node in (wrong, hung):
             response = api.request("PUT", f"/v1/nodes/{node['uuid']}/states/provision", {"target": "manage"})
             assert response.status_code == 202, response.text
-        # a conductor worker is stuck on the hung BMC for its 3 s read timeout; api.wait
-        # asserts that every GET meanwhile answers in under 2 s
+        # a conductor worker is stuck on the hung BMC for its 3 s read timeout: the API answers
+        # GETs of that very node meanwhile (an order, not a duration: a GET that hung with the
+        # conductor would first answer after the node is done)
         hung = api.wait(hung["uuid"], lambda n: n["target_provision_state"] is None)
+        assert api.answered_meanwhile >= 1, "the API stalled while the conductor works"
     wrong = api.wait(wrong["uuid"], lambda n: n["target_provision_state"] is None)
     assert wrong["provision_state"] == "enroll"
     assert "refused the credentials" in wrong["last_error"]

@@ -1,4 +1,4 @@
-"""Values that must never be stored (issue 21), walked over every route that takes them.
+"""Values that must never be stored, walked over every route that takes them.
 
 * Every string field with a schema ``pattern``, in every request body the OpenAPI
   document publishes, with a valid value plus a trailing newline (Python's ``$``

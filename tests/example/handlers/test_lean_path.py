@@ -1,9 +1,9 @@
-"""The request path's own pieces answer as the library pieces they replace (issue 13).
+"""The request path's own pieces answer as the library pieces they replace.
 
 Each replacement of a library piece on the hot path is checked against that piece: the
 UUID check against ``uuid.UUID``, the JSON encoder against ``json``.  Request ids are
 oslo.middleware's ``RequestId`` itself (the webob-free copy was not 1.3x faster on the
-whole request path: docs/performance.md).
+whole request path: docs/example/performance.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every schema ``pattern`` means what ECMA-262 means by ``$`` (issue 21).
+"""Every schema ``pattern`` means what ECMA-262 means by ``$``.
 
 Python's ``re`` lets ``$`` match before a trailing newline: ``^CUSTOM_[A-Z0-9_]+$`` accepted
 ``"CUSTOM_X\\n"``.  Both validators (the verdict, fastjsonschema through

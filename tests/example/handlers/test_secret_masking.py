@@ -1,4 +1,4 @@
-"""Secrets never leave the service in clear (issue 21).
+"""Secrets never leave the service in clear.
 
 A node carries secrets under every spelling a driver uses, nested in objects and in
 lists, inside URLs and free text, in ``driver_info``, ``instance_info`` (``configdrive``,

@@ -63,7 +63,7 @@ def test_a_node_retried_after_the_store_forgot_is_the_same_node(api: Api, forget
     assert again.status_code == 201, again.text
     assert again.json()["uuid"] == first.json()["uuid"]
     assert again.headers["Location"] == first.headers["Location"]
-    # answered from the database, a replay all the same (issue 21), with a request id of its own
+    # answered from the database, a replay all the same, with a request id of its own
     assert again.headers.get("Idempotent-Replayed") == "true"
     assert again.headers["X-OpenStack-Request-Id"] != first.headers["X-OpenStack-Request-Id"]
     assert again.json()["name"] == "once"

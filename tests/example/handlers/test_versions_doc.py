@@ -1,4 +1,4 @@
-"""The microversion history in docs/baremetal-service.md matches the code, one line per version."""
+"""The microversion history in docs/example/baremetal-service.md matches the code, one line per version."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from baremetal_service import versions
 from baremetal_service.deploy import MICROVERSION_OPTIONS
 from baremetal_service.objects.nodes import NODE_FIELDS
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "baremetal-service.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "example" / "baremetal-service.md"
 
 
 def test_every_version_has_one_line_in_the_docs() -> None:

@@ -1,6 +1,5 @@
-"""``python -m bench.reliability`` writes out of the way unless told to publish (issue 21).
-
-A newcomer's first run used to overwrite the committed docs/reliability.md.
+"""``python -m bench.reliability`` writes out of the way unless told to publish: a first run
+must not overwrite the committed docs/example/reliability.md.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ def test_a_plain_run_writes_under_build_not_docs() -> None:
 
 
 def test_publish_writes_the_committed_report() -> None:
-    assert parse_args(["--publish"]).out == REPO / "docs"
+    assert parse_args(["--publish"]).out == REPO / "docs" / "example"
 
 
 def test_out_chooses_the_directory(tmp_path: Path) -> None:
@@ -32,7 +31,7 @@ def test_out_chooses_the_directory(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        pytest.param(["--out", str(REPO / "docs")], id="out-docs"),
+        pytest.param(["--out", str(REPO / "docs" / "example")], id="out-docs"),
         pytest.param(["--out", "x", "--publish"], id="out-and-publish"),
         pytest.param(["--only", "nonesuch"], id="unknown-scenario"),
     ],

@@ -1,4 +1,4 @@
-"""Database restart under load (issue 14): the short version of
+"""Database restart under load: the short version of
 ``bench/reliability/db_restart.py``, plus the regression test of what it found (a database
 outage answered 500 ``server.error`` instead of 503)."""
 

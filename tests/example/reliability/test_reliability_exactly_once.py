@@ -1,4 +1,4 @@
-"""Exactly once under load (issue 14): the short version of ``bench/reliability/exactly_once.py``.
+"""Exactly once under load: the short version of ``bench/reliability/exactly_once.py``.
 
 A few rounds of 64 concurrent POSTs sharing one ``X-Client-Token`` against gunicorn (2 worker
 processes) on PostgreSQL, with Redis and with memcached: one node per token in the database,

@@ -1,4 +1,4 @@
-"""No lost update (issue 14): the short version of ``bench/reliability/lost_update.py``.
+"""No lost update: the short version of ``bench/reliability/lost_update.py``.
 
 A few clients run read-modify-write cycles on one node's ``/extra/counter`` through gunicorn
 (2 worker processes), on SQLite and on PostgreSQL: with If-Match (and a re-read on 412) the final

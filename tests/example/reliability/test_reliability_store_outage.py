@@ -1,4 +1,4 @@
-"""Replay store outage under load (issue 14): the short version of
+"""Replay store outage under load: the short version of
 ``bench/reliability/store_outage.py`` (Redis with AOF and memcached, killed and restarted)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Worker killed after claim (issue 14): the short version of ``bench/reliability/worker_kill.py``
+"""Worker killed after claim: the short version of ``bench/reliability/worker_kill.py``
 (a gunicorn worker SIGKILLed while it holds a client token's claim, before and after its commit)."""
 
 from __future__ import annotations

@@ -133,6 +133,7 @@ SERVERS = ["granian", "waitress"]
     ids=["sqlite-ulimit-high-granian", "postgresql-ulimit-1024-granian", "postgresql-ulimit-1024-waitress"],
     indirect=["database_url"],
 )
+@pytest.mark.serial  # measured against the clock
 def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_out(
     tmp_path: Path, database_url: str, soft_nofile: int | None, server: str
 ) -> None:
@@ -165,6 +166,7 @@ def test_a_thousand_idle_connections_neither_kill_the_service_nor_lock_clients_o
     assert "Traceback" not in service.output()
 
 
+@pytest.mark.serial  # measured against the clock
 @pytest.mark.parametrize("server", SERVERS)
 def test_with_a_hard_limit_of_1024_the_service_survives_exhaustion(tmp_path: Path, server: str) -> None:
     """1,000 silent connections against a hard limit of 1024 descriptors: new clients wait (bounded)
@@ -207,6 +209,7 @@ def _silent_until_closed(sock: socket.socket, deadline: float) -> bool:
     return False
 
 
+@pytest.mark.serial  # measured against the clock
 def test_idle_connections_time_out_and_clients_beyond_the_limit_wait_a_bounded_time(tmp_path: Path) -> None:
     """waitress: every slot held by a silent connection: a new client is served once the idle
     ones time out."""
@@ -227,6 +230,7 @@ def test_idle_connections_time_out_and_clients_beyond_the_limit_wait_a_bounded_t
         assert service.running, service.output()
 
 
+@pytest.mark.serial  # measured against the clock
 @pytest.mark.parametrize("server", SERVERS)
 def test_an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(tmp_path: Path, server: str) -> None:
     """A client that answered one request and then stays silent loses its connection after
@@ -420,7 +424,7 @@ def _raw_exchange(port: int, request: bytes) -> bytes:
 def test_a_request_the_server_cannot_parse_gets_its_own_400_and_the_service_goes_on(
     tmp_path: Path, server: str, bad: bytes
 ) -> None:
-    """The server answers this itself, before the application (docs/baremetal-service.md,
+    """The server answers this itself, before the application (docs/example/baremetal-service.md,
     "Server"): waitress in plain text, granian with an empty body; both close the connection."""
     with _service(tmp_path, "--server", server, "--no-conductor") as service:
         answer = _raw_exchange(service.port, b"GET /v1/nodes HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n")
@@ -610,7 +614,7 @@ def test_a_non_ascii_version_header_reaches_the_service_and_gets_406(
     """``١.١`` (Arabic-Indic digits, UTF-8) is no version: the microversion middleware answers 406.
     Before: granian, then the default server, handed such a header on empty, and the request
     was served at the minimum version (200).  ``--server granian`` still does (granian builds
-    the environ; docs/baremetal-service.md, "Server")."""
+    the environ; docs/example/baremetal-service.md, "Server")."""
     value = "١.١".encode() if header.startswith("X-") else "baremetal ١.١".encode()
     with _served(shape, tmp_path, request) as service:
         with socket.create_connection((HOST, service.port), timeout=10) as sock:
@@ -625,7 +629,7 @@ def test_a_non_ascii_version_header_reaches_the_service_and_gets_406(
 
 
 def test_a_bad_setting_under_gunicorn_is_one_line_and_a_failed_start(tmp_path: Path) -> None:
-    """The recipe of docs/production.md with ``BAREMETAL_DATABASE=nonsense://``: the sentence
+    """The recipe of docs/example/production.md with ``BAREMETAL_DATABASE=nonsense://``: the sentence
     saying what is wrong, once, no traceback, and gunicorn exits non-zero.  Before: about 30
     lines of traceback around it."""
     gun = Gunicorn(tmp_path, {"BAREMETAL_DATABASE": "nonsense://", "BAREMETAL_STORE": "memory://"}, workers=1)

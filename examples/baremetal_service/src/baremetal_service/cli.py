@@ -86,7 +86,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         choices=SERVERS,
         default=os.environ.get("BAREMETAL_SERVER", defaults.SERVER),
         help=f"HTTP server: waitress (slow clients cost no thread) or granian (Rust, the faster one) "
-        f"(default {defaults.SERVER}; docs/baremetal-service.md, Server, has the measurements)",
+        f"(default {defaults.SERVER}; docs/example/baremetal-service.md, Server, has the measurements)",
     )
     parser.add_argument(
         "--threads", type=int, default=defaults.THREADS, help=f"worker threads (default {defaults.THREADS})"

@@ -510,7 +510,7 @@ GC_YOUNG_THRESHOLD: Final = 10_000
 
 def tune_gc() -> None:
     """The serving process's garbage collector, once the application is built (measured in
-    docs/performance.md, "The garbage collector").
+    docs/example/performance.md, "The garbage collector").
 
     A request that renders 100 node documents allocates tens of thousands of dicts and lists
     that all stay alive until the response is written: with CPython's default threshold
@@ -535,7 +535,7 @@ _M_TOP_PAD: Final = -2
 
 def tune_malloc() -> bool:
     """The serving process's C allocator (glibc): keep :data:`MALLOC_TOP_PAD` free at the top
-    of its heaps (measured in docs/performance.md, "The read path of GET node and GET detail").
+    of its heaps (measured in docs/example/performance.md, "The read path of GET node and GET detail").
 
     A 100-node detail page allocates and frees about a megabyte (its documents' encoded
     bodies, the joined answer): with glibc's default each request grew the heap, gave the

@@ -92,7 +92,7 @@ HARDWARE_TYPES: Final[tuple[str, ...]] = ("fake-hardware",)
 POWER_SYNC_INTERVAL: Final = 60.0
 #: Whether this process runs the conductor workers.
 RUN_CONDUCTOR: Final = True
-#: The CLI's HTTP server: ``waitress`` or ``granian`` (docs/baremetal-service.md, "Server").
+#: The CLI's HTTP server: ``waitress`` or ``granian`` (docs/example/baremetal-service.md, "Server").
 SERVER: Final = "waitress"
 #: The CLI server's worker threads, connection limit (per process) and idle timeout (seconds).
 THREADS: Final = 8

@@ -76,7 +76,7 @@ NODE_HISTORY: Final = Version(1, 78)
 NODE_HISTORY_PROJECT: Final = Version(1, 113)
 NODE_HISTORY_FIELDS: Final = Version(1, 115)
 
-#: One line per version this service gives a meaning to (docs/baremetal-service.md mirrors it).
+#: One line per version this service gives a meaning to (docs/example/baremetal-service.md mirrors it).
 HISTORY: Final[tuple[tuple[Version, str], ...]] = (
     (Version(1, 1), "Initial version: nodes, ports, chassis, drivers, states, maintenance, validate."),
     (Version(1, 2), 'Renamed NOSTATE (None) to AVAILABLE ("available").'),

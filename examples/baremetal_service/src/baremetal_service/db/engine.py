@@ -125,7 +125,7 @@ class WalCheckpointer:
     By default SQLite checkpoints in the connection whose commit takes the WAL past
     1,000 pages: that commit then copies the WAL into the database file and waits for
     its ``fsync`` (about 20 ms on the disks measured here), once every few hundred
-    writes (2 % of POSTs measured 15-20 ms instead of ~1.5 ms; docs/performance.md).
+    writes (2 % of POSTs measured 15-20 ms instead of ~1.5 ms; docs/example/performance.md).
     With :func:`create_engine`'s ``background_checkpoints``, the engine's connections
     never checkpoint on commit, and this thread runs ``PRAGMA wal_checkpoint(PASSIVE)``
     every *interval* seconds: it neither waits for nor blocks readers and writers (the

@@ -98,7 +98,7 @@ def encode_json(doc: Any) -> bytes:
 
     orjson refuses what it cannot encode exactly (an integer beyond 64 bits, a lone
     surrogate, a key that is not a string); the standard library then encodes it, as
-    before.  ~10x faster than ``json.dumps`` on a node document (docs/performance.md).
+    before.  ~10x faster than ``json.dumps`` on a node document (docs/example/performance.md).
     Without ``OPT_NON_STR_KEYS``, which cost about 25% more on a 100-node detail page.
     """
     if _orjson is not None:

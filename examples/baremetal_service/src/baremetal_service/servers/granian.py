@@ -3,7 +3,7 @@
 granian (https://github.com/emmett-framework/granian) is an HTTP server written in
 Rust with a WSGI interface: it parses HTTP, keeps connections and idle timeouts on
 its own threads, and calls the application on a pool of Python threads.  It answers
-most requests faster than waitress, the default (docs/baremetal-service.md, "Server",
+most requests faster than waitress, the default (docs/example/baremetal-service.md, "Server",
 has the measurements and what each server withstands).
 
 How the command runs it:

@@ -1,4 +1,4 @@
-"""Sample gunicorn configuration for the bare-metal service (see docs/production.md).
+"""Sample gunicorn configuration for the bare-metal service (see docs/example/production.md).
 
     export BAREMETAL_DATABASE=postgresql+psycopg://baremetal:secret@db.example.com/baremetal
     export BAREMETAL_STORE=redis://cache.example.com:6379/0
@@ -28,7 +28,7 @@ workers = int(os.environ.get("BAREMETAL_WORKERS", "4"))
 # gevent: each connection is a greenlet, so a client sending its body slowly or an idle
 # connection costs no thread.  gthread gave each its thread (5 s for a silent connection,
 # as long as the body takes for a slow one): 16 slow clients or 5,000 idle connections
-# made every other client wait (docs/production.md, "Slow and idle clients").
+# made every other client wait (docs/example/production.md, "Slow and idle clients").
 worker_class = "gevent"
 # Connections per worker process, idle ones included (4 x 2,500 = the CLI's 10,000).
 worker_connections = int(os.environ.get("BAREMETAL_WORKER_CONNECTIONS", "2500"))
