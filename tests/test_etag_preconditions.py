@@ -107,8 +107,8 @@ def stack(flavour: str, app: Resources, **options: Any) -> Any:
 
 def req(method: str = "GET", path: str = "/v1/things/t1", version: str = "1.45", body: Any = None,
         **headers: str) -> Request:  # fmt: skip
-    r = Request.blank(path, method=method, headers={LEGACY: version, **{k.replace("_", "-"): v
-                                                                         for k, v in headers.items()}})  # fmt: skip
+    fields = {LEGACY: version, **{k.replace("_", "-"): v for k, v in headers.items()}}
+    r = Request.blank(path, method=method, headers=fields)
     if body is not None:
         r.body = json.dumps(body).encode()
         r.content_type = "application/json"
