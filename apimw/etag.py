@@ -54,6 +54,7 @@ from apimw._etag_conditions import (
     split_etag,
 )
 from apimw._etag_digest import DEFAULT_IGNORED_FIELDS, ETagGenerator
+from apimw._etag_options import OPTION_DOCS, OPTIONS
 from apimw._etag_response import ETAG_HEADER, check_wire
 from apimw._etag_rules import (
     ENVIRON_ENABLED,
@@ -67,7 +68,6 @@ from apimw._etag_rules import (
     IF_MODIFIED_SINCE_HEADER,
     IF_NONE_MATCH_HEADER,
     IF_UNMODIFIED_SINCE_HEADER,
-    OPTIONS,
     ETagRules,
     Facts,
     NotModified,
@@ -307,51 +307,6 @@ class ETagMiddleware:
     No option is required; the common case sets ``min_version``, ``enforces`` and ``hmac_key``.
 
     :param app: the WSGI app to wrap.
-    :param min_version: microversion from which etags are served (the ``ETag`` header,
-        preconditions); a precondition on a write below it is 406, an If-Match on GET/HEAD
-        too.  Default ``None``: always on (no microversion middleware needed).
-    :param methods: write methods whose preconditions are handed to the app or refused.
-        Default ``("PUT", "PATCH", "DELETE")``; add ``"POST"`` for conditional actions
-        (otherwise a precondition on a POST is refused, 400).
-    :param require_if_match: 428 policy: entries ``"METHOD"`` or ``"METHOD /path/prefix"``
-        (``"*"`` for every write method) where a write must be conditional.  Default ``()``.
-    :param enforces: where the app enforces the write's precondition in its data layer and
-        acknowledges with :func:`mark_enforced`: policy entries as above, or a callable /
-        ``"module:function"`` ``f(request) -> bool`` (*request*: the environ or the ASGI
-        scope).  A precondition on any other write is refused (400) before the app runs.
-        Default ``()``: nowhere.
-    :param strict_rfc9110: strong If-Match comparison as RFC 9110 §13.1.1 says (then emit
-        strong etags).  Default ``False``: weak comparison, the Ironic spec's weak etags.
-    :param accept_unquoted: tolerate the Ironic spec's unquoted ``W/<hex>`` and bare
-        ``<hex>`` in If-Match.  Default ``False``.
-    :param ignore_suffixes: suffixes proxies append to etags (``-gzip``) that If-Match may
-        carry.  Default ``()``.
-    :param not_modified: answer If-None-Match (weak match) and If-Modified-Since on GET/HEAD
-        with 304.  Default ``False`` (the Ironic spec supports no If-None-Match): a 200.
-    :param if_none_match_on_writes: hand If-None-Match on writes to the app where it enforces
-        (``If-None-Match: *`` on a PUT creates only) as ``apimw.etag.if_none_match``.
-        Default ``False``: 400 ``etag.if-none-match-unsupported``.
-    :param if_unmodified_since_on_writes: hand If-Unmodified-Since on writes without
-        If-Match to the app where it enforces, as ``apimw.etag.if_unmodified_since``.
-        Default ``False``: 400 ``etag.if-unmodified-since-unsupported``.
-    :param etag_on_put: send ``ETag`` on a 2xx PUT.  Default ``True``.
-    :param etag_from_body: take the ``ETag`` from the top-level ``etag`` field of an
-        ``application/json`` (or ``+json``) body when the app set no etag.  Default ``True``.
-    :param max_body_bytes: the most of a JSON answer held to read its etag; a longer answer
-        is streamed on without an ``ETag`` (``metrics.etag("streamed-without-etag")``).
-        Default 1 MiB.
-    :param current_etag: ``f(request) -> etag or None`` (or ``"module:function"``): a cheap
-        lookup for the 412 pre-check before the app runs (``None``: missing or not visible,
-        the app answers).  Default ``None``.
-    :param hmac_key: deployment secret (>= 16 bytes) of the HMAC-SHA-512
-        :class:`ETagGenerator` offered to the app as ``apimw.etag.generator``.  Default ``None``.
-    :param algorithm: ``"hmac-sha512"`` (default) or ``"sha512"``.
-    :param ignored_fields: fields left out of the etag: ``{"node": [...]}`` or
-        ``"type:field"`` entries.  Default: the Ironic spec's table.
-    :param error_profile: error body profile, ``"ironic"`` or ``"api-sig"``.  Default: the
-        outer middleware's, else api-sig.
-    :param metrics: an :class:`apimw.metrics.Metrics` (or ``"module:attribute"``) told each
-        answer the middleware gives.  Default ``None``.
     """
 
     def __init__(self, app: WSGIApplication, **options: Any) -> None:
@@ -476,6 +431,8 @@ class ETagMiddleware:
             return self._ours(environ, start_response, exchange.treatment)  # type: ignore[arg-type]
         return _Body(head, rest, app_iter)
 
+
+ETagMiddleware.__doc__ = f"{ETagMiddleware.__doc__}{OPTION_DOCS}"
 
 # == configuration: paste.deploy, oslo.config, Flask ==============================================
 

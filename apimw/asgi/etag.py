@@ -16,6 +16,7 @@ from collections.abc import MutableMapping
 from typing import Any, Final
 
 from apimw._etag_conditions import IfMatch
+from apimw._etag_options import OPTION_DOCS
 from apimw._etag_rules import (
     ENVIRON_ENFORCED,
     ENVIRON_IF_MATCH,
@@ -168,6 +169,8 @@ class ETagMiddleware:
     ``current_etag`` may also be an ``async def`` of the scope (a database lookup);
     ``current_etag`` and an ``enforces`` callable are given the ASGI scope.  What the
     middleware hands the app sits in the scope under ``apimw.etag.*`` (``docs/asgi.md``).
+
+    :param app: the ASGI app to wrap.
     """
 
     def __init__(self, app: ASGIApp, **options: Any) -> None:
@@ -251,3 +254,6 @@ class ETagMiddleware:
             if started:
                 raise
             await self.answer(scope, send, Refuse(problem))
+
+
+ETagMiddleware.__doc__ = f"{ETagMiddleware.__doc__}{OPTION_DOCS}"
