@@ -53,6 +53,15 @@ from apimw._etag_conditions import (
     precondition_failed,
     split_etag,
 )
+from apimw._etag_decisions import (
+    Facts,
+    NotModified,
+    ReadBody,
+    Refuse,
+    Run,
+    Send,
+    Treatment,
+)
 from apimw._etag_digest import DEFAULT_IGNORED_FIELDS, ETagGenerator
 from apimw._etag_options import OPTION_DOCS, OPTIONS
 from apimw._etag_response import ETAG_HEADER, check_wire
@@ -69,13 +78,6 @@ from apimw._etag_rules import (
     IF_NONE_MATCH_HEADER,
     IF_UNMODIFIED_SINCE_HEADER,
     ETagRules,
-    Facts,
-    NotModified,
-    ReadBody,
-    Refuse,
-    Run,
-    Send,
-    Treatment,
     check_order,
 )
 from apimw._microversion_type import ENVIRON_VERSION

@@ -16,12 +16,7 @@ from collections.abc import MutableMapping
 from typing import Any, Final
 
 from apimw._etag_conditions import IfMatch
-from apimw._etag_options import OPTION_DOCS
-from apimw._etag_rules import (
-    ENVIRON_ENFORCED,
-    ENVIRON_IF_MATCH,
-    ENVIRON_RESPONSE_ETAG,
-    ETagRules,
+from apimw._etag_decisions import (
     Facts,
     NotModified,
     ReadBody,
@@ -29,6 +24,13 @@ from apimw._etag_rules import (
     Run,
     Send,
     Treatment,
+)
+from apimw._etag_options import OPTION_DOCS
+from apimw._etag_rules import (
+    ENVIRON_ENFORCED,
+    ENVIRON_IF_MATCH,
+    ENVIRON_RESPONSE_ETAG,
+    ETagRules,
     check_order,
 )
 from apimw._microversion_type import ENVIRON_VERSION
