@@ -422,7 +422,9 @@ class ETagRules:
         if run.handed and not (acknowledged or any(c.enforced for c in run.handed)):
             return Refuse(self._unenforced())
         etag = response_etag if response_etag is not None else header_value(headers, ETAG_HEADER)
-        wants = run.send_etag or run.if_match is not None or run.if_none_match is not None
+        # a write's conditions are the app's to enforce: only a read's are evaluated here
+        evaluated = not run.handed and (run.if_match is not None or run.if_none_match is not None)
+        wants = run.send_etag or evaluated
         if etag is None and wants and self.etag_from_body and body_etag_wanted(headers):
             if body is ReadBody:
                 return ReadBody(self.max_body_bytes)
