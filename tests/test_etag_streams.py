@@ -310,3 +310,34 @@ def test_start_response_with_exc_info_after_the_headers_went_out_reraises(
             sent.append(chunk)
     getattr(result, "close", lambda: None)()
     assert statuses == ["200 OK"] and b"error page" not in b"".join(sent)
+
+
+# -- what the ASGI middleware hands the app ------------------------------------------------------
+
+
+def test_the_asgi_middleware_adds_only_apimw_keys_to_the_scope() -> None:
+    seen: dict[str, Any] = {}
+
+    def enforced(scope: dict[str, Any]) -> bool:
+        return str(scope["path"]).startswith("/v1/nodes/")
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        seen.update(scope)
+        mark_enforced(scope)
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def send(message: dict[str, Any]) -> None:
+        seen.setdefault("status", message.get("status"))
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {"type": "http", "method": "DELETE", "path": "/v1/nodes/n1", "root_path": "", "query_string": b"",
+             "headers": [(b"if-match", TAG.encode())]}  # fmt: skip
+    given = set(scope)
+    middleware = apimw.asgi.ETagMiddleware(app, enforces=enforced, current_etag=lambda scope: TAG)
+    run_async(middleware(scope, receive, send))
+    assert seen["status"] == 204 and apimw.asgi.if_match(scope) is not None
+    added = set(scope) - given
+    assert added and all(key.startswith("apimw.etag.") for key in added), sorted(added)
