@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from apimw.errors import HTTPProblem
@@ -133,13 +134,19 @@ def _join(value: str | Sequence[str]) -> str:
 
 
 class _Condition:
-    """What If-Match and If-None-Match share: the parsed list, ``*``, the raw header value."""
+    """What If-Match and If-None-Match share: the parsed list, ``*``, the raw header value,
+    and the app's acknowledgement that its write was conditional on it."""
 
-    __slots__ = ("_parsed", "raw")
+    __slots__ = ("_parsed", "raw", "enforced")
 
     def __init__(self, parsed: _Parsed, *, raw: str) -> None:
         self._parsed = parsed
         self.raw = raw
+        self.enforced = False
+
+    def mark_enforced(self) -> None:
+        """Record that the write was made conditional on this header (fail-closed check)."""
+        self.enforced = True
 
     @property
     def any(self) -> bool:
@@ -162,12 +169,11 @@ class IfMatch(_Condition):
     re-parse there with :func:`parse_if_match`.
     """
 
-    __slots__ = ("strong", "enforced")
+    __slots__ = ("strong",)
 
     def __init__(self, parsed: _Parsed, *, strong: bool, raw: str) -> None:
         super().__init__(parsed, raw=raw)
         self.strong = strong
-        self.enforced = False
 
     def matches(self, current: str | None) -> bool:
         """Whether the condition holds for the resource's *current* etag (``None``: no resource).
@@ -189,16 +195,17 @@ class IfMatch(_Condition):
         # write.  strict_rfc9110=True restores the RFC's strong comparison.
         return opaque in self._parsed.weak
 
-    def mark_enforced(self) -> None:
-        """Record that the write was made conditional on this If-Match (fail-closed check)."""
-        self.enforced = True
-
     def __repr__(self) -> str:
         return f"IfMatch({self.raw!r})"
 
 
 class IfNoneMatch(_Condition):
-    """A parsed If-None-Match; always compared weakly (RFC 9110 §13.1.2)."""
+    """A parsed If-None-Match; always compared weakly (RFC 9110 §13.1.2).
+
+    On a write (``if_none_match_on_writes``) the app enforces it: ``If-None-Match: *`` on a
+    PUT creates only when no current representation exists, else 412; it then calls
+    :meth:`mark_enforced`.
+    """
 
     __slots__ = ()
 
@@ -212,6 +219,38 @@ class IfNoneMatch(_Condition):
 
     def __repr__(self) -> str:
         return f"IfNoneMatch({self.raw!r})"
+
+
+class IfUnmodifiedSince:
+    """A write's If-Unmodified-Since (``if_unmodified_since_on_writes``), for the app to enforce.
+
+    :meth:`holds` is RFC 9110 §13.1.4's evaluation against the resource's last modification
+    date; the app makes its write conditional on it and calls :meth:`mark_enforced`.
+    """
+
+    __slots__ = ("date", "raw", "enforced")
+
+    def __init__(self, date: datetime, *, raw: str) -> None:
+        self.date = date
+        self.raw = raw
+        self.enforced = False
+
+    def holds(self, last_modified: datetime | None) -> bool:
+        """False when the resource was modified after :attr:`date` (``None``: no date, holds).
+
+        HTTP-dates have whole seconds: *last_modified* is compared at that precision."""
+        if last_modified is None:
+            return True
+        if last_modified.tzinfo is None:
+            last_modified = last_modified.replace(tzinfo=UTC)
+        return last_modified.replace(microsecond=0) <= self.date
+
+    def mark_enforced(self) -> None:
+        """Record that the write was made conditional on this date (fail-closed check)."""
+        self.enforced = True
+
+    def __repr__(self) -> str:
+        return f"IfUnmodifiedSince({self.raw!r})"
 
 
 def _malformed(header: str) -> HTTPProblem:

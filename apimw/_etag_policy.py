@@ -73,12 +73,14 @@ def star_holds_without_app(method: str) -> bool:
     return method in _STAR_HOLDS_WITHOUT_APP
 
 
-def if_match_unsupported(method: str) -> HTTPProblem:
-    """400: If-Match on a write this service cannot make conditional (decided before the app)."""
+def precondition_unsupported(method: str, header: str = "If-Match") -> HTTPProblem:
+    """400: a precondition (*header*) on a write this service cannot make conditional,
+    decided before the app runs (``etag.if-match-unsupported``, ``etag.if-none-match-unsupported``,
+    ``etag.if-unmodified-since-unsupported``)."""
     return HTTPProblem(
         400,
-        "etag.if-match-unsupported",
-        f"This service cannot make a {method} on this resource conditional, so it does not accept "
-        "If-Match here; nothing was changed. Resend the request without If-Match to write "
-        "unconditionally.",
+        f"etag.{header.lower()}-unsupported",
+        f"This service cannot make a {method} on this resource conditional on {header}, so it "
+        f"does not accept {header} here; nothing was changed. Resend the request without {header} "
+        "to write unconditionally.",
     )

@@ -44,25 +44,27 @@ def with_etag(headers: list[tuple[str, str]], etag: str) -> list[tuple[str, str]
     """*headers* with ``ETag: etag`` (replacing one the app set)."""
     if not etag.isprintable():  # never a CR/LF into the response head
         check_wire(etag)
-    for name, _ in headers:
-        if len(name) == 4 and name.lower() == "etag":
-            headers = [h for h in headers if len(h[0]) != 4 or h[0].lower() != "etag"]
-            break
-    return [*headers, (ETAG_HEADER, etag)]
+    return [*(h for h in headers if h[0].lower() != "etag"), (ETAG_HEADER, etag)]
+
+
+def is_json_document(ctype: str) -> bool:
+    """Whether the media type *ctype* is one JSON document: ``application/json`` or a ``+json``
+    type (RFC 6839), parameters aside.  Streams of JSON texts (``application/x-ndjson``,
+    ``application/json-seq``) are not: they have no top-level ``etag`` and may never end."""
+    media = ctype.partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 def body_etag_wanted(headers: list[tuple[str, str]]) -> bool:
-    """No ETag header yet, and a JSON body that may carry an ``etag`` field."""
+    """No ETag header yet, and a JSON document body that may carry an ``etag`` field."""
     ctype = ""
     for key, value in headers:
-        # by length first: on the hot path most names are neither, and len() costs less than lower()
-        size = len(key)
-        if size == 4:
-            if key.lower() == "etag":
-                return False
-        elif size == 12 and key.lower() == "content-type":
+        lowered = key.lower()
+        if lowered == "etag":
+            return False
+        if lowered == "content-type":
             ctype = value
-    return "json" in ctype or "json" in ctype.lower()
+    return is_json_document(ctype)
 
 
 def etag_in_body(body: bytes) -> str | None:
@@ -78,7 +80,9 @@ def etag_in_body(body: bytes) -> str | None:
         return None
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # not JSON, or nested deeper than the parser's recursion limit (an answer of any
+        # depth is the app's to send; it just names no etag we can read)
         return None
     if isinstance(doc, dict):
         value = doc.get("etag")

@@ -1,4 +1,4 @@
-"""Etag optimistic concurrency: keyed SHA-512 etags, If-Match -> 412, fail-closed writes.
+"""Etag optimistic concurrency: keyed SHA-512 etags, preconditions evaluated or refused, fail-closed writes.
 
 Three parts, usable separately:
 
@@ -11,33 +11,29 @@ Three parts, usable separately:
   the raw header value(s), strict RFC 9110 grammar, optionally tolerant of the Ironic
   spec's unquoted ``W/<hex>``.  A malformed header raises :class:`HTTPProblem` 400; it is
   never treated as absent.
-* **Middleware** (:class:`ETagMiddleware`): hands the parsed If-Match to the app in
-  ``environ["apimw.etag.if_match"]``, optionally pre-checks it against a cheap lookup
-  (412), refuses If-Match below the etag microversion (406), enforces a
-  ``require_if_match`` policy (428), answers If-None-Match with 304 (opt-in), adds the
-  ``ETag`` response header.  It refuses If-Match (400, before the app runs) on writes the
-  app does not declare in ``enforces``, and fails closed on those it does: a write that
-  carried If-Match does not get a 2xx unless the app acknowledged that its data layer
-  enforced the condition.
+* **Middleware** (:class:`ETagMiddleware`, WSGI; :class:`apimw.asgi.ETagMiddleware`, ASGI):
+  thin glue around one sans-IO core, :class:`ETagRules` (``apimw._etag_rules``), which
+  decides on request facts and on the app's answer.  Every RFC 9110 §13 precondition a
+  request carries is evaluated or refused: on a write it is handed to the app where the app
+  declares that it enforces it (``enforces``; it acknowledges with :func:`mark_enforced`,
+  and a 2xx fails closed without that) and refused (400, before the app runs) elsewhere; on
+  GET/HEAD it is evaluated on the app's answer (412, or 304 with ``not_modified``).  The
+  middleware also refuses preconditions below the etag microversion (406), enforces a
+  ``require_if_match`` policy (428) and adds the ``ETag`` response header.
 
-This module holds the middleware, its environ keys, the app helpers, its options and its
-paste/oslo/Flask integration.  Its sans-IO parts live in private sibling modules, one
-concern each, and their public names are re-exported here: ``_canonical_json`` (the bytes
-hashed, with the optional orjson fast path), ``_etag_digest`` (:class:`ETagGenerator`),
-``_etag_conditions`` (the wire form, the If-Match/If-None-Match parsers, :class:`StaleEtag`),
-``_etag_policy`` (the ``require_if_match`` / ``enforces`` route policies) and
-``_etag_response`` (which etag a response carries).
-
-The app-facing contract (environ keys, helpers) is documented in ``docs/etag.md``.
+Private sibling modules hold the sans-IO parts, one concern each, and their public names
+are re-exported here: ``_canonical_json``, ``_etag_digest`` (:class:`ETagGenerator`),
+``_etag_conditions`` (the wire form, the parsers, :class:`StaleEtag`), ``_etag_policy``
+(route policies), ``_etag_response`` (which etag a response carries) and ``_etag_rules``
+(the decisions).  The app-facing contract (environ keys, helpers) is in ``docs/etag.md``;
+the RFC 9110 conformance table in ``docs/conformance/etag.md``.
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Final
 
 from apimw._canonical_json import (
     CODE_CANONICALIZATION,
@@ -45,55 +41,53 @@ from apimw._canonical_json import (
     CanonicalizationError,
     canonical_json,
 )
-from apimw._config import (
-    Option,
-    as_bool,
-    as_list,
-    as_optional_str,
-    as_str,
-    integration,
-)
+from apimw._config import integration
 from apimw._etag_conditions import (
     IfMatch,
     IfNoneMatch,
+    IfUnmodifiedSince,
     StaleEtag,
-    _cache_for,
-    _Malformed,
-    _malformed,
     format_etag,
     parse_if_match,
     parse_if_none_match,
     precondition_failed,
     split_etag,
 )
-from apimw._etag_digest import ALGORITHMS, DEFAULT_IGNORED_FIELDS, ETagGenerator
-from apimw._etag_policy import (
-    if_match_unsupported,
-    parse_policy,
-    route_matches,
-    star_holds_without_app,
-    uncovered,
+from apimw._etag_decisions import (
+    Facts,
+    NotModified,
+    ReadBody,
+    Refuse,
+    Run,
+    Send,
+    Treatment,
 )
-from apimw._etag_response import (
-    ETAG_HEADER,
-    body_etag_wanted,
-    check_wire,
-    etag_in_body,
-    header_value,
-    with_etag,
+from apimw._etag_digest import DEFAULT_IGNORED_FIELDS, ETagGenerator
+from apimw._etag_options import OPTION_DOCS, OPTIONS
+from apimw._etag_response import ETAG_HEADER, check_wire
+from apimw._etag_rules import (
+    ENVIRON_ENABLED,
+    ENVIRON_ENFORCED,
+    ENVIRON_GENERATOR,
+    ENVIRON_IF_MATCH,
+    ENVIRON_IF_NONE_MATCH,
+    ENVIRON_IF_UNMODIFIED_SINCE,
+    ENVIRON_RESPONSE_ETAG,
+    IF_MATCH_HEADER,
+    IF_MODIFIED_SINCE_HEADER,
+    IF_NONE_MATCH_HEADER,
+    IF_UNMODIFIED_SINCE_HEADER,
+    ETagRules,
+    check_order,
 )
-from apimw._microversion_type import ENVIRON_VERSION, Version
+from apimw._microversion_type import ENVIRON_VERSION
 from apimw._wsgi import WrappedApp
-from apimw.errors import (
-    ConfigError,
-    HTTPProblem,
-    check_profile,
-    respond_with_problem,
-)
-from apimw.metrics import Metrics, as_metrics, problem_outcome
+from apimw.errors import ConfigError, HTTPProblem, respond_with_problem
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+    from apimw._microversion_type import Version
 
 __all__ = [
     "CODE_CANONICALIZATION",
@@ -104,17 +98,22 @@ __all__ = [
     "ENVIRON_GENERATOR",
     "ENVIRON_IF_MATCH",
     "ENVIRON_IF_NONE_MATCH",
+    "ENVIRON_IF_UNMODIFIED_SINCE",
     "ENVIRON_RESPONSE_ETAG",
     "ETAG_HEADER",
     "GROUP",
     "IF_MATCH_HEADER",
+    "IF_MODIFIED_SINCE_HEADER",
     "IF_NONE_MATCH_HEADER",
+    "IF_UNMODIFIED_SINCE_HEADER",
     "OPTIONS",
     "CanonicalizationError",
     "ETagGenerator",
     "ETagMiddleware",
+    "ETagRules",
     "IfMatch",
     "IfNoneMatch",
+    "IfUnmodifiedSince",
     "StaleEtag",
     "canonical_json",
     "etags_enabled",
@@ -132,39 +131,22 @@ __all__ = [
     "wrap_flask",
 ]
 
-LOG = logging.getLogger("apimw.etag")
-
-# -- environ keys (the app-facing contract) -------------------------------------------------
-
-#: ``IfMatch | None``: the parsed If-Match of a write (PUT/PATCH/DELETE), ``None`` if absent.
-ENVIRON_IF_MATCH: Final = "apimw.etag.if_match"
-#: ``IfNoneMatch | None``: only on writes, and only with ``if_none_match_on_writes``.
-ENVIRON_IF_NONE_MATCH: Final = "apimw.etag.if_none_match"
-#: The app sets this to ``True`` once its data layer enforced the If-Match condition.
-ENVIRON_ENFORCED: Final = "apimw.etag.enforced"
-#: The app sets the wire-form etag (``W/"..."``) of the resource in the response body.
-ENVIRON_RESPONSE_ETAG: Final = "apimw.etag.response"
-#: ``bool``: etags are served at this request's microversion (include the body field).
-ENVIRON_ENABLED: Final = "apimw.etag.enabled"
-#: The configured :class:`ETagGenerator` (only when the middleware has a key or plain SHA-512).
-ENVIRON_GENERATOR: Final = "apimw.etag.generator"
-
-IF_MATCH_HEADER: Final = "If-Match"
-IF_NONE_MATCH_HEADER: Final = "If-None-Match"
-# the request headers' CGI environ keys (PEP 3333)
-_ENVIRON_HTTP_IF_MATCH: Final = "HTTP_IF_MATCH"
-_ENVIRON_HTTP_IF_NONE_MATCH: Final = "HTTP_IF_NONE_MATCH"
+_CONDITION_KEYS: Final = (ENVIRON_IF_MATCH, ENVIRON_IF_NONE_MATCH, ENVIRON_IF_UNMODIFIED_SINCE)
 
 
-# == app-facing helpers =========================================================================
+# == app-facing helpers (the WSGI environ or the ASGI scope) ===================================
 
 
 def mark_enforced(environ: WSGIEnvironment) -> None:
-    """Acknowledge that the request's If-Match was enforced by the write (fail-closed check)."""
+    """Acknowledge that the write was made conditional on the request's precondition
+    (If-Match, or the If-None-Match / If-Unmodified-Since handed over): the fail-closed check.
+
+    *environ* is the WSGI environ or the ASGI scope."""
     environ[ENVIRON_ENFORCED] = True
-    cond = environ.get(ENVIRON_IF_MATCH)
-    if cond is not None:
-        cond.enforced = True
+    for key in _CONDITION_KEYS:
+        cond = environ.get(key)
+        if cond is not None:
+            cond.mark_enforced()
 
 
 def set_response_etag(environ: WSGIEnvironment, etag: str | None) -> None:
@@ -188,180 +170,7 @@ def generator_from_environ(environ: WSGIEnvironment) -> ETagGenerator:
     return gen  # type: ignore[no-any-return]
 
 
-# == middleware ================================================================================
-
-_WRITE_METHODS: Final = frozenset({"PUT", "PATCH", "DELETE", "POST"})
-_ETAG_RESPONSE_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PATCH", "PUT"})
-
-
-def _as_callable(value: str | Callable[..., Any] | None) -> Callable[..., Any] | None:
-    if value is None or callable(value):
-        return value
-    text = str(value).strip()
-    if not text:
-        return None
-    module_name, _, attr = text.partition(":")
-    if not attr:
-        raise ConfigError(f"expected 'package.module:function', got {text!r}")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot import {text!r}: {exc}") from None
-    if not callable(obj):
-        raise ConfigError(f"{text!r} is not callable")
-    return obj  # type: ignore[no-any-return]
-
-
-def _as_enforces(
-    value: str | Iterable[str] | Callable[..., Any],
-) -> list[str] | Callable[..., Any]:
-    """Policy entries, or one ``module:function`` (``f(environ) -> bool``) or a callable."""
-    if callable(value):
-        return value
-    entries = as_list(value)
-    if len(entries) == 1 and ":" in entries[0] and " " not in entries[0]:
-        return _as_callable(entries[0])  # type: ignore[return-value]  # not None: non-empty
-    return entries
-
-
-def _as_ignored(value: str | Iterable[str] | Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
-    if isinstance(value, Mapping):
-        return {str(k): frozenset(v) for k, v in value.items()}
-    table: dict[str, set[str]] = {}
-    for entry in as_list(value):
-        rtype, sep, field = entry.partition(":")
-        if not sep or not rtype.strip() or not field.strip():
-            raise ConfigError(f"ignored_fields entries are 'type:field', got {entry!r}")
-        table.setdefault(rtype.strip(), set()).add(field.strip())
-    return {k: frozenset(v) for k, v in table.items()}
-
-
-_DEFAULT_IGNORED_LIST: Final = [
-    f"{rtype}:{field}" for rtype, fields in DEFAULT_IGNORED_FIELDS.items() for field in sorted(fields)
-]
-
-OPTIONS: Final = (
-    Option("min_version", as_optional_str, None,
-           "Microversion from which etags are served (ETag header, If-Match); If-Match below it "
-           "-> 406. Unset: always on."),
-    Option("methods", as_list, ["PUT", "PATCH", "DELETE"],
-           "Write methods whose If-Match is parsed and enforced (add POST for conditional actions).",
-           "list"),
-    Option("require_if_match", as_list, [],
-           "428 policy: entries 'METHOD' or 'METHOD /path/prefix' ('*' for every write method) "
-           "that must carry If-Match.", "list"),
-    Option("enforces", _as_enforces, [],
-           "Where the app enforces If-Match itself and marks it: entries 'METHOD' or 'METHOD "
-           "/path/prefix' ('*' for every write method), or one 'module:function' f(environ) -> bool. "
-           "If-Match on any other write is refused (400) before the app runs.", "list"),
-    Option("strict_rfc9110", as_bool, False,
-           "Strong If-Match comparison as RFC 9110 13.1.1 says (then emit strong etags).", "bool"),
-    Option("accept_unquoted", as_bool, False,
-           "Tolerate the Ironic spec's unquoted W/<hex> and bare <hex> in If-Match.", "bool"),
-    Option("ignore_suffixes", as_list, [],
-           "Suffixes proxies append to etags (e.g. -gzip) that If-Match may carry.", "list"),
-    Option("not_modified", as_bool, False,
-           "Answer If-None-Match on GET/HEAD with 304 on a weak match (opt-in).", "bool"),
-    Option("if_none_match_on_writes", as_bool, False,
-           "Hand If-None-Match on writes to the app (environ) instead of answering 400.", "bool"),
-    Option("etag_on_put", as_bool, True,
-           "Send ETag on 2xx PUT responses (RFC 9110 9.3.4 deviation, see docs).", "bool"),
-    Option("etag_from_body", as_bool, True,
-           "Take the ETag header from the top-level 'etag' field of a JSON response body when "
-           "the app did not set apimw.etag.response (costs a JSON parse).", "bool"),
-    Option("current_etag", _as_callable, None,
-           "'module:function' called as f(environ) -> current etag or None, for the 412 pre-check.",
-           oslo=False),
-    Option("hmac_key", as_optional_str, None,
-           "Deployment secret for HMAC-SHA-512 etags (>= 16 bytes); offered to the app as "
-           "apimw.etag.generator.", secret=True),
-    Option("algorithm", as_str, "hmac-sha512", "Etag digest: hmac-sha512 or sha512."),
-    Option("ignored_fields", _as_ignored, _DEFAULT_IGNORED_LIST,
-           "Fields left out of the etag, as 'type:field' entries.", "list"),
-    Option("error_profile", as_optional_str, None,
-           "Error body profile (ironic or api-sig); default: the outer middleware's, else api-sig."),
-    Option("metrics", as_metrics, None,
-           "'package.module:attribute' naming an apimw.metrics.Metrics object told each answer the "
-           "middleware gives (304, 412, 428, 400...) (e.g. apimw.metrics_prometheus:METRICS).", oslo=False),
-)  # fmt: skip
-
-
-#: What :meth:`ETagMiddleware.enter` decides before the app runs (:attr:`Entry.kind`), and
-#: what it decides on the app's answer.
-PROBLEM: Final = "problem"  # answer with Entry.problem
-PLAIN: Final = "plain"  # no precondition: run the app, add its etag to a 2xx
-DIRECT: Final = "direct"  # run the app, nothing to add
-CALL: Final = "call"  # run the app, hold its answer for the decision (conditional_answer)
-NOT_MODIFIED: Final = "not-modified"  # answer 304 with Entry.etag
-SEND: Final = "send"  # send the app's answer with Entry.headers
-
-
-class Entry(NamedTuple):
-    """One decision of the etag middleware (see the kinds above)."""
-
-    kind: str
-    problem: HTTPProblem | None = None
-    cond: IfMatch | None = None
-    inm: IfNoneMatch | None = None
-    #: a CALL that first asks ``current_etag`` (then :meth:`ETagMiddleware.looked_up`)
-    lookup: bool = False
-    etag: str | None = None
-    headers: list[tuple[str, str]] = []  # noqa: RUF012 - never mutated
-
-
-#: The entries of the two pass-through kinds (:meth:`ETagMiddleware.enter` answers with these).
-_PLAIN: Final = Entry(PLAIN)
-_DIRECT: Final = Entry(DIRECT)
-
-
-class _Capture:
-    """start_response interceptor: holds the app's status and headers until we decide."""
-
-    __slots__ = ("status", "headers", "chunks")
-
-    def __init__(self) -> None:
-        self.status: str | None = None
-        self.headers: list[tuple[str, str]] = []
-        self.chunks: list[bytes] = []
-
-    def __call__(
-        self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
-    ) -> Callable[[bytes], object]:
-        # Nothing has been sent yet, so a second call (with exc_info, PEP 3333) just replaces,
-        # and the exc_info is not passed on: our caller sees one answer (see _problem).
-        self.status = status
-        self.headers = headers
-        return self.chunks.append
-
-
-class _Body:
-    """Iterable handed to the server: buffered chunks then the rest; ``close()`` exactly once."""
-
-    __slots__ = ("_head", "_rest", "_source")
-
-    def __init__(
-        self, head: list[bytes], rest: Iterator[bytes] | None, source: Iterable[bytes] | None
-    ) -> None:
-        self._head = head
-        self._rest = rest
-        self._source = source
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._head
-        if self._rest is not None:
-            yield from self._rest
-
-    def close(self) -> None:
-        source, self._source = self._source, None
-        close = getattr(source, "close", None)
-        if close is not None:
-            close()
-
-
-_Held = tuple[str, list[tuple[str, str]], list[bytes]]
-_NOT_HELD: Final[_Held | None] = None
+# == the WSGI glue ===============================================================================
 
 
 def _close(iterable: Iterable[bytes] | None) -> None:
@@ -370,140 +179,194 @@ def _close(iterable: Iterable[bytes] | None) -> None:
         close()
 
 
-def _is_2xx(status: str) -> bool:
-    return status[:1] == "2"
+class _Body:
+    """Iterable handed to the server: chunks read ahead, then the rest; ``close()`` exactly once."""
+
+    __slots__ = ("_head", "_rest", "_source")
+
+    def __init__(self, head: list[bytes], rest: Iterator[bytes], source: Iterable[bytes]) -> None:
+        self._head = head
+        self._rest = rest
+        self._source: Iterable[bytes] | None = source
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._head
+        yield from self._rest
+
+    def close(self) -> None:
+        source, self._source = self._source, None
+        _close(source)
 
 
-def _wraps(app: object, kind: type) -> bool:
-    """Whether the chain of middlewares below *app* (``.app`` / ``._app``) holds a *kind*."""
-    seen: set[int] = set()
-    todo = [app]
-    while todo and len(seen) < 64:  # bounded: a chain is short, and cycles end here
-        obj = todo.pop()
-        if obj is None or id(obj) in seen:
-            continue
-        if isinstance(obj, kind):
-            return True
-        seen.add(id(obj))
-        # "rules": an apimw.asgi middleware's WSGI instance, where its options live
-        todo.extend(getattr(obj, name, None) for name in ("app", "_app", "rules"))
-    return False
+#: The states of one :class:`_Exchange`.
+_WAITING: Final = 0  # start_response not called yet
+_SENT: Final = 1  # the app's answer went to the server's start_response
+_HELD: Final = 2  # held (at most max_body_bytes) until its body names its etag
+_OURS: Final = 3  # replaced by our own answer (412, 500, 304)
+
+
+class _Exchange:
+    """The app's answer to one watched request: its start_response decided by the rules at
+    once (sent on, replaced) or held for its body, up to the cap."""
+
+    __slots__ = ("rules", "run", "environ", "server_start", "state", "status", "headers",
+                 "held", "size", "treatment", "server_write")  # fmt: skip
+
+    def __init__(
+        self, rules: ETagRules, run: Run, environ: WSGIEnvironment, start_response: StartResponse
+    ) -> None:
+        self.rules = rules
+        self.run = run
+        self.environ = environ
+        self.server_start = start_response
+        self.state = _WAITING
+        self.status = ""
+        self.headers: list[tuple[str, str]] = []
+        self.held: list[bytes] = []
+        self.size = 0
+        self.treatment: Treatment | None = None
+        self.server_write: Callable[[bytes], object] | None = None
+
+    def start_response(
+        self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], object]:
+        if self.state == _SENT:
+            # PEP 3333: once the headers are sent, a start_response with exc_info re-raises
+            # it; the server's start_response does that (or replaces what it has not sent).
+            return self.server_start(status, headers, exc_info)
+        # Nothing went to the server yet: a later call (with exc_info) replaces what we held.
+        self.held, self.size = [], 0
+        self.status, self.headers = status, headers
+        environ = self.environ
+        self.treatment = self.rules.answer(
+            self.run,
+            int(status[:3]),
+            headers,
+            acknowledged=bool(environ.get(ENVIRON_ENFORCED)),
+            response_etag=environ.get(ENVIRON_RESPONSE_ETAG),
+        )
+        return self._apply(self.treatment)
+
+    def _apply(self, treatment: Treatment) -> Callable[[bytes], object]:
+        if type(treatment) is Send:
+            self.state = _SENT
+            # no exc_info: this is the first answer our caller sees, nothing to replace
+            self.server_write = self.server_start(self.status, treatment.headers)
+            return self.write
+        self.state = _HELD if type(treatment) is ReadBody else _OURS
+        return self.write
+
+    def write(self, chunk: bytes) -> None:
+        """The app's ``write()`` (PEP 3333): sent, held, or dropped (replaced by ours)."""
+        if self.state == _SENT:
+            assert self.server_write is not None  # noqa: S101 - set when sent
+            self.server_write(chunk)
+        elif self.state == _HELD:
+            for flushed in self.hold(chunk):
+                assert self.server_write is not None  # noqa: S101 - set when sent
+                self.server_write(flushed)
+
+    def hold(self, chunk: bytes) -> list[bytes]:
+        """Hold *chunk*; past the cap the answer is decided without its body etag, and the
+        chunks held so far are returned to be sent first (when it is sent on)."""
+        self.held.append(chunk)
+        self.size += len(chunk)
+        if self.size <= self.rules.max_body_bytes:
+            return []
+        held, self.held = self.held, []
+        self._apply(self._decide(None))
+        return held if self.state == _SENT else []
+
+    def _decide(self, body: bytes | None) -> Treatment:
+        environ = self.environ
+        self.treatment = self.rules.answer(
+            self.run,
+            int(self.status[:3]),
+            self.headers,
+            acknowledged=bool(environ.get(ENVIRON_ENFORCED)),
+            response_etag=environ.get(ENVIRON_RESPONSE_ETAG),
+            body=body,
+        )
+        return self.treatment
+
+    def finish(self) -> Treatment:
+        """The whole answer was held: decide on its body."""
+        body = b"".join(self.held)
+        self.held = [body]
+        treatment = self._decide(body)
+        self._apply(treatment)
+        return treatment
 
 
 class ETagMiddleware:
-    """If-Match / If-None-Match handling and ETag response headers for a resource API.
+    """Preconditions (RFC 9110 §13) and ETag response headers for a resource API (WSGI).
 
-    Place it inside the microversion middleware (it reads the served version) and
-    outside (or instead of) the app's own precondition handling.  See ``docs/etag.md``.
+    Place it inside the microversion middleware (it reads the served version) and outside
+    (or instead of) the app's own precondition handling.  The ASGI twin,
+    :class:`apimw.asgi.ETagMiddleware`, takes the same options and runs the same rules
+    (:class:`ETagRules`).  See ``docs/etag.md`` and ``docs/conformance/etag.md``.
+
+    No option is required; the common case sets ``min_version``, ``enforces`` and ``hmac_key``.
+
+    :param app: the WSGI app to wrap.
     """
 
-    def __init__(
-        self,
-        app: WSGIApplication,
-        *,
-        min_version: str | Version | None = None,
-        methods: Iterable[str] = ("PUT", "PATCH", "DELETE"),
-        require_if_match: Iterable[str] = (),
-        enforces: Iterable[str] | str | Callable[[WSGIEnvironment], bool] = (),
-        strict_rfc9110: bool = False,
-        accept_unquoted: bool = False,
-        ignore_suffixes: Iterable[str] = (),
-        not_modified: bool = False,
-        if_none_match_on_writes: bool = False,
-        etag_on_put: bool = True,
-        etag_from_body: bool = True,
-        current_etag: Callable[[WSGIEnvironment], str | None] | str | None = None,
-        hmac_key: str | bytes | None = None,
-        algorithm: str = "hmac-sha512",
-        ignored_fields: Mapping[str, Iterable[str]] | Iterable[str] = _DEFAULT_IGNORED_LIST,
-        error_profile: str | None = None,
-        metrics: Metrics | str | None = None,
-    ) -> None:
-        self.app = app  # the property below: also sets self._call_app
-        self.metrics = as_metrics(metrics)
-        # here, not at import: apimw.etag stays cheap
-        from apimw.microversion import MicroversionMiddleware, VersionGate
+    def __init__(self, app: WSGIApplication, **options: Any) -> None:
+        from apimw.microversion import MicroversionMiddleware  # here, not at import: apimw.etag stays cheap
 
-        if _wraps(app, MicroversionMiddleware):
-            raise ConfigError(
-                "the etag middleware wraps a MicroversionMiddleware: put it inside the microversion "
-                "middleware (order: microversion -> ... -> etag -> app), or it never sees the served version"
-            )
-        self._gate = VersionGate(min_version, what="etags (If-Match, If-None-Match, ETag)")
-        self._warned_no_version = False
-        self.min_version = self._gate.lo
-        self.methods = frozenset(m.strip().upper() for m in methods)
-        if not self.methods or not self.methods <= _WRITE_METHODS:
-            raise ConfigError(f"etag methods must be among {', '.join(sorted(_WRITE_METHODS))}")
-        self.require_rules = parse_policy(require_if_match, self.methods, option="require_if_match")
-        declared = _as_enforces(enforces)
-        self._enforces_call: Callable[[WSGIEnvironment], Any] | None = None
-        self.enforce_rules: tuple[tuple[str, str], ...] = ()
-        if callable(declared):
-            self._enforces_call = declared
-        else:
-            self.enforce_rules = parse_policy(declared, self.methods, option="enforces")
-            missing = uncovered(self.require_rules, self.enforce_rules, self.methods)
-            if missing:
-                raise ConfigError(
-                    f"require_if_match: {', '.join(missing)} not in enforces: If-Match is refused "
-                    "where the app does not enforce it, so no client could write there"
-                )
-        self.strict = bool(strict_rfc9110)
-        self.suffixes = tuple(s for s in ignore_suffixes if s)
-        self.accept_unquoted = bool(accept_unquoted)
-        self._cache = _cache_for(self.accept_unquoted, self.suffixes)
-        self.not_modified = bool(not_modified)
-        self.if_none_match_on_writes = bool(if_none_match_on_writes)
-        self.etag_on_put = bool(etag_on_put)
-        self.etag_from_body = bool(etag_from_body)
-        self.current_etag = _as_callable(current_etag)
-        self.error_profile = None if error_profile is None else check_profile(error_profile)
-        ignored = (
-            _as_ignored(ignored_fields)
-            if not isinstance(ignored_fields, Mapping)
-            else {k: frozenset(v) for k, v in ignored_fields.items()}
-        )
-        self.generator: ETagGenerator | None = None
-        if hmac_key is not None or algorithm == "sha512":
-            self.generator = ETagGenerator(
-                key=hmac_key, algorithm=algorithm, ignored_fields=ignored, weak=not self.strict
-            )
-        elif algorithm not in ALGORITHMS:
-            raise ConfigError(f"etag algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
-        self._response_methods = (
-            _ETAG_RESPONSE_METHODS if self.etag_on_put else _ETAG_RESPONSE_METHODS - {"PUT"}
-        )
+        check_order(app, MicroversionMiddleware)
+        self.rules = ETagRules(**options)
+        self.app = app  # WrappedApp: also binds self._call_app
 
     app = WrappedApp()  # the wrapped WSGI app (may be replaced)
     _call_app: WSGIApplication  # what calls it, bound by WrappedApp
 
-    # -- helpers ---------------------------------------------------------------------------
+    @property
+    def min_version(self) -> Version | None:
+        """The microversion from which etags are served (``None``: always)."""
+        return self.rules.min_version
 
-    def _problem(
-        self,
-        environ: WSGIEnvironment,
-        start_response: StartResponse,
-        problem: HTTPProblem,
-        exc_info: Any = None,
-    ) -> Iterable[bytes]:
-        """Answer with *problem*; *exc_info* only to replace an answer already started.
-
-        A problem rendered before *start_response* was called is an answer, not an
-        error: with exc_info, webob's ``get_response`` and werkzeug's test client (and
-        so any webob middleware outside this one) re-raise it instead (PEP 3333 needs
-        exc_info only to replace headers already given to start_response).
-        """
-        self._report(problem.code)
-        return respond_with_problem(
-            environ, start_response, problem, profile=self.error_profile, exc_info=exc_info
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        rules = self.rules
+        # upper: Flask and pecan route ``patch`` as PATCH, and some servers pass it as sent
+        facts = Facts(
+            environ["REQUEST_METHOD"].upper(),
+            environ.get("PATH_INFO", ""),
+            if_match=environ.get("HTTP_IF_MATCH"),
+            if_none_match=environ.get("HTTP_IF_NONE_MATCH"),
+            if_modified_since=environ.get("HTTP_IF_MODIFIED_SINCE"),
+            if_unmodified_since=environ.get("HTTP_IF_UNMODIFIED_SINCE"),
+            served=environ.get(ENVIRON_VERSION),
         )
+        decision = rules.decide(facts, environ)
+        if type(decision) is Run:
+            environ.update(decision.additions)
+            if decision.lookup:
+                assert rules.current_etag is not None  # noqa: S101 - a lookup needs one
+                try:
+                    decision = rules.prechecked(decision, rules.current_etag(environ))
+                except HTTPProblem as problem:
+                    decision = Refuse(problem)
+        if type(decision) is Run:
+            if decision.watch:
+                return self._watched(environ, start_response, decision)
+            return self._direct(environ, start_response)
+        return self._ours(environ, start_response, decision)  # type: ignore[arg-type]
 
-    def _report(self, code: str) -> None:
-        """Tell ``metrics`` an answer of ours: a problem code of the etag middleware's (an app's
-        other problems rendered here, a gate's or a 404, are not the etag middleware's outcomes)."""
-        if self.metrics is not None and code.startswith(("etag.", "apimw.")):
-            self.metrics.etag(problem_outcome(code))
+    def _ours(
+        self, environ: WSGIEnvironment, start_response: StartResponse, answer: Refuse | NotModified,
+        exc_info: Any = None,
+    ) -> list[bytes]:  # fmt: skip
+        """Our own answer: a problem, rendered by the one renderer, or a 304."""
+        if type(answer) is NotModified:
+            self.rules.report("etag.not-modified")
+            start_response("304 Not Modified", answer.headers)
+            return []
+        problem = answer.problem  # type: ignore[union-attr]
+        self.rules.report(problem.code)
+        return respond_with_problem(
+            environ, start_response, problem, profile=self.rules.error_profile, exc_info=exc_info
+        )
 
     def _direct(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """Call the app with nothing to add; render an :class:`HTTPProblem` it raises."""
@@ -515,426 +378,67 @@ class ETagMiddleware:
             nonlocal started
             if started:
                 return start_response(status, headers, exc_info)
-            started = True  # nothing to replace yet: no exc_info (see _problem)
+            started = True  # nothing to replace yet: no exc_info (see respond_with_problem)
             return start_response(status, headers)
 
         try:
             return self._call_app(environ, tracked)
         except HTTPProblem as problem:
-            return self._problem(environ, start_response, problem, sys.exc_info() if started else None)
+            return self._ours(environ, start_response, Refuse(problem), sys.exc_info() if started else None)
 
-    def _too_old(self, environ: Mapping[str, Any], header: str) -> HTTPProblem:
-        from apimw.microversion import VersionGate  # loaded by __init__ already
-
+    def _watched(self, environ: WSGIEnvironment, start_response: StartResponse, run: Run) -> Iterable[bytes]:
+        """Call the app and treat its answer by the rules: sent on at its start_response when
+        they can decide there (the usual case: nothing held), else held up to the cap."""
+        exchange = _Exchange(self.rules, run, environ, start_response)
         try:
-            VersionGate(self.min_version, what=f"The {header} header").check(environ)
+            app_iter = self._call_app(environ, exchange.start_response)
         except HTTPProblem as problem:
-            return problem
-        raise AssertionError("unreachable: _too_old called at an allowed version")  # pragma: no cover
-
-    def _no_version(self) -> HTTPProblem:
-        """min_version is set but no microversion middleware in front: a deployment mistake.
-
-        Serving on would silently drop every etag (and refuse every If-Match as "too old"),
-        so every request gets a 500 that names the fix; the log says it once.
-        """
-        if not self._warned_no_version:
-            self._warned_no_version = True
-            LOG.error(
-                "the etag middleware has min_version %s but no served microversion in the environ: "
-                "put a MicroversionMiddleware in front of it (or unset min_version)",
-                self.min_version,
-            )
-        problem = HTTPProblem(
-            500,
-            "apimw.misconfigured",
-            "The service is misconfigured: etags start at a microversion, but no microversion "
-            "middleware negotiated one for this request.",
-        )
-        return problem
-
-    def _enforced(self, method: str, environ: WSGIEnvironment, path: str) -> bool:
-        """Whether the app declared that it enforces If-Match on this write."""
-        if self._enforces_call is not None:
-            return bool(self._enforces_call(environ))
-        return route_matches(self.enforce_rules, method, path)
-
-    # -- the decisions, sans-IO (the WSGI glue below and apimw.asgi call them) ----------------
-
-    def enter(
-        self,
-        environ: WSGIEnvironment,
-        method: str,
-        im_raw: str | None,
-        inm_raw: str | None,
-        path: str,
-    ) -> Entry:
-        """What to do with a request before the app runs.
-
-        *environ* is the WSGI environ or the ASGI scope: the app's keys (the generator,
-        ``enabled``, the parsed conditions) are set in it, and it is what ``enforces`` and
-        ``current_etag`` callables are given.  *method* is upper case; *im_raw* and
-        *inm_raw* are the If-Match and If-None-Match values (``None``: absent).  A problem
-        in the entry is not reported yet (:meth:`reported` does, as the glue renders it).
-        """
-        if self.generator is not None:
-            environ[ENVIRON_GENERATOR] = self.generator
-        lowest = self.min_version
-        if lowest is None:
-            enabled = True
-        else:
-            # Inlined VersionGate.allows.
-            served = environ.get(ENVIRON_VERSION)
-            if served is None:
-                return Entry(PROBLEM, self._no_version())
-            enabled = isinstance(served, Version) and served >= lowest
-        environ[ENVIRON_ENABLED] = enabled
-        try:
-            if method in self.methods:
-                return self._write(environ, method, enabled, im_raw, inm_raw, path)
-            if method == "POST" and im_raw is not None:
-                # A state change must not run unconditionally when the client asked for a
-                # condition we do not evaluate on this method: refuse rather than ignore.
-                if not enabled:
-                    return Entry(PROBLEM, self._too_old(environ, IF_MATCH_HEADER))
-                return Entry(PROBLEM, if_match_unsupported(method))
-            if not enabled:
-                return _DIRECT
-            if self.not_modified and (method == "GET" or method == "HEAD") and inm_raw is not None:
-                try:
-                    parsed = self._cache.get(inm_raw)
-                except _Malformed:
-                    return Entry(PROBLEM, _malformed(IF_NONE_MATCH_HEADER))
-                inm = IfNoneMatch(parsed, raw=inm_raw)
-                return Entry(CALL, inm=inm, lookup=self.current_etag is not None)
-            if method in self._response_methods:
-                return _PLAIN
-            return _DIRECT
-        except HTTPProblem as problem:
-            # Raised by the If-None-Match parser or an ``enforces`` callable.
-            return Entry(PROBLEM, problem)
-
-    def _write(
-        self,
-        environ: WSGIEnvironment,
-        method: str,
-        enabled: bool,
-        im_raw: str | None,
-        inm_raw: str | None,
-        path: str,
-    ) -> Entry:
-        environ[ENVIRON_IF_MATCH] = None
-        if im_raw is None and inm_raw is None:
-            if enabled and self.require_rules and route_matches(self.require_rules, method, path):
-                # RFC 6585 §3: the response "SHOULD include an explanation of how to
-                # successfully resubmit the request" and "MUST NOT be stored by a cache".
-                problem = HTTPProblem(
-                    428,
-                    "etag.if-match-required",
-                    f"{method} on this resource must be conditional: GET it, then resend the "
-                    "request with its etag in an If-Match header.",
-                    headers=[("Cache-Control", "no-store")],
-                )
-                return Entry(PROBLEM, problem)
-            if enabled and method in self._response_methods:
-                return _PLAIN
-            return _DIRECT
-        if not enabled:
-            # Nothing is written: the client asked for a precondition this version lacks.
-            header = IF_MATCH_HEADER if im_raw is not None else IF_NONE_MATCH_HEADER
-            return Entry(PROBLEM, self._too_old(environ, header))
-        if inm_raw is not None:
-            if not self.if_none_match_on_writes:
-                return Entry(
-                    PROBLEM,
-                    HTTPProblem(
-                        400,
-                        "etag.if-none-match-unsupported",
-                        f"If-None-Match is not supported on {method}; use If-Match.",
-                    ),
-                )
-            environ[ENVIRON_IF_NONE_MATCH] = parse_if_none_match(
-                inm_raw, accept_unquoted=self.accept_unquoted
-            )
-        cond: IfMatch | None = None
-        if im_raw is not None:
-            try:
-                parsed = self._cache.get(im_raw)
-            except _Malformed:
-                # Never treat a malformed If-Match as absent: that would make the write unconditional.
-                return Entry(PROBLEM, _malformed(IF_MATCH_HEADER))
-            cond = IfMatch(parsed, strong=self.strict, raw=im_raw)
-            environ[ENVIRON_IF_MATCH] = cond
-            if not self._enforced(method, environ, path):
-                # Decided before the app runs: a write the app cannot make conditional must not
-                # happen (RFC 9110 §13.1.1: the condition is evaluated "prior to performing the
-                # method"), and must not be answered 500 after it did.
-                if not (cond.any and star_holds_without_app(method)):
-                    return Entry(PROBLEM, if_match_unsupported(method))
-                if method in self._response_methods:
-                    return _PLAIN
-                return _DIRECT
-            # The lookup (current_etag) returns None for "missing / not visible to this
-            # caller": the app then answers 401/403/404, which win over 412 (RFC 9110 §13.2.1).
-        return Entry(CALL, cond=cond, lookup=cond is not None and self.current_etag is not None)
-
-    def looked_up(self, entry: Entry, current: str | None) -> Entry:
-        """*entry* (a ``lookup``) once ``current_etag`` answered *current*: 412, 304 or the app."""
-        if current is not None:
-            if entry.cond is not None:
-                if not entry.cond.matches(current):
-                    return Entry(PROBLEM, precondition_failed())
-            elif entry.inm is not None and entry.inm.matches(current):
-                return Entry(NOT_MODIFIED, etag=current)
-        return Entry(CALL, cond=entry.cond, inm=entry.inm)
-
-    def conditional_answer(
-        self,
-        environ: Mapping[str, Any],
-        method: str | None,
-        path: str | None,
-        status: str,
-        headers: list[tuple[str, str]],
-        entry: Entry,
-        body: Callable[[], bytes],
-    ) -> Entry:
-        """The app's answer to a ``CALL`` entry: ``SEND`` with the headers to send, the 500 of a
-        write whose If-Match the app did not acknowledge, or a 304.  *body* gives the whole
-        answer's body, asked only when its etag must be read from it."""
-        if status[:1] != "2":
-            return Entry(SEND, headers=headers)
-        cond = entry.cond
-        if cond is not None and not (cond.enforced or environ.get(ENVIRON_ENFORCED)):
-            return Entry(PROBLEM, self._unenforced(method, path))
-        wants_etag = method in self._response_methods
-        etag = environ.get(ENVIRON_RESPONSE_ETAG)
-        if etag is None:
-            etag = header_value(headers, ETAG_HEADER)
-            if etag is None and wants_etag and self.etag_from_body:
-                ctype = header_value(headers, "Content-Type") or ""
-                if "json" in ctype.lower():
-                    etag = etag_in_body(body())
-        if etag is not None and entry.inm is not None and entry.inm.matches(etag):
-            return Entry(NOT_MODIFIED, etag=etag)
-        if wants_etag and etag is not None and header_value(headers, ETAG_HEADER) != etag:
-            headers = with_etag(headers, etag)
-        return Entry(SEND, headers=headers)
-
-    def plain_headers(
-        self, environ: Mapping[str, Any], status: str, headers: list[tuple[str, str]]
-    ) -> list[tuple[str, str]] | None:
-        """The headers of the app's answer to a ``PLAIN`` entry (the app's etag added to a 2xx),
-        or ``None`` when the etag is to be read from the body (:meth:`body_etag_headers`)."""
-        if status[:1] == "2":
-            etag = environ.get(ENVIRON_RESPONSE_ETAG)
-            if etag is not None:
-                return with_etag(headers, etag)
-            if self.etag_from_body and body_etag_wanted(headers):
-                return None
-        return headers
-
-    @staticmethod
-    def body_etag_headers(headers: list[tuple[str, str]], body: bytes) -> list[tuple[str, str]]:
-        """*headers* with the ETag of the JSON *body*'s top-level ``etag`` field, if it has one."""
-        etag = etag_in_body(body)
-        return headers if etag is None else [*headers, (ETAG_HEADER, etag)]
-
-    def not_modified_answer(self, etag: str) -> tuple[str, list[tuple[str, str]]]:
-        # RFC 9110 §15.4.5: a 304 carries the ETag it would have sent with a 200, and no body.
-        self._report("etag.not-modified")
-        return "304 Not Modified", [(ETAG_HEADER, etag)]
-
-    def reported(self, problem: HTTPProblem) -> HTTPProblem:
-        """*problem*, told to ``metrics`` (when it is the etag middleware's own)."""
-        self._report(problem.code)
-        return problem
-
-    # -- WSGI ------------------------------------------------------------------------------
-
-    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        # upper: Flask and pecan route ``patch`` as PATCH, and some servers pass it as sent
-        method = environ["REQUEST_METHOD"].upper()
-        entry = self.enter(
-            environ,
-            method,
-            environ.get(_ENVIRON_HTTP_IF_MATCH),
-            environ.get(_ENVIRON_HTTP_IF_NONE_MATCH),
-            environ.get("PATH_INFO", ""),
-        )
-        if entry is _PLAIN:  # (enter answers the two pass-through kinds with these two)
-            return self._plain(environ, start_response)
-        if entry is _DIRECT:
-            return self._direct(environ, start_response)
-        try:
-            if entry.lookup:
-                assert self.current_etag is not None  # noqa: S101 - a lookup entry has one
-                entry = self.looked_up(entry, self.current_etag(environ))
-            kind = entry.kind
-            if kind == CALL:
-                return self._call(environ, start_response, entry)
-            if kind == NOT_MODIFIED:
-                assert entry.etag is not None  # noqa: S101
-                return self._not_modified(start_response, entry.etag)
-        except HTTPProblem as problem:
-            # Raised by the lookup, or by the app or its data layer (StaleEtag, ResourceGone...)
-            # before our caller's start_response was called (_call holds the app's answer
-            # until it is decided).
-            return self._problem(environ, start_response, problem)
-        assert entry.problem is not None  # noqa: S101 - the one other kind
-        return self._problem(environ, start_response, entry.problem)
-
-    def _not_modified(self, start_response: StartResponse, etag: str) -> Iterable[bytes]:
-        start_response(*self.not_modified_answer(etag))
-        return []
-
-    def _call(self, environ: WSGIEnvironment, start_response: StartResponse, entry: Entry) -> Iterable[bytes]:
-        capture = _Capture()
-        app_iter = self._call_app(environ, capture)
-        rest: Iterator[bytes] | None = None
-        try:
-            if capture.status is None:
-                # The app calls start_response lazily (from its iterator): run it up to there.
-                rest = iter(app_iter)
-                for chunk in rest:
-                    capture.chunks.append(chunk)
-                    if capture.status is not None:
-                        break
-                if capture.status is None:
-                    raise RuntimeError("WSGI app returned without calling start_response")
-            status = capture.status
-
-            def body() -> bytes:
-                nonlocal app_iter, rest
-                parts = list(capture.chunks)
-                try:
-                    parts.extend(rest if rest is not None else app_iter)
-                finally:
-                    _close(app_iter)
-                capture.chunks = []
-                whole = b"".join(parts)
-                app_iter, rest = [whole], None
-                return whole
-
-            answer = self.conditional_answer(
-                environ,
-                environ.get("REQUEST_METHOD"),
-                environ.get("PATH_INFO"),
-                status,
-                capture.headers,
-                entry,
-                body,
-            )
-            if answer.kind == PROBLEM:
-                _close(app_iter)
-                assert answer.problem is not None  # noqa: S101
-                return self._problem(environ, start_response, answer.problem)
-            if answer.kind == NOT_MODIFIED:
-                _close(app_iter)
-                assert answer.etag is not None  # noqa: S101
-                return self._not_modified(start_response, answer.etag)
-            # No exc_info: the app's answer (even one it gave with exc_info, replacing an earlier
-            # one) is the first our caller sees, so there is nothing to replace (see _problem).
-            write = start_response(status, answer.headers)
-        except BaseException:
-            _close(app_iter)
-            raise
-        if capture.chunks and rest is None:
-            # The app used write(): send that first (PEP 3333), then its iterable.
-            for chunk in capture.chunks:
-                write(chunk)
-            capture.chunks = []
-        if not capture.chunks and rest is None:
-            return app_iter
-        return _Body(capture.chunks, rest if rest is not None else iter(app_iter), app_iter)
-
-    def _plain(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        """No precondition to enforce: add the app's etag to a 2xx on the way out.
-
-        The hot path: start_response goes straight through (no buffering) unless the
-        etag must be read from the JSON body.
-        """
-        # A 2xx answer held until its body tells its etag: (status, headers, what write() sent).
-        # Typed through _NOT_HELD so that mypy does not take it for None after the app ran.
-        held = _NOT_HELD
-        forwarded = False  # our caller's start_response was called (exc_info matters only then)
-
-        def etag_start_response(
-            status: str, headers: list[tuple[str, str]], exc_info: Any = None
-        ) -> Callable[[bytes], object]:
-            nonlocal held, forwarded
-            decided = self.plain_headers(environ, status, headers)
-            if decided is not None:
-                headers = decided
-            elif not forwarded:
-                written: list[bytes] = []
-                held = (status, headers, written)
-                return written.append
-            held = None  # an answer held for its body etag, replaced by the app
-            if forwarded:
-                return start_response(status, headers, exc_info)
-            forwarded = True  # the first call: nothing to replace, no exc_info (see _problem)
-            return start_response(status, headers)
-
-        try:
-            app_iter = self._call_app(environ, etag_start_response)
-        except HTTPProblem as problem:
-            return self._problem(environ, start_response, problem, sys.exc_info() if forwarded else None)
-        if held is None:
-            if forwarded:
-                return app_iter
-        elif type(app_iter) is list and not held[2]:
-            # The common case, held for its body etag: a list body (nothing to close), no write().
-            status, headers, _ = held
-            body = app_iter[0] if len(app_iter) == 1 else b"".join(app_iter)
-            start_response(status, self.body_etag_headers(headers, body))
+            # Raised by the app or its data layer (StaleEtag, ResourceGone...).
+            sent = exchange.state == _SENT
+            return self._ours(environ, start_response, Refuse(problem), sys.exc_info() if sent else None)
+        if exchange.state == _SENT:
             return app_iter
         head: list[bytes] = []
-        rest: Iterator[bytes] | None = None
+        rest = iter(app_iter)
         try:
-            if held is None:  # (and not forwarded: returned above)
-                # start_response comes from the app's iterator: run it up to there (PEP 3333).
-                rest = iter(app_iter)
-                for chunk in rest:
-                    head.append(chunk)
-                    if held is not None or forwarded:
-                        break
-                if held is None:
-                    if not forwarded:
-                        raise RuntimeError("WSGI app returned without calling start_response")
-                    return _Body(head, rest, app_iter)
-            status, headers, written = held
-            parts = [*written, *head]
-            parts.extend(rest if rest is not None else app_iter)
+            while exchange.state in (_WAITING, _HELD):
+                # start_response may come from the app's iterator (PEP 3333): run it up to there
+                try:
+                    chunk = next(rest)
+                except StopIteration:
+                    break
+                if exchange.state == _HELD:
+                    head = exchange.hold(chunk)
+                elif exchange.state == _SENT:
+                    head = [chunk]
+                elif chunk:
+                    raise RuntimeError("WSGI app yielded a body without calling start_response first")
+            if exchange.state == _WAITING:
+                raise RuntimeError("WSGI app returned without calling start_response")
+            if exchange.state == _HELD:
+                exchange.finish()  # the whole answer, within the cap
+                if exchange.state == _SENT:
+                    head = exchange.held
+                    _close(app_iter)
+                    return head
+        except HTTPProblem as problem:
+            _close(app_iter)
+            sent = exchange.state == _SENT
+            return self._ours(environ, start_response, Refuse(problem), sys.exc_info() if sent else None)
         except BaseException:
             _close(app_iter)
             raise
-        _close(app_iter)
-        body = b"".join(parts)
-        start_response(status, self.body_etag_headers(headers, body))
-        return [body]
+        if exchange.state == _OURS:
+            _close(app_iter)
+            return self._ours(environ, start_response, exchange.treatment)  # type: ignore[arg-type]
+        return _Body(head, rest, app_iter)
 
-    @staticmethod
-    def _unenforced(method: str | None, path: str | None) -> HTTPProblem:
-        LOG.error(
-            "%s %s carried If-Match but the app did not acknowledge enforcing it "
-            "(set environ[%r] = True after the conditional write); refusing the 2xx",
-            method,
-            path,
-            ENVIRON_ENFORCED,
-        )
-        return HTTPProblem(
-            500,
-            "etag.precondition-not-enforced",
-            "The server could not confirm that your If-Match condition was enforced; "
-            "the resource may or may not have changed. GET it before retrying.",
-        )
 
+ETagMiddleware.__doc__ = f"{ETagMiddleware.__doc__}{OPTION_DOCS}"
 
 # == configuration: paste.deploy, oslo.config, Flask ==============================================
 
 GROUP: Final = "apimw_etag"
 OSLO_GROUP: Final = GROUP  # the name before GROUP, kept
 
-filter_factory, wrap_flask, list_opts, oslo_hook, __getattr__ = integration(
-    ETagMiddleware, OPTIONS, GROUP
-)
+filter_factory, wrap_flask, list_opts, oslo_hook, __getattr__ = integration(ETagMiddleware, OPTIONS, GROUP)

@@ -15,6 +15,8 @@ metrics backend's label sets stay bounded:
     every answer the etag middleware gives or renders itself: ``not-modified`` (304), and
     the stable code of each problem without its ``etag.`` prefix: ``precondition-failed``
     (412: the pre-check, or a :class:`~apimw.etag.StaleEtag` the app raised),
+    ``streamed-without-etag`` (a JSON answer longer than ``max_body_bytes``, sent on as it
+    came without the ETag its body may have named),
     ``if-match-required`` (428), ``if-match-malformed`` (400), ``not-found`` (404 from
     :mod:`apimw.etag_db`) ...  Requests it passes through untouched are not reported.
 ``idempotency(outcome)``

@@ -115,9 +115,11 @@ def test_declared_and_not_marked_is_still_fail_closed() -> None:
     assert resp.status_int == 500 and code(resp) == "etag.precondition-not-enforced"
 
 
-def enforced_nodes(environ: dict[str, Any]) -> bool:
-    """An ``enforces`` callable: only node writes are conditional in the data layer."""
-    return str(environ["PATH_INFO"]).startswith("/v1/nodes/")
+def enforced_nodes(request: dict[str, Any]) -> bool:
+    """An ``enforces`` callable of the WSGI environ or the ASGI scope: only node writes are
+    conditional in the data layer."""
+    path = request["PATH_INFO"] if "PATH_INFO" in request else request["path"]
+    return str(path).startswith("/v1/nodes/")
 
 
 def test_enforces_as_a_callable_of_the_environ() -> None:

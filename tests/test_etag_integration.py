@@ -149,8 +149,9 @@ def test_bad_ini_fails_at_load(tmp_path: Path, lines: str, message: str) -> None
 
 def test_oslo_config_file_and_ini_precedence(tmp_path: Path) -> None:
     conf = tmp_path / "service.conf"
-    conf.write_text(f"[apimw_etag]\nmin_version = 1.40\nhmac_key = {KEY}\nrequire_if_match = PATCH\n"
-                    "enforces = PATCH\n")
+    conf.write_text(
+        f"[apimw_etag]\nmin_version = 1.40\nhmac_key = {KEY}\nrequire_if_match = PATCH\nenforces = PATCH\n"
+    )
     app = loadapp(write_ini(tmp_path, f"oslo_config_file = {conf}\nmin_version = 1.46"))
     tag = STORE["n1"]["etag"]
     assert run(app, patch(None, version="1.46")).status_int == 428  # require_if_match from oslo.config
@@ -248,3 +249,15 @@ def test_two_if_match_header_lines_over_real_http() -> None:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("door", ["apimw.etag", "apimw.asgi.etag"])
+def test_help_shows_every_option_on_both_doors(door: str) -> None:
+    import importlib
+    import pydoc
+
+    from apimw.etag import OPTIONS
+
+    text = pydoc.render_doc(importlib.import_module(door).ETagMiddleware)
+    missing = [opt.name for opt in OPTIONS if f":param {opt.name}:" not in text]
+    assert missing == []

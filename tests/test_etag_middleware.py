@@ -60,11 +60,19 @@ class NodeApp:
         self.nodes[name] = doc
         return doc
 
-    def current_etag(self, environ: dict[str, Any]) -> str | None:
-        """The cheap lookup: None when missing or not visible to this caller."""
-        if "HTTP_X_AUTH_TOKEN" not in environ or environ.get("HTTP_X_ROLES") == "reader":
+    def current_etag(self, request: dict[str, Any]) -> str | None:
+        """The cheap lookup (of the WSGI environ or the ASGI scope): None when missing or not
+        visible to this caller."""
+        if "PATH_INFO" in request:
+            path, token, roles = (request["PATH_INFO"], request.get("HTTP_X_AUTH_TOKEN"),
+                                  request.get("HTTP_X_ROLES"))  # fmt: skip
+        else:
+            headers = dict(request["headers"])
+            path, token, roles = request["path"], headers.get(b"x-auth-token"), headers.get(b"x-roles")
+            roles = roles.decode() if roles is not None else None
+        if token is None or roles == "reader":
             return None
-        node = self.nodes.get(environ["PATH_INFO"].rsplit("/", 1)[-1])
+        node = self.nodes.get(path.rsplit("/", 1)[-1])
         return None if node is None else node["etag"]
 
     def _json(self, start_response: Callable[..., Any], status: str, doc: Any,
@@ -479,12 +487,19 @@ def test_if_none_match_on_writes_is_400_unless_enabled() -> None:
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         seen.append(environ[ENVIRON_IF_NONE_MATCH])
+        if "acknowledge" in environ.get("QUERY_STRING", ""):
+            mark_enforced(environ)  # the create was conditional on "no current representation"
         start_response("201 Created", [("Content-Type", "text/plain")])
         return []
 
-    assert run(stack(app, if_none_match_on_writes=True),
-               req(method="PUT", body={}, If_None_Match="*")).status_int == 201  # fmt: skip
+    on = stack(app, if_none_match_on_writes=True)
+    assert (
+        run(on, req("/v1/nodes/n1?acknowledge", method="PUT", body={}, If_None_Match="*")).status_int == 201
+    )
     assert seen[0].any
+    # handed to the app, it is enforced like If-Match: a 2xx without the acknowledgement fails closed
+    unacknowledged = run(on, req(method="PUT", body={}, If_None_Match="*"))
+    assert unacknowledged.status_int == 500 and code(unacknowledged) == "etag.precondition-not-enforced"
 
 
 # -- PEP 3333 --------------------------------------------------------------------------------

@@ -1,22 +1,44 @@
-"""The etag middleware for ASGI (:class:`ETagMiddleware`) and :func:`if_match`."""
+"""The etag middleware for ASGI (:class:`ETagMiddleware`) and :func:`if_match`.
+
+Thin glue around the sans-IO rules of :class:`apimw.etag.ETagRules`, which the WSGI
+middleware runs too: it reads the request's facts from the scope, hands the app what the
+rules add (``apimw.etag.*`` keys in the scope, nothing else), and moves the app's messages
+to the server as the rules treat its answer.  Streams stay streams: an answer is held only
+while its JSON body may name its etag, and at most ``max_body_bytes`` of it; every other
+message (``http.response.pathsend``, ``http.response.zerocopy``, ``http.response.trailers``,
+any future one) passes through in order.
+"""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, Final
 
-from apimw import etag as _etag
 from apimw._etag_conditions import IfMatch
+from apimw._etag_decisions import (
+    Facts,
+    NotModified,
+    ReadBody,
+    Refuse,
+    Run,
+    Send,
+    Treatment,
+)
+from apimw._etag_options import OPTION_DOCS
+from apimw._etag_rules import (
+    ENVIRON_ENFORCED,
+    ENVIRON_IF_MATCH,
+    ENVIRON_RESPONSE_ETAG,
+    ETagRules,
+    check_order,
+)
+from apimw._microversion_type import ENVIRON_VERSION
 from apimw.asgi._glue import (
     ASGIApp,
-    Buffered,
-    Headers,
     Message,
     Receive,
     Scope,
-    Send,
-    add_cgi_keys,
     header_values,
     path_info,
     raw_headers,
@@ -24,8 +46,12 @@ from apimw.asgi._glue import (
     send_text,
     text_headers,
 )
+from apimw.asgi._glue import (
+    Send as SendCallable,
+)
+from apimw.asgi.microversion import MicroversionMiddleware
 from apimw.errors import HTTPProblem, problem_answer
-from apimw.etag import ENVIRON_IF_MATCH
+from apimw.microversion import MicroversionMiddleware as WSGIMicroversionMiddleware
 
 
 def if_match(scope: MutableMapping[str, Any]) -> IfMatch | None:
@@ -38,111 +64,198 @@ def _is_coroutine_function(call: object) -> bool:
     return inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(type(call).__call__)
 
 
-class ETagMiddleware:
-    """:class:`apimw.etag.ETagMiddleware` for ASGI: the same options and answers.
+class AnswerReplaced(Exception):  # noqa: N818 - a signal, not an error of the app's
+    """Raised from the app's ``send`` once the middleware answered in its place (a 412, a 304):
+    the rest of its answer has nowhere to go, so an endless stream stops here."""
 
-    ``current_etag`` may also be an ``async def`` of the scope (a database lookup).
+
+_PRECONDITION_HEADERS: Final = (b"if-match", b"if-none-match", b"if-modified-since", b"if-unmodified-since")
+
+#: The states of one :class:`_Exchange`.
+_WAITING: Final = 0  # no http.response.start yet
+_SENT: Final = 1  # the app's answer goes to the server
+_HELD: Final = 2  # held (at most max_body_bytes) until its body names its etag
+_OURS: Final = 3  # replaced by our own answer
+
+
+class _Exchange:
+    """The app's ``send`` for one watched request: its start decided by the rules at once
+    (sent on, replaced) or held with its body, up to the cap."""
+
+    __slots__ = ("middleware", "run", "scope", "server_send", "state", "start", "headers", "held", "size")
+
+    def __init__(self, middleware: ETagMiddleware, run: Run, scope: Scope, send: SendCallable) -> None:
+        self.middleware = middleware
+        self.run = run
+        self.scope = scope
+        self.server_send = send
+        self.state = _WAITING
+        self.start: Message = {}
+        self.headers: list[tuple[str, str]] = []
+        self.held: list[bytes] = []
+        self.size = 0
+
+    async def send(self, message: Message) -> None:
+        state = self.state
+        if state == _SENT:
+            await self.server_send(message)
+            return
+        if state == _OURS:
+            raise AnswerReplaced
+        kind = message["type"]
+        if state == _WAITING:
+            if kind != "http.response.start":
+                await self.server_send(message)  # not ours to judge: the server refuses it
+                return
+            self.start = rereadable(message)
+            self.headers = text_headers(self.start.get("headers", ()))
+            await self._apply(self._decide(ReadBody), self.start)
+            return
+        # held
+        if kind == "http.response.body":
+            chunk = bytes(message.get("body", b""))
+            self.held.append(chunk)
+            self.size += len(chunk)
+            if not message.get("more_body", False):
+                body = b"".join(self.held)
+                self.held = [body]
+                await self._apply(self._decide(body), self.start, done=True)
+            elif self.size > self.middleware.rules.max_body_bytes:
+                await self._apply(self._decide(None), self.start)
+            return
+        # pathsend, zerocopy, trailers...: the body cannot be read here, so it is not held
+        await self._apply(self._decide(None), self.start)
+        if self.state == _SENT:
+            await self.server_send(message)
+
+    def _decide(self, body: bytes | None | type[ReadBody]) -> Treatment:
+        scope = self.scope
+        return self.middleware.rules.answer(
+            self.run,
+            int(self.start["status"]),
+            self.headers,
+            acknowledged=bool(scope.get(ENVIRON_ENFORCED)),
+            response_etag=scope.get(ENVIRON_RESPONSE_ETAG),
+            body=body,
+        )
+
+    async def _apply(self, treatment: Treatment, start: Message, *, done: bool = False) -> None:
+        if type(treatment) is ReadBody:
+            self.state = _HELD
+            return
+        if type(treatment) is Send:
+            self.state = _SENT
+            if treatment.headers is not self.headers:
+                start = {**start, "headers": raw_headers(treatment.headers)}
+            await self.server_send(start)
+            held, self.held = self.held, []
+            if held or done:
+                body = held[0] if len(held) == 1 else b"".join(held)
+                await self.server_send({"type": "http.response.body", "body": body, "more_body": not done})
+            return
+        self.state = _OURS
+        self.held = []
+        await self.middleware.answer(self.scope, self.server_send, treatment)  # type: ignore[arg-type]
+
+    async def finish(self) -> None:
+        """The app returned: an answer still held did not complete, so it goes on as it came
+        (unfinished, without an etag), as if the middleware were not there."""
+        if self.state == _HELD:
+            await self._apply(self._decide(None), self.start)
+
+
+class ETagMiddleware:
+    """:class:`apimw.etag.ETagMiddleware` for ASGI: the same options (documented there) and
+    the same rules (:class:`apimw.etag.ETagRules`).
+
+    ``current_etag`` may also be an ``async def`` of the scope (a database lookup);
+    ``current_etag`` and an ``enforces`` callable are given the ASGI scope.  What the
+    middleware hands the app sits in the scope under ``apimw.etag.*`` (``docs/asgi.md``).
+
+    :param app: the ASGI app to wrap.
     """
 
     def __init__(self, app: ASGIApp, **options: Any) -> None:
+        check_order(app, MicroversionMiddleware, WSGIMicroversionMiddleware)
         self.app = app
-        self.rules = rules = _etag.ETagMiddleware(app, **options)  # type: ignore[arg-type]  # checked, never called
-        lookup = rules.current_etag
+        self.rules = ETagRules(**options)
+        lookup = self.rules.current_etag
         self._lookup_awaited = lookup is not None and _is_coroutine_function(lookup)
-        #: the deployment's callables read the request's CGI keys (PATH_INFO...)
-        self._callables = lookup is not None or rules._enforces_call is not None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: SendCallable) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         rules = self.rules
-        im_raw, inm_raw = header_values(scope.get("headers", ()), b"if-match", b"if-none-match")
-        if self._callables and (im_raw is not None or inm_raw is not None):
-            add_cgi_keys(scope)
-        method = scope["method"]
-        path = path_info(scope)
-        entry = rules.enter(scope, method.upper(), im_raw, inm_raw, path)
-        kind = entry.kind
-        if kind == _etag.PLAIN or kind == _etag.DIRECT:
-            await self._through(scope, receive, send, kind == _etag.PLAIN)
-            return
-        try:
-            if entry.lookup:
+        im, inm, ims, ius = header_values(scope.get("headers", ()), *_PRECONDITION_HEADERS)
+        facts = Facts(
+            scope["method"].upper(),
+            path_info(scope),
+            if_match=im,
+            if_none_match=inm,
+            if_modified_since=ims,
+            if_unmodified_since=ius,
+            served=scope.get(ENVIRON_VERSION),
+        )
+        decision = rules.decide(facts, scope)
+        if type(decision) is Run:
+            scope.update(decision.additions)
+            if decision.lookup:
                 lookup: Any = rules.current_etag
-                current = await lookup(scope) if self._lookup_awaited else lookup(scope)
-                entry = rules.looked_up(entry, current)
-            if entry.kind == _etag.CALL:
-                buffered = Buffered()
-                await self.app(scope, receive, buffered)
-                if buffered.status is None:
-                    raise RuntimeError("the ASGI app returned without sending http.response.start")
-                entry = rules.conditional_answer(
-                    scope, method, path, str(buffered.status), text_headers(buffered.headers), entry,
-                    lambda: buffered.body,
-                )  # fmt: skip
-                if entry.kind == _etag.SEND:
-                    await send_text(send, buffered.status, entry.headers, buffered.body)
-                    return
-            if entry.kind == _etag.NOT_MODIFIED:
-                assert entry.etag is not None  # noqa: S101
-                status, headers = rules.not_modified_answer(entry.etag)
-                await send_text(send, status, headers, b"")
-                return
+                try:
+                    current = await lookup(scope) if self._lookup_awaited else lookup(scope)
+                    decision = rules.prechecked(decision, current)
+                except HTTPProblem as problem:
+                    decision = Refuse(problem)
+        if type(decision) is not Run:
+            await self.answer(scope, send, decision)  # type: ignore[arg-type]
+            return
+        if not decision.watch:
+            await self._direct(scope, receive, send)
+            return
+        exchange = _Exchange(self, decision, scope, send)
+        try:
+            await self.app(scope, receive, exchange.send)
+        except AnswerReplaced:
+            return
         except HTTPProblem as problem:
-            # Raised by the lookup, or by the app or its data layer (StaleEtag...) before its
-            # answer went out (held until it is decided).
-            entry = _etag.Entry(_etag.PROBLEM, problem)
-        assert entry.problem is not None  # noqa: S101 - the one other kind
-        await self._problem(scope, send, entry.problem)
+            # Raised by the app or its data layer (StaleEtag...) before its answer went out.
+            if exchange.state == _SENT:
+                raise
+            if exchange.state != _OURS:
+                await self.answer(scope, send, Refuse(problem))
+            return
+        await exchange.finish()
 
-    async def _problem(self, scope: Scope, send: Send, problem: HTTPProblem) -> None:
+    async def answer(self, scope: Scope, send: SendCallable, answer: Refuse | NotModified) -> None:
+        """Our own answer: a problem, rendered by the one renderer, or a 304."""
+        rules = self.rules
+        if type(answer) is NotModified:
+            rules.report("etag.not-modified")
+            await send_text(send, 304, answer.headers, b"")
+            return
+        problem = answer.problem  # type: ignore[union-attr]
+        rules.report(problem.code)
         status, headers, body = problem_answer(
-            scope, self.rules.reported(problem), method=scope["method"], profile=self.rules.error_profile
+            scope, problem, method=scope["method"], profile=rules.error_profile
         )
         await send_text(send, status, headers, body)
 
-    async def _through(self, scope: Scope, receive: Receive, send: Send, plain: bool) -> None:
-        """Run the app; on a ``PLAIN`` entry add the etag to a 2xx (held for its body when the
-        etag is to be read from the JSON body)."""
-        rules = self.rules
-        held: Message | None = None
-        held_headers: Headers = []
-        chunks: list[bytes] = []
+    async def _direct(self, scope: Scope, receive: Receive, send: SendCallable) -> None:
+        """Call the app with nothing to add; render an :class:`HTTPProblem` it raises first."""
         started = False
 
-        async def etag_send(message: Message) -> None:
-            nonlocal held, held_headers, started
-            kind = message["type"]
-            if kind == "http.response.start":
-                started = True
-                message = rereadable(message)
-                status = message["status"]
-                if plain and 200 <= status < 300:
-                    headers = text_headers(message.get("headers", ()))
-                    decided = rules.plain_headers(scope, str(status), headers)
-                    if decided is None:
-                        held, held_headers = message, headers
-                        return
-                    if decided is not headers:
-                        message = {**message, "headers": raw_headers(decided)}
-            elif held is not None and kind == "http.response.body":
-                if chunks or message.get("more_body", False):  # a body in several messages
-                    chunks.append(message.get("body", b""))
-                    if message.get("more_body", False):
-                        return
-                    message = {"type": "http.response.body", "body": b"".join(chunks), "more_body": False}
-                # the usual answer, one body message: sent as the app sent it
-                headers = rules.body_etag_headers(held_headers, message.get("body", b""))
-                start = held if headers is held_headers else {**held, "headers": raw_headers(headers)}
-                held = None
-                await send(start)
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = True
             await send(message)
 
         try:
-            await self.app(scope, receive, etag_send)
+            await self.app(scope, receive, tracked)
         except HTTPProblem as problem:
-            # Raised by the app or its data layer before its answer started.
-            if started and held is None:
+            if started:
                 raise
-            await self._problem(scope, send, problem)
+            await self.answer(scope, send, Refuse(problem))
+
+
+ETagMiddleware.__doc__ = f"{ETagMiddleware.__doc__}{OPTION_DOCS}"
