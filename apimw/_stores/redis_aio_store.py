@@ -7,7 +7,9 @@ both kinds of client), and the same error contract: every failure is a
 :class:`~apimw.errors.StoreError`.
 
 An asyncio connection belongs to the event loop that opened it, so the store keeps
-one client per running loop (a server runs one loop per worker; a test may run several).
+one client per running loop (a server runs one loop per worker; a test may run several),
+each over its own pool bounded by the URL's ``max_connections`` (see
+:mod:`apimw._stores.redis_store` for the URL options).
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ from apimw._stores.redis_store import (
 from apimw.errors import StoreError
 
 ASYNC: Final = Flavour(
-    redis.asyncio.Redis, "redis.asyncio.cluster", "redis.asyncio.sentinel", redis.asyncio.retry.Retry
+    redis.asyncio.Redis,
+    redis.asyncio.BlockingConnectionPool,
+    "redis.asyncio.cluster",
+    "redis.asyncio.sentinel",
+    redis.asyncio.retry.Retry,
 )
 
 

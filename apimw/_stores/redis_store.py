@@ -1,45 +1,47 @@
 """``redis://``, ``rediss://``, ``unix://``, ``redis+cluster://``, ``redis+sentinel://`` via redis-py.
 
 Every record is one key, so every operation is a single-key command or a
-single-key Lua script, which Redis Cluster routes without hash tags.
+single-key Lua script, which Redis Cluster routes without hash tags.  Everything
+goes through redis-py's public client API (``redis.Redis`` over a connection pool,
+``RedisCluster``, ``Sentinel.master_for``), one round trip per call:
 
 * Claim: ``SET key value NX PX lease GET`` (Redis >= 7.0), which creates the
-  record or returns the one there in a single round trip; on older servers a
-  Lua script does the same.
-* Fenced complete/release/extend: Lua scripts compare the first 33 bytes of the
+  record or returns the one there; on older servers a Lua script does the same.
+* Fenced complete/release/extend: Lua scripts (``register_script``: ``EVALSHA``,
+  ``EVAL`` when the server has forgotten them) compare the first 33 bytes of the
   record (``GETRANGE``, cheap even for a large record) with the caller's owner
-  prefix, then ``SET ... PX retention``, ``DEL`` or ``PEXPIRE`` -- the pattern of redis-py's
-  own ``Lock``.
-* Errors: one quick retry of a command whose connection broke (a pooled
+  prefix, then ``SET ... PX retention``, ``DEL`` or ``PEXPIRE`` -- the pattern of
+  redis-py's own ``Lock``.
+* Errors: redis-py retries a command whose connection broke once (a pooled
   connection that died with a server restart); then :class:`StoreError`.
-  Replaying the claim script is safe: the caller recognises its own owner id.
-* Speed: with a ``redis.Redis`` client (``redis://``, ``rediss://``, ``unix://``,
-  Sentinel) each command goes straight over a redis-py connection of the
-  store's own (redis-py still connects, authenticates, speaks TLS and parses
-  RESP), skipping the client's per-command machinery -- pool checkout,
-  retry wrapper, event dispatch, metrics -- which costs more than the network
-  round trip itself on loopback.  Scripts run by ``EVALSHA`` (``EVAL`` when the
-  server has forgotten them).  Redis Cluster uses the ``RedisCluster`` client.
+  Replaying the claim is safe: the caller recognises its own owner id.
 
-URLs:
+URLs and their options:
 
-``redis://[[user]:password@]host:port/db?socket_timeout=0.5``, ``rediss://...``, ``unix:///path?db=0``
-    Anything ``redis.Redis.from_url`` accepts.
-``redis+cluster://[[user]:password@]host:port[,host:port...]``
-    ``RedisCluster`` with these startup nodes.
-``redis+sentinel://[[user]:password@]host:port[,host:port...]/<service_name>[/<db>]``
-    ``Sentinel(...).master_for(service_name)``; the password is the master's.
+``redis://[[user]:password@]host:port/db?max_connections=50&timeout=0.5``, ``rediss://``, ``unix:///path?db=0``
+    Anything ``redis.BlockingConnectionPool.from_url`` accepts.  ``max_connections``
+    bounds the connections the store opens (default :data:`DEFAULT_MAX_CONNECTIONS`,
+    redis-py's own default for a blocking pool); a call that finds them all busy waits
+    up to ``timeout`` seconds for one (default: the store timeout), then fails
+    (503 upstream).  ``socket_timeout`` / ``socket_connect_timeout`` default to the
+    store timeout.
+``redis+cluster://[[user]:password@]host:port[,host:port...]?max_connections=50``
+    ``RedisCluster`` with these startup nodes; ``max_connections`` bounds each node's
+    blocking pool.
+``redis+sentinel://[[user]:password@]host:port[,host:port...]/<service_name>[/<db>]?max_connections=50``
+    ``Sentinel(...).master_for(service_name)``; the password is the master's;
+    ``max_connections`` bounds the master's pool (a call past it fails: 503 upstream).
 
-Redis replication is asynchronous: a failover can lose a claim or a record
-written just before it.  Run with ``maxmemory-policy noeviction`` so records
-are not evicted.
+The cluster and sentinel URLs take ``socket_timeout``, ``socket_connect_timeout``
+and ``max_connections`` only.  Redis replication is asynchronous: a failover can
+lose a claim or a record written just before it.  Run with
+``maxmemory-policy noeviction`` so records are not evicted.
 """
 
 from __future__ import annotations
 
 import importlib
 import math
-import os
 from typing import Any, Final, NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -76,8 +78,8 @@ end
 return 0
 """
 _ERRORS: Final = (redis.RedisError, OSError)
-#: A broken connection: retried once on a fresh connection.
-_BROKEN: Final = (redis.ConnectionError, redis.TimeoutError, OSError)
+#: Connections a store opens (per node for Cluster) unless the URL's ``max_connections`` says otherwise.
+DEFAULT_MAX_CONNECTIONS: Final = 50
 
 
 def _ms(seconds: float) -> int:
@@ -94,7 +96,12 @@ def claim_reply(result: Any, name: str) -> bytes | None:
 
 
 class RedisStore:
-    """Records in Redis (standalone, Sentinel-managed or Cluster)."""
+    """Records in Redis (standalone, Sentinel-managed or Cluster) through a redis-py client.
+
+    *client* is a ``redis.Redis`` (over a bounded pool), ``RedisCluster`` or a Sentinel
+    master client, built with ``decode_responses=False``; :func:`open_redis_store` builds
+    it from a URL.  The store owns it: :meth:`close` closes it.
+    """
 
     def __init__(self, client: Any, *, name: str) -> None:
         self.name = name
@@ -104,76 +111,16 @@ class RedisStore:
         self._complete = client.register_script(_COMPLETE)
         self._release = client.register_script(_RELEASE)
         self._extend = client.register_script(_EXTEND)
-        pool = getattr(client, "connection_pool", None)
-        # plain Redis and Sentinel clients: commands on connections of our own (see the module doc)
-        self._direct = (
-            isinstance(client, redis.Redis) and pool is not None and getattr(pool, "cache", None) is None
-        )
-        self._pool: Any = pool
-        self._idle: list[Any] = []
-        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"<RedisStore {self.name}>"
 
     def ping(self) -> None:
-        """``PING`` on a fresh connection, closed afterwards; raise :class:`StoreError` if it fails."""
+        """``PING``; raise :class:`StoreError` if it fails."""
         try:
-            if not self._direct:
-                self.client.ping()
-                return
-            pool = self._pool
-            conn = pool.connection_class(**pool.connection_kwargs)
-            try:
-                conn.connect()
-                conn.send_command("PING", check_health=False)
-                conn.read_response()
-            finally:
-                conn.disconnect()
+            self.client.ping()
         except _ERRORS as exc:
             raise self._fail("ping", exc) from exc
-
-    def _connection(self) -> Any:
-        if self._pid != os.getpid():  # forked: never share sockets with the parent
-            self._idle = []
-            self._pid = os.getpid()
-        try:
-            return self._idle.pop()
-        except IndexError:
-            pool = self._pool
-            return pool.connection_class(**pool.connection_kwargs)
-
-    def _run(self, *args: Any) -> Any:
-        """One command on one of our connections; a broken connection is retried once."""
-        conn = self._connection()
-        packed = conn.pack_command(*args)
-        for attempt in (0, 1):
-            try:
-                conn.connect()  # a no-op when connected; Sentinel connections find the master here
-                conn.send_packed_command(packed, check_health=False)
-                reply = conn.read_response(disable_decoding=True)
-            except redis.ResponseError:
-                self._idle.append(conn)  # the server refused the command; the connection is fine
-                raise
-            except _BROKEN:
-                conn.disconnect()  # the next attempt reconnects it
-                if attempt:
-                    raise
-                continue
-            except BaseException:
-                conn.disconnect()
-                raise
-            self._idle.append(conn)
-            return reply
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _eval(self, script: Any, key: str, *args: Any) -> Any:
-        if not self._direct:
-            return script(keys=[key], args=list(args))
-        try:
-            return self._run("EVALSHA", script.sha, 1, key, *args)
-        except redis.exceptions.NoScriptError:  # a restarted server: EVAL sends (and caches) the script
-            return self._run("EVAL", script.script, 1, key, *args)
 
     def _fail(self, what: str, exc: BaseException) -> StoreError:
         return StoreError(f"{self.name}: {what} failed: {type(exc).__name__}: {exc}")
@@ -182,10 +129,7 @@ class RedisStore:
         if self._set_get:
             # Redis >= 7.0: SET NX GET is the claim and the read of a taken key in one plain command.
             try:
-                if self._direct:
-                    old = self._run("SET", key, value, "NX", "PX", _ms(lease), "GET")
-                else:
-                    old = self.client.set(key, value, nx=True, px=_ms(lease), get=True)
+                old = self.client.set(key, value, nx=True, px=_ms(lease), get=True)
             except (redis.ResponseError, redis.DataError):
                 self._set_get = False  # an older server (or client): use the Lua script from now on
             except _ERRORS as exc:
@@ -193,40 +137,38 @@ class RedisStore:
             else:
                 return None if old is None else bytes(old)
         try:
-            result = self._eval(self._claim, key, value, _ms(lease))
+            result = self._claim(keys=[key], args=[value, _ms(lease)])
         except _ERRORS as exc:
             raise self._fail("claim", exc) from exc
         return claim_reply(result, self.name)
 
     def complete(self, key: str, expect: bytes, value: bytes, ttl: float) -> bool:
         try:
-            return bool(self._eval(self._complete, key, expect[:PREFIX_LEN], value, _ms(ttl)))
+            return bool(self._complete(keys=[key], args=[expect[:PREFIX_LEN], value, _ms(ttl)]))
         except _ERRORS as exc:
             raise self._fail("complete", exc) from exc
 
     def release(self, key: str, expect: bytes) -> bool:
         try:
-            return bool(self._eval(self._release, key, expect[:PREFIX_LEN]))
+            return bool(self._release(keys=[key], args=[expect[:PREFIX_LEN]]))
         except _ERRORS as exc:
             raise self._fail("release", exc) from exc
 
     def extend(self, key: str, expect: bytes, lease: float) -> bool:
         try:
-            return bool(self._eval(self._extend, key, expect[:PREFIX_LEN], _ms(lease)))
+            return bool(self._extend(keys=[key], args=[expect[:PREFIX_LEN], _ms(lease)]))
         except _ERRORS as exc:
             raise self._fail("extend", exc) from exc
 
     def get(self, key: str) -> bytes | None:
         try:
-            value = self._run("GET", key) if self._direct else self.client.get(key)
+            value = self.client.get(key)
         except _ERRORS as exc:
             raise self._fail("get", exc) from exc
         return None if value is None else bytes(value)
 
     def close(self) -> None:
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.disconnect()
+        """Close the pool's connections (the store reconnects if used again)."""
         self.client.close()
 
 
@@ -247,20 +189,37 @@ def _nodes(netloc: str, url: str) -> tuple[list[tuple[str, int]], str | None, st
     return nodes, username, password
 
 
-def _timeouts(params: dict[str, str], timeout: float, url: str) -> dict[str, float]:
-    unknown = set(params) - {"socket_timeout", "socket_connect_timeout"}
+def _options(params: dict[str, str], timeout: float, url: str) -> dict[str, Any]:
+    """The cluster and sentinel URLs' options: socket timeouts and ``max_connections``."""
+    unknown = set(params) - {"socket_timeout", "socket_connect_timeout", "max_connections"}
     if unknown:
         raise ConfigError(f"redis store: unknown URL parameter(s) {sorted(unknown)} in {mask_url(url)!r}")
     try:
-        return {
+        options: dict[str, Any] = {
             "socket_timeout": float(params.get("socket_timeout", timeout)),
             "socket_connect_timeout": float(params.get("socket_connect_timeout", timeout)),
         }
     except ValueError:
         raise ConfigError(f"redis store: bad timeout in {mask_url(url)!r}") from None
+    options["max_connections"] = _max_connections(params, url)
+    return options
+
+
+def _max_connections(params: dict[str, str], url: str) -> int:
+    raw = params.get("max_connections", str(DEFAULT_MAX_CONNECTIONS))
+    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(
+            f"redis store: max_connections must be a positive integer, got {raw!r} in {mask_url(url)!r}"
+        )
+    return int(raw)
 
 
 def open_redis_store(url: str, *, timeout: float = 0.5) -> RedisStore:
+    """The store of a Redis *url* (see the module doc for the URLs and their options).
+
+    *timeout* (seconds) is the default of the URL's ``socket_timeout``,
+    ``socket_connect_timeout`` and ``timeout`` (the wait for a free pooled connection).
+    """
     return RedisStore(redis_client(url, timeout=timeout, flavour=SYNC), name=display_url(url))
 
 
@@ -268,16 +227,18 @@ class Flavour(NamedTuple):
     """redis-py's client classes of one I/O model: blocking (``redis``) or asyncio (``redis.asyncio``)."""
 
     redis: Any
+    pool: Any
     cluster: str
     sentinel: str
     retry: Any
 
 
-SYNC: Final = Flavour(redis.Redis, "redis.cluster", "redis.sentinel", Retry)
+SYNC: Final = Flavour(redis.Redis, redis.BlockingConnectionPool, "redis.cluster", "redis.sentinel", Retry)
 
 
 def redis_client(url: str, *, timeout: float, flavour: Flavour) -> Any:
-    """The redis-py client of *url* (standalone, Cluster or Sentinel) in *flavour*'s I/O model."""
+    """The redis-py client of *url* (standalone, Cluster or Sentinel) in *flavour*'s I/O model,
+    its connections bounded by the URL's ``max_connections``."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     params = dict(parse_qsl(parts.query, keep_blank_values=True))
@@ -285,12 +246,15 @@ def redis_client(url: str, *, timeout: float, flavour: Flavour) -> Any:
     if scheme == "redis+cluster":
         cluster = importlib.import_module(flavour.cluster)
         nodes, username, password = _nodes(parts.netloc, url)
+        options = _options(params, timeout, url)
+        if flavour is SYNC:  # each node's pool waits for a free connection as the standalone one does
+            options["connection_pool_class"] = redis.BlockingConnectionPool
         return cluster.RedisCluster(
             startup_nodes=[cluster.ClusterNode(h, p) for h, p in nodes],
             username=username,
             password=password,
             retry=retry,
-            **_timeouts(params, timeout, url),
+            **options,
         )
     if scheme == "redis+sentinel":
         sentinel_module = importlib.import_module(flavour.sentinel)
@@ -300,7 +264,8 @@ def redis_client(url: str, *, timeout: float, flavour: Flavour) -> Any:
             raise ConfigError(
                 f"redis store: {mask_url(url)!r} must name the Sentinel service: redis+sentinel://host:port/<service>[/<db>]"
             )
-        times = _timeouts(params, timeout, url)
+        options = _options(params, timeout, url)
+        times = {k: options[k] for k in ("socket_timeout", "socket_connect_timeout")}
         sentinel = sentinel_module.Sentinel(nodes, sentinel_kwargs=dict(times), **times)
         return sentinel.master_for(
             segments[0],
@@ -308,14 +273,22 @@ def redis_client(url: str, *, timeout: float, flavour: Flavour) -> Any:
             username=username,
             password=password,
             retry=retry,
-            **times,
+            **options,
         )
-    kwargs: dict[str, Any] = {"retry": retry, "socket_timeout": timeout, "socket_connect_timeout": timeout}
+    _max_connections(params, url)
+    defaults: dict[str, Any] = {
+        "retry": retry,
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "max_connections": DEFAULT_MAX_CONNECTIONS,
+        "timeout": timeout,  # the wait for a free connection when all max_connections are busy
+    }
     try:
-        return flavour.redis.from_url(url, **kwargs)  # URL parameters win over these defaults
+        pool = flavour.pool.from_url(url, **defaults)  # URL parameters win over these defaults
     except ValueError as exc:
         # redis-py's message may quote a piece of the URL (a password misread as a port): only
         # repeat it when the URL carries no credentials
         masked = mask_url(url)
         reason = f": {exc}" if masked == url else ""
         raise ConfigError(f"redis store: cannot use {masked!r}{reason}") from None
+    return flavour.redis.from_pool(pool)  # the client owns the pool: closing it closes the pool
