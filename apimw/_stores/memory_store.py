@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -57,15 +57,17 @@ def _in_flight(value: bytes) -> bool:
     return value[PREFIX_LEN - 1 : PREFIX_LEN] == PENDING_STATE
 
 
-def record_tenant(value: bytes) -> str:
-    """The tenant of a record: the ``"sc"`` (scope) of the JSON head after its prefix, else ``""``."""
+#: The ``"sc"`` member of a record's JSON head: outside a JSON string a quote is never escaped,
+#: so a header value cannot forge it.
+_SCOPE_MEMBER: Final = re.compile(rb'"sc":("(?:[^"\\]|\\.)*")')
+
+
+def record_tenant(value: bytes) -> bytes:
+    """The tenant of a record: the ``"sc"`` (scope) of the JSON head after its prefix, as the JSON
+    string it is written as (equal scopes are written alike), else ``b""``."""
     end = value.find(b"\n", PREFIX_LEN)
-    try:
-        head = json.loads(value[PREFIX_LEN:end]) if end > 0 else None
-    except ValueError:
-        return ""
-    scope = head.get("sc") if isinstance(head, dict) else None
-    return scope if isinstance(scope, str) else ""
+    found = _SCOPE_MEMBER.search(value, PREFIX_LEN, end) if end > 0 else None
+    return b"" if found is None else found.group(1)
 
 
 class _Tenant:
@@ -104,9 +106,9 @@ class MemoryStore:
         self.max_bytes = max_bytes
         self._claims: dict[str, tuple[bytes, float]] = {}
         self._done: dict[str, tuple[bytes, float]] = {}
-        self._tenant_of: dict[str, str] = {}
-        self._tenants: dict[str, _Tenant] = {}
-        self._heaviest: list[tuple[float, int, str]] = []  # (-share, stamp, tenant); stale entries skipped
+        self._tenant_of: dict[str, bytes] = {}
+        self._tenants: dict[bytes, _Tenant] = {}
+        self._heaviest: list[tuple[float, int, bytes]] = []  # (-share, stamp, tenant); stale entries skipped
         self._stamps = itertools.count(1)
         self._bytes = 0
         self._lock = threading.Lock()
@@ -129,7 +131,7 @@ class MemoryStore:
         with self._lock:
             return [*self._claims.items(), *self._done.items()]
 
-    def _weigh(self, name: str, tenant: _Tenant) -> None:
+    def _weigh(self, name: bytes, tenant: _Tenant) -> None:
         """Record *tenant*'s share of the store in the eviction heap (its older entries go stale)."""
         if not tenant.keys:
             del self._tenants[name]
