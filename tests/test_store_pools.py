@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from pymemcache.client.base import Client
 
 from apimw._stores import open_store
 from apimw._stores.aio import open_async_store
+from apimw.errors import ConfigError, StoreError
 from apimw.idempotency import IdempotencyMiddleware
 from tests.asgi_support import flavours, layered, run_async
 from tests.idempotency_support import CreateApp, post
@@ -228,3 +230,91 @@ def test_a_new_request_costs_one_claim_and_one_completion_a_replay_one(private: 
     assert app.calls == 2
     assert new_request == 2, f"a new request made {new_request} store commands (claim + completion)"
     assert replayed == REPLAY_ROUND_TRIPS[kind], f"a replay made {replayed} store commands"
+
+
+class Silent:
+    """A server that accepts connections and never answers (hung, paused)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind((HOST, 0))
+        self.sock.listen(64)  # connections complete in the backlog; nothing is read or written
+        self.port = self.sock.getsockname()[1]
+
+
+@pytest.fixture
+def silent() -> Iterator[Silent]:
+    server = Silent()
+    try:
+        yield server
+    finally:
+        server.sock.close()
+
+
+HUNG_URLS = ["redis://{host}:{port}/0?max_connections=2", "memcached://{host}:{port}?max_pool_size=2"]
+
+
+@pytest.mark.parametrize("url", HUNG_URLS)
+def test_calls_beyond_a_hung_servers_connections_fail_as_store_error(silent: Silent, url: str) -> None:
+    """Eight threads on two connections to a server that never answers: every call ends in
+    StoreError (503 upstream) -- those on the wire by their socket timeout, the others
+    waiting for a connection by the same timeout -- none waits forever."""
+    store = open_store(url.format(host=HOST, port=silent.port), timeout=0.3)
+    outcomes: list[BaseException | None] = []
+
+    def claim(n: int) -> None:
+        try:
+            store.claim(f"k{n}", b"m" * 32 + b"P{}\n", 5)
+        except BaseException as exc:  # recorded: the test asserts every one
+            outcomes.append(exc)
+        else:
+            outcomes.append(None)
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(8)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        store.close()
+    assert len(outcomes) == 8
+    assert all(isinstance(outcome, StoreError) for outcome in outcomes), outcomes
+
+
+@pytest.mark.parametrize("url", HUNG_URLS)
+def test_tasks_beyond_a_hung_servers_connections_fail_as_store_error(silent: Silent, url: str) -> None:
+    store = open_async_store(url.format(host=HOST, port=silent.port), timeout=0.3)
+
+    async def many() -> list[BaseException | bytes | None]:
+        claims = (store.claim(f"k{n}", b"m" * 32 + b"P{}\n", 5) for n in range(8))
+        return await asyncio.gather(*claims, return_exceptions=True)
+
+    try:
+        outcomes = run_async(many())
+    finally:
+        run_async(store.aclose())
+    assert all(isinstance(outcome, StoreError) for outcome in outcomes), outcomes
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379/0?max_connections=0",
+        "redis://127.0.0.1:6379/0?max_connections=four",
+        "redis+cluster://127.0.0.1:7000?max_connections=-1",
+        "redis+sentinel://127.0.0.1:26379/mymaster?max_connections=0",
+        "memcached://127.0.0.1:11211?max_pool_size=0",
+        "memcached://127.0.0.1:11211?max_pool_size=many",
+    ],
+)
+def test_a_bad_pool_bound_is_refused_when_the_store_is_built(url: str) -> None:
+    with pytest.raises(ConfigError):
+        open_store(url)
+
+
+def test_every_store_url_option_is_documented_where_help_shows_it() -> None:
+    doc = open_store.__doc__ or ""
+    for option in ("max_items", "max_bytes", "max_pool_size", "connect_timeout", "max_connections",
+                   "socket_timeout", "socket_connect_timeout", "timeout"):  # fmt: skip
+        assert option in doc, option
