@@ -52,37 +52,43 @@ from redis.retry import Retry
 from apimw._stores import PREFIX_LEN, display_url, mask_url
 from apimw.errors import ConfigError, StoreError
 
-_CLAIM: Final = """
+#: Lua: create the record (reply 1) or return the one there (the claim before Redis 7.0).
+CLAIM_SCRIPT: Final = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 local v = redis.call('GET', KEYS[1])
 if v then return v end
 return ''
 """
-_COMPLETE: Final = f"""
+#: Lua: replace the record if it still starts with the owner prefix ARGV[1].
+COMPLETE_SCRIPT: Final = f"""
 if redis.call('GETRANGE', KEYS[1], 0, {PREFIX_LEN - 1}) == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end
 return 0
 """
-_RELEASE: Final = f"""
+#: Lua: delete the record if it still starts with the owner prefix ARGV[1].
+RELEASE_SCRIPT: Final = f"""
 if redis.call('GETRANGE', KEYS[1], 0, {PREFIX_LEN - 1}) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
 """
-_EXTEND: Final = f"""
+#: Lua: extend the record's lease if it still starts with the owner prefix ARGV[1].
+EXTEND_SCRIPT: Final = f"""
 if redis.call('GETRANGE', KEYS[1], 0, {PREFIX_LEN - 1}) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
 """
-_ERRORS: Final = (redis.RedisError, OSError)
+#: What redis-py raises when the server cannot be reached or refuses: a StoreError for the caller.
+ERRORS: Final = (redis.RedisError, OSError)
 #: Connections a store opens (per node for Cluster) unless the URL's ``max_connections`` says otherwise.
 DEFAULT_MAX_CONNECTIONS: Final = 50
 
 
-def _ms(seconds: float) -> int:
+def milliseconds(seconds: float) -> int:
+    """*seconds* as whole milliseconds, at least 1 (``PX`` / ``PEXPIRE``)."""
     return max(1, math.ceil(seconds * 1000))
 
 
@@ -106,11 +112,11 @@ class RedisStore:
     def __init__(self, client: Any, *, name: str) -> None:
         self.name = name
         self.client = client
-        self._claim = client.register_script(_CLAIM)
+        self._claim = client.register_script(CLAIM_SCRIPT)
         self._set_get = True
-        self._complete = client.register_script(_COMPLETE)
-        self._release = client.register_script(_RELEASE)
-        self._extend = client.register_script(_EXTEND)
+        self._complete = client.register_script(COMPLETE_SCRIPT)
+        self._release = client.register_script(RELEASE_SCRIPT)
+        self._extend = client.register_script(EXTEND_SCRIPT)
 
     def __repr__(self) -> str:
         return f"<RedisStore {self.name}>"
@@ -119,7 +125,7 @@ class RedisStore:
         """``PING``; raise :class:`StoreError` if it fails."""
         try:
             self.client.ping()
-        except _ERRORS as exc:
+        except ERRORS as exc:
             raise self._fail("ping", exc) from exc
 
     def _fail(self, what: str, exc: BaseException) -> StoreError:
@@ -129,41 +135,41 @@ class RedisStore:
         if self._set_get:
             # Redis >= 7.0: SET NX GET is the claim and the read of a taken key in one plain command.
             try:
-                old = self.client.set(key, value, nx=True, px=_ms(lease), get=True)
+                old = self.client.set(key, value, nx=True, px=milliseconds(lease), get=True)
             except (redis.ResponseError, redis.DataError):
                 self._set_get = False  # an older server (or client): use the Lua script from now on
-            except _ERRORS as exc:
+            except ERRORS as exc:
                 raise self._fail("claim", exc) from exc
             else:
                 return None if old is None else bytes(old)
         try:
-            result = self._claim(keys=[key], args=[value, _ms(lease)])
-        except _ERRORS as exc:
+            result = self._claim(keys=[key], args=[value, milliseconds(lease)])
+        except ERRORS as exc:
             raise self._fail("claim", exc) from exc
         return claim_reply(result, self.name)
 
     def complete(self, key: str, expect: bytes, value: bytes, ttl: float) -> bool:
         try:
-            return bool(self._complete(keys=[key], args=[expect[:PREFIX_LEN], value, _ms(ttl)]))
-        except _ERRORS as exc:
+            return bool(self._complete(keys=[key], args=[expect[:PREFIX_LEN], value, milliseconds(ttl)]))
+        except ERRORS as exc:
             raise self._fail("complete", exc) from exc
 
     def release(self, key: str, expect: bytes) -> bool:
         try:
             return bool(self._release(keys=[key], args=[expect[:PREFIX_LEN]]))
-        except _ERRORS as exc:
+        except ERRORS as exc:
             raise self._fail("release", exc) from exc
 
     def extend(self, key: str, expect: bytes, lease: float) -> bool:
         try:
-            return bool(self._extend(keys=[key], args=[expect[:PREFIX_LEN], _ms(lease)]))
-        except _ERRORS as exc:
+            return bool(self._extend(keys=[key], args=[expect[:PREFIX_LEN], milliseconds(lease)]))
+        except ERRORS as exc:
             raise self._fail("extend", exc) from exc
 
     def get(self, key: str) -> bytes | None:
         try:
             value = self.client.get(key)
-        except _ERRORS as exc:
+        except ERRORS as exc:
             raise self._fail("get", exc) from exc
         return None if value is None else bytes(value)
 
@@ -190,8 +196,9 @@ def _nodes(netloc: str, url: str) -> tuple[list[tuple[str, int]], str | None, st
 
 
 def _options(params: dict[str, str], timeout: float, url: str) -> dict[str, Any]:
-    """The cluster and sentinel URLs' options: socket timeouts and ``max_connections``."""
-    unknown = set(params) - {"socket_timeout", "socket_connect_timeout", "max_connections"}
+    """The cluster and sentinel URLs' options: socket timeouts and ``max_connections`` (``timeout``,
+    the wait for a free connection, is read by the blocking Cluster client only)."""
+    unknown = set(params) - {"socket_timeout", "socket_connect_timeout", "max_connections", "timeout"}
     if unknown:
         raise ConfigError(f"redis store: unknown URL parameter(s) {sorted(unknown)} in {mask_url(url)!r}")
     try:
@@ -201,11 +208,12 @@ def _options(params: dict[str, str], timeout: float, url: str) -> dict[str, Any]
         }
     except ValueError:
         raise ConfigError(f"redis store: bad timeout in {mask_url(url)!r}") from None
-    options["max_connections"] = _max_connections(params, url)
+    options["max_connections"] = url_max_connections(params, url)
     return options
 
 
-def _max_connections(params: dict[str, str], url: str) -> int:
+def url_max_connections(params: dict[str, str], url: str) -> int:
+    """The URL's ``max_connections`` (default :data:`DEFAULT_MAX_CONNECTIONS`), a positive integer."""
     raw = params.get("max_connections", str(DEFAULT_MAX_CONNECTIONS))
     if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
         raise ConfigError(
@@ -247,8 +255,14 @@ def redis_client(url: str, *, timeout: float, flavour: Flavour) -> Any:
         cluster = importlib.import_module(flavour.cluster)
         nodes, username, password = _nodes(parts.netloc, url)
         options = _options(params, timeout, url)
-        if flavour is SYNC:  # each node's pool waits for a free connection as the standalone one does
+        if flavour is SYNC:
+            # each node's pool waits for a free connection, as the standalone store's does;
+            # redis-py builds nodes on connection_pool_class when given the first node's URL
+            host, port = nodes[0]
+            options["url"] = f"redis://[{host}]:{port}" if ":" in host else f"redis://{host}:{port}"
             options["connection_pool_class"] = redis.BlockingConnectionPool
+            options["timeout"] = float(params.get("timeout", timeout))
+            nodes = nodes[1:]
         return cluster.RedisCluster(
             startup_nodes=[cluster.ClusterNode(h, p) for h, p in nodes],
             username=username,
@@ -275,7 +289,7 @@ def redis_client(url: str, *, timeout: float, flavour: Flavour) -> Any:
             retry=retry,
             **options,
         )
-    _max_connections(params, url)
+    url_max_connections(params, url)
     defaults: dict[str, Any] = {
         "retry": retry,
         "socket_timeout": timeout,
