@@ -24,7 +24,7 @@ from apimw._stores.aio import open_async_store
 from apimw.errors import ConfigError, StoreError
 from apimw.idempotency import IdempotencyMiddleware
 from tests.asgi_support import flavours, layered, run_async
-from tests.idempotency_support import ClusterRedisServer, CreateApp, post
+from tests.idempotency_support import ClusterRedisServer, CreateApp, SentinelServer, post
 from tests.servers import HOST, MemcachedServer, RedisServer, Server, make_workdir
 
 BOUND = 4
@@ -47,10 +47,21 @@ def private(request: pytest.FixtureRequest) -> Iterator[Server]:
     yield from serve(request.param)
 
 
-@pytest.fixture(params=["redis", "redis-cluster", "memcached"])
+@pytest.fixture(params=["redis", "redis-cluster", "redis-sentinel", "memcached"])
 def any_private(request: pytest.FixtureRequest) -> Iterator[Server]:
-    """A server of this test's own, a one-node Redis Cluster too."""
-    yield from serve(request.param)
+    """A server of this test's own, a one-node Redis Cluster and a Sentinel-watched master too."""
+    if request.param != "redis-sentinel":
+        yield from serve(request.param)
+        return
+    for master in serve("redis"):
+        workdir = make_workdir("pool-sentinel")
+        sentinel = SentinelServer(workdir, master)  # type: ignore[arg-type]
+        sentinel.start()
+        try:
+            yield sentinel
+        finally:
+            sentinel.stop()
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def serve(kind: str) -> Iterator[Server]:
@@ -69,6 +80,8 @@ class Observer:
 
     def __init__(self, server: Server) -> None:
         self.redis = isinstance(server, RedisServer)
+        if isinstance(server, SentinelServer):  # the store's commands go to the master it names
+            server = server.master
         if self.redis:
             self.client: Any = redis.Redis(host=HOST, port=server.port, single_connection_client=True)
             self.seen: list[str] = []

@@ -18,7 +18,6 @@ import asyncio
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlsplit
 
 import redis
 import redis.asyncio
@@ -35,7 +34,7 @@ from apimw._stores.redis_store import (
     claim_reply,
     milliseconds,
     redis_client,
-    url_max_connections,
+    refusing_pool_slots,
 )
 from apimw.errors import StoreError
 
@@ -51,10 +50,10 @@ ASYNC: Final = Flavour(
 class _Client:
     """One loop's client, its registered scripts, and the calls it may run at once.
 
-    redis-py's asyncio ``RedisCluster`` refuses a command past a node's ``max_connections``
-    (``MaxConnectionsError``) instead of waiting as the blocking pool of the other clients
-    does, so cluster calls first wait for one of ``max_connections`` slots (a single-key call
-    uses one node, so no node is ever asked for more).
+    redis-py's asyncio ``RedisCluster`` and Sentinel pool refuse a command past
+    ``max_connections`` (``MaxConnectionsError``) instead of waiting as the blocking pool of
+    the other clients does, so their calls first wait for one of ``max_connections`` slots
+    (a single-key call uses one node, so no node is ever asked for more).
     """
 
     def __init__(self, client: Any, slots: int | None) -> None:
@@ -78,12 +77,7 @@ class AsyncRedisStore:
         self._url = url
         self._timeout = timeout
         redis_client(url, timeout=timeout, flavour=ASYNC)  # a malformed URL fails here, at construction
-        parts = urlsplit(url)
-        self._cluster_slots = (
-            url_max_connections(dict(parse_qsl(parts.query)), url)
-            if parts.scheme.lower() == "redis+cluster"
-            else None
-        )
+        self._slots = refusing_pool_slots(url, ASYNC)
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Client] = (
             weakref.WeakKeyDictionary()
         )
@@ -97,7 +91,7 @@ class AsyncRedisStore:
         found = self._clients.get(loop)
         if found is None:
             found = self._clients[loop] = _Client(
-                redis_client(self._url, timeout=self._timeout, flavour=ASYNC), self._cluster_slots
+                redis_client(self._url, timeout=self._timeout, flavour=ASYNC), self._slots
             )
         return found
 
@@ -114,7 +108,7 @@ class AsyncRedisStore:
                 await asyncio.wait_for(client.slots.acquire(), self._timeout)
             except TimeoutError:
                 raise StoreError(
-                    f"{self.name}: {what}: all {self._cluster_slots} connections stayed busy for "
+                    f"{self.name}: {what}: all {self._slots} connections stayed busy for "
                     f"{self._timeout:g} s (max_connections)"
                 ) from None
             try:
@@ -163,3 +157,8 @@ class AsyncRedisStore:
         found = self._clients.pop(asyncio.get_running_loop(), None)
         if found is not None:
             await found.client.aclose()
+            # a Sentinel master's pool asks the Sentinels through clients of their own
+            pool = getattr(found.client, "connection_pool", None)  # a RedisCluster has none
+            manager = getattr(pool, "sentinel_manager", None)
+            for sentinel in getattr(manager, "sentinels", ()):
+                await sentinel.aclose()

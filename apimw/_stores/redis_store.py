@@ -30,7 +30,8 @@ URLs and their options:
     blocking pool.
 ``redis+sentinel://[[user]:password@]host:port[,host:port...]/<service_name>[/<db>]?max_connections=50``
     ``Sentinel(...).master_for(service_name)``; the password is the master's;
-    ``max_connections`` bounds the master's pool (a call past it fails: 503 upstream).
+    ``max_connections`` bounds the master's pool, which refuses past it: the store waits
+    up to the store timeout for a free connection, then fails (503 upstream).
 
 The cluster and sentinel URLs take ``socket_timeout``, ``socket_connect_timeout``
 and ``max_connections`` only.  Redis replication is asynchronous: a failover can
@@ -42,6 +43,8 @@ from __future__ import annotations
 
 import importlib
 import math
+import threading
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -106,10 +109,12 @@ class RedisStore:
 
     *client* is a ``redis.Redis`` (over a bounded pool), ``RedisCluster`` or a Sentinel
     master client, built with ``decode_responses=False``; :func:`open_redis_store` builds
-    it from a URL.  The store owns it: :meth:`close` closes it.
+    it from a URL.  The store owns it: :meth:`close` closes it.  *slots*: for a client whose
+    pool refuses a call past its ``max_connections`` instead of waiting (redis-py's Sentinel
+    pool), each call first waits up to *wait* seconds for one of *slots* slots.
     """
 
-    def __init__(self, client: Any, *, name: str) -> None:
+    def __init__(self, client: Any, *, name: str, slots: int | None = None, wait: float = 0.5) -> None:
         self.name = name
         self.client = client
         self._claim = client.register_script(CLAIM_SCRIPT)
@@ -117,60 +122,65 @@ class RedisStore:
         self._complete = client.register_script(COMPLETE_SCRIPT)
         self._release = client.register_script(RELEASE_SCRIPT)
         self._extend = client.register_script(EXTEND_SCRIPT)
+        self._slots = threading.BoundedSemaphore(slots) if slots is not None else None
+        self._slot_count = slots
+        self._wait = wait
 
     def __repr__(self) -> str:
         return f"<RedisStore {self.name}>"
 
-    def ping(self) -> None:
-        """``PING``; raise :class:`StoreError` if it fails."""
-        try:
-            self.client.ping()
-        except ERRORS as exc:
-            raise self._fail("ping", exc) from exc
-
     def _fail(self, what: str, exc: BaseException) -> StoreError:
         return StoreError(f"{self.name}: {what} failed: {type(exc).__name__}: {exc}")
+
+    def _run(self, what: str, call: Callable[[], Any]) -> Any:
+        """``call()``, in a slot if the client needs one; every failure a :class:`StoreError`."""
+        slots = self._slots
+        if slots is not None and not slots.acquire(timeout=self._wait):
+            raise StoreError(
+                f"{self.name}: {what}: all {self._slot_count} connections stayed busy for "
+                f"{self._wait:g} s (max_connections)"
+            )
+        try:
+            return call()
+        except ERRORS as exc:
+            raise self._fail(what, exc) from exc
+        finally:
+            if slots is not None:
+                slots.release()
+
+    def ping(self) -> None:
+        """``PING``; raise :class:`StoreError` if it fails."""
+        self._run("ping", self.client.ping)
 
     def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
         if self._set_get:
             # Redis >= 7.0: SET NX GET is the claim and the read of a taken key in one plain command.
             try:
-                old = self.client.set(key, value, nx=True, px=milliseconds(lease), get=True)
-            except (redis.ResponseError, redis.DataError):
+                old = self._run(
+                    "claim", lambda: self.client.set(key, value, nx=True, px=milliseconds(lease), get=True)
+                )
+            except StoreError as exc:
+                if not isinstance(exc.__cause__, (redis.ResponseError, redis.DataError)):
+                    raise
                 self._set_get = False  # an older server (or client): use the Lua script from now on
-            except ERRORS as exc:
-                raise self._fail("claim", exc) from exc
             else:
                 return None if old is None else bytes(old)
-        try:
-            result = self._claim(keys=[key], args=[value, milliseconds(lease)])
-        except ERRORS as exc:
-            raise self._fail("claim", exc) from exc
+        result = self._run("claim", lambda: self._claim(keys=[key], args=[value, milliseconds(lease)]))
         return claim_reply(result, self.name)
 
     def complete(self, key: str, expect: bytes, value: bytes, ttl: float) -> bool:
-        try:
-            return bool(self._complete(keys=[key], args=[expect[:PREFIX_LEN], value, milliseconds(ttl)]))
-        except ERRORS as exc:
-            raise self._fail("complete", exc) from exc
+        args = [expect[:PREFIX_LEN], value, milliseconds(ttl)]
+        return bool(self._run("complete", lambda: self._complete(keys=[key], args=args)))
 
     def release(self, key: str, expect: bytes) -> bool:
-        try:
-            return bool(self._release(keys=[key], args=[expect[:PREFIX_LEN]]))
-        except ERRORS as exc:
-            raise self._fail("release", exc) from exc
+        return bool(self._run("release", lambda: self._release(keys=[key], args=[expect[:PREFIX_LEN]])))
 
     def extend(self, key: str, expect: bytes, lease: float) -> bool:
-        try:
-            return bool(self._extend(keys=[key], args=[expect[:PREFIX_LEN], milliseconds(lease)]))
-        except ERRORS as exc:
-            raise self._fail("extend", exc) from exc
+        args = [expect[:PREFIX_LEN], milliseconds(lease)]
+        return bool(self._run("extend", lambda: self._extend(keys=[key], args=args)))
 
     def get(self, key: str) -> bytes | None:
-        try:
-            value = self.client.get(key)
-        except ERRORS as exc:
-            raise self._fail("get", exc) from exc
+        value = self._run("get", lambda: self.client.get(key))
         return None if value is None else bytes(value)
 
     def close(self) -> None:
@@ -228,7 +238,18 @@ def open_redis_store(url: str, *, timeout: float = 0.5) -> RedisStore:
     *timeout* (seconds) is the default of the URL's ``socket_timeout``,
     ``socket_connect_timeout`` and ``timeout`` (the wait for a free pooled connection).
     """
-    return RedisStore(redis_client(url, timeout=timeout, flavour=SYNC), name=display_url(url))
+    client = redis_client(url, timeout=timeout, flavour=SYNC)
+    return RedisStore(client, name=display_url(url), slots=refusing_pool_slots(url, SYNC), wait=timeout)
+
+
+def refusing_pool_slots(url: str, flavour: Flavour) -> int | None:
+    """The URL's ``max_connections`` when *flavour*'s client for it refuses a call past that bound
+    instead of waiting (Sentinel; Cluster on asyncio), so the store must wait itself; else ``None``."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "redis+sentinel" or (scheme == "redis+cluster" and flavour is not SYNC):
+        return url_max_connections(dict(parse_qsl(parts.query)), url)
+    return None
 
 
 class Flavour(NamedTuple):
