@@ -13,7 +13,7 @@ same token).  It prints the added latency (median) against the issue's targets:
 
 For scale it also prints the same ``GET`` over a bare socket: the network's share
 of the baseline round trip (the rest is the client library's per-command cost,
-which the middleware's stores avoid on their hot path).
+which the middleware's stores pay too: they go through the same clients).
 """
 
 from __future__ import annotations

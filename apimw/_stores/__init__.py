@@ -30,8 +30,16 @@ from urllib.parse import urlsplit
 
 from apimw.errors import ConfigError, StoreError, explain_missing
 
-__all__ = ["PENDING_STATE", "PREFIX_LEN", "RecordTooLarge", "Store", "StoreError", "display_url", "mask_url",
-           "open_store"]
+__all__ = [
+    "PENDING_STATE",
+    "PREFIX_LEN",
+    "RecordTooLarge",
+    "Store",
+    "StoreError",
+    "display_url",
+    "mask_url",
+    "open_store",
+]
 
 #: Bytes at the start of a record that fenced writes compare: 32 hex owner id + 1 state byte.
 PREFIX_LEN: Final = 33
@@ -109,7 +117,23 @@ class Store(Protocol):
 
 
 def open_store(url: str, *, timeout: float = 0.5) -> Store:
-    """A store for *url*; *timeout* is the socket timeout unless the URL sets its own.
+    """A store for *url*; *timeout* (seconds) is the default of the URL's timeouts.
+
+    URL options (defaults in brackets):
+
+    ``memory://[<name>]?max_items=&max_bytes=``
+        Records [100000] and bytes [64 MiB] held at most; when full, the tenant
+        holding the largest share gives up its oldest completed record.
+    ``memcached://host:port[,host:port...]?max_pool_size=&timeout=&connect_timeout=``
+        Connections per server [50]; a call that finds them all busy waits up to
+        ``timeout`` for one, then fails.  Seconds per command [*timeout*] and per
+        connect [``timeout``].
+    ``redis://``, ``rediss://``, ``unix://`` ``?max_connections=&timeout=&socket_timeout=``
+        Anything ``redis.BlockingConnectionPool.from_url`` reads: connections [50];
+        the wait for a free one [*timeout*]; ``socket_timeout`` and
+        ``socket_connect_timeout`` [*timeout*].
+    ``redis+cluster://host:port[,...]``, ``redis+sentinel://host:port[,...]/<service>[/<db>]``
+        ``?max_connections=`` [50, per node] and the two socket timeouts [*timeout*].
 
     Raises :class:`~apimw.errors.ConfigError` for an unknown scheme or a malformed URL.
     No connection is made here: the first request connects.

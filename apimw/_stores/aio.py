@@ -9,7 +9,8 @@
     ``memory://<name>`` is the same store a WSGI middleware of the process names.
 ``memcached://``
     The :class:`~apimw._stores.memcached_store.MemcachedStore`, each call in a worker
-    thread of the store's own (:class:`ThreadedStore`).  Chosen by measurement over ``aiomcache`` 0.8
+    thread of the store's own (:class:`ThreadedStore`), as many threads as the store has
+    connections (``max_pool_size`` per server).  Chosen by measurement over ``aiomcache`` 0.8
     (``bench/bench_asgi.py --memcached``): the thread hop costs less than the extra
     round trip ``aiomcache`` needs (it cannot pipeline ``add`` with ``gets``), and the
     claim, cas and reply parsing stay written once.
@@ -93,8 +94,11 @@ class InlineStore:
 class ThreadedStore:
     """A blocking network :class:`Store` (``memcached://``), each call in a worker thread.
 
-    The threads are the store's own (*threads* of them, started as needed), not asyncio's
-    default executor: a hung server then neither holds up the rest of the process's
+    The threads are the store's own: *threads* of them (default: the store's
+    ``max_connections`` when it has one -- a memcached store's ``max_pool_size`` per
+    server -- else :data:`THREADS`), started as needed, so no more calls wait on the
+    server at once than the store has connections for.  Not asyncio's default
+    executor: a hung server then neither holds up the rest of the process's
     ``asyncio.to_thread`` work nor waits behind it.  A call before the app runs (``claim``,
     ``get``) that no thread has taken up within the store's timeout (*timeout*, or the
     store's own ``timeout``) is dropped unsent and raises :class:`StoreError`: the request
@@ -103,14 +107,18 @@ class ThreadedStore:
     ran (``complete``, ``release``, ``extend``) wait their turn.
     """
 
-    def __init__(self, store: Store, *, timeout: float = 0.5, threads: int = THREADS) -> None:
+    def __init__(self, store: Store, *, timeout: float = 0.5, threads: int | None = None) -> None:
         self.store = store
         self.name = store.name
         self.item_size_max: Any = getattr(store, "item_size_max", None)
         own = getattr(store, "timeout", None)
         #: seconds a claim or get may wait for a free thread
         self.queue_timeout: float = own if isinstance(own, (int, float)) and own > 0 else timeout
-        self.threads = threads
+        if threads is None:
+            bound = getattr(store, "max_connections", None)
+            threads = bound if isinstance(bound, int) and bound > 0 else THREADS
+        #: worker threads (at most this many calls wait on the server at once)
+        self.threads: int = threads
         self._pool: ThreadPoolExecutor | None = None
         self._pid = 0
 

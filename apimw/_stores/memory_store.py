@@ -1,24 +1,40 @@
-"""``memory://``: a thread-safe, bounded, expiring store inside one process.
+"""``memory://``: a thread-safe, bounded, expiring store inside one process, fair between tenants.
 
 Good for tests and single-process services.  It gives the same guarantees as
 the network stores *within one process*; several worker processes each get
 their own store, so they do not protect each other (use Redis or memcached).
 
 ``memory://`` is private to the middleware that opens it; ``memory://<name>``
-is shared by every middleware in the process that names it.  It is bounded
-twice: ``?max_items=N`` records (default 100000) and ``?max_bytes=N`` bytes
-(default 64 MiB; each record counts its key, its value and
-:data:`RECORD_OVERHEAD`).  When either bound is reached, expired records go
-first, then *completed* records, oldest first (as memcached's LRU would evict
-them).  An in-flight claim is never evicted -- that would let a retry run
-alongside the request that holds it: a claim that finds the store full of
-claims is refused (:class:`~apimw.errors.StoreError`: 503 upstream), and a
-record larger than the whole budget is refused with
-:class:`~apimw._stores.RecordTooLarge` (the middleware stores a tombstone instead).
+is shared by every middleware in the process that names it.  URL options:
+
+``max_items``
+    Records held at most (default :data:`DEFAULT_MAX_ITEMS`).
+``max_bytes``
+    Bytes held at most (default :data:`DEFAULT_MAX_BYTES`, 64 MiB); each record
+    counts its key, its value and :data:`RECORD_OVERHEAD`.
+
+When either bound is reached, expired records go first, then *completed*
+records, taken from the tenant that holds the most: the tenant whose completed
+records are the largest share of ``max_bytes`` or of ``max_items`` (whichever
+share is larger) gives up its oldest one, and so on until the new record fits.
+One tenant's many or large answers therefore evict its own oldest answers, never
+the completed record of a tenant that holds less.  A record's tenant is the
+scope the idempotency middleware writes in the record's head (its ``"sc"``:
+the project under the default ``scope = project``); records without one share
+one tenant.
+
+An in-flight claim is never evicted -- that would let a retry run alongside
+the request that holds it: a claim that finds the store full of claims is
+refused (:class:`~apimw.errors.StoreError`: 503 upstream), and a record larger
+than the whole budget is refused with :class:`~apimw._stores.RecordTooLarge`
+(the middleware stores a tombstone instead).
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -41,15 +57,45 @@ def _in_flight(value: bytes) -> bool:
     return value[PREFIX_LEN - 1 : PREFIX_LEN] == PENDING_STATE
 
 
-class MemoryStore:
-    """Records in two ordered dicts guarded by one lock; expiry by ``time.monotonic()``.
+#: The ``"sc"`` member of a record's JSON head: outside a JSON string a quote is never escaped,
+#: so a header value cannot forge it.
+_SCOPE_MEMBER: Final = re.compile(rb'"sc":("(?:[^"\\]|\\.)*")')
 
-    ``_claims`` holds in-flight records (never evicted), ``_done`` the completed ones
-    in the order they were written (evicted oldest first).
+
+def record_tenant(value: bytes) -> bytes:
+    """The tenant of a record: the ``"sc"`` (scope) of the JSON head after its prefix, as the JSON
+    string it is written as (equal scopes are written alike), else ``b""``."""
+    end = value.find(b"\n", PREFIX_LEN)
+    found = _SCOPE_MEMBER.search(value, PREFIX_LEN, end) if end > 0 else None
+    return b"" if found is None else found.group(1)
+
+
+class _Tenant:
+    """One tenant's completed records, oldest first, and what they weigh."""
+
+    __slots__ = ("bytes", "keys", "stamp")
+
+    def __init__(self) -> None:
+        self.keys: OrderedDict[str, None] = OrderedDict()
+        self.bytes = 0
+        self.stamp = 0  # which of the tenant's entries in the eviction heap is current
+
+
+class MemoryStore:
+    """Records in memory, guarded by one lock; expiry by ``time.monotonic()``.
+
+    *max_items* / *max_bytes*: the bounds (see the module doc, which also gives the
+    eviction rule); *name*: for logs.  ``_claims`` holds in-flight records (never
+    evicted), ``_done`` the completed ones; ``_tenants`` each tenant's completed keys,
+    oldest first, and ``_heaviest`` a heap of the tenants by their share of the store.
     """
 
     def __init__(
-        self, *, max_items: int = DEFAULT_MAX_ITEMS, max_bytes: int = DEFAULT_MAX_BYTES, name: str = "memory://"
+        self,
+        *,
+        max_items: int = DEFAULT_MAX_ITEMS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        name: str = "memory://",
     ) -> None:
         if max_items < 1:
             raise ConfigError(f"memory store max_items must be >= 1, got {max_items}")
@@ -59,7 +105,11 @@ class MemoryStore:
         self.max_items = max_items
         self.max_bytes = max_bytes
         self._claims: dict[str, tuple[bytes, float]] = {}
-        self._done: OrderedDict[str, tuple[bytes, float]] = OrderedDict()
+        self._done: dict[str, tuple[bytes, float]] = {}
+        self._tenant_of: dict[str, bytes] = {}
+        self._tenants: dict[bytes, _Tenant] = {}
+        self._heaviest: list[tuple[float, int, bytes]] = []  # (-share, stamp, tenant); stale entries skipped
+        self._stamps = itertools.count(1)
         self._bytes = 0
         self._lock = threading.Lock()
         self._next_sweep = 0.0
@@ -81,10 +131,39 @@ class MemoryStore:
         with self._lock:
             return [*self._claims.items(), *self._done.items()]
 
+    def _weigh(self, name: bytes, tenant: _Tenant) -> None:
+        """Record *tenant*'s share of the store in the eviction heap (its older entries go stale)."""
+        if not tenant.keys:
+            del self._tenants[name]
+            return
+        tenant.stamp = next(self._stamps)
+        share = max(tenant.bytes / self.max_bytes, len(tenant.keys) / self.max_items)
+        heapq.heappush(self._heaviest, (-share, tenant.stamp, name))
+        if len(self._heaviest) > 4 * len(self._tenants) + 64:  # bounded: rebuilt from the live entries
+            live = {(name, t.stamp) for name, t in self._tenants.items()}
+            self._heaviest = [entry for entry in self._heaviest if (entry[2], entry[1]) in live]
+            heapq.heapify(self._heaviest)
+
+    def _heaviest_tenant(self) -> _Tenant | None:
+        """The tenant whose completed records weigh the most, or ``None`` if there are none."""
+        while self._heaviest:
+            _, stamp, name = self._heaviest[0]
+            tenant = self._tenants.get(name)
+            if tenant is not None and tenant.stamp == stamp:
+                return tenant
+            heapq.heappop(self._heaviest)
+        return None
+
     def _drop(self, key: str) -> None:
         entry = self._claims.pop(key, None)
         if entry is None:
             entry = self._done.pop(key, None)
+            if entry is not None:
+                name = self._tenant_of.pop(key)
+                tenant = self._tenants[name]
+                del tenant.keys[key]
+                tenant.bytes -= self._size(key, entry[0])
+                self._weigh(name, tenant)
         if entry is not None:
             self._bytes -= self._size(key, entry[0])
 
@@ -102,14 +181,18 @@ class MemoryStore:
         return count > self.max_items or self._bytes + extra_bytes > self.max_bytes
 
     def _make_room(self, key: str, value: bytes, now: float) -> None:
-        """Evict until *value* fits under *key*; raise if only in-flight claims stand in the way."""
+        """Evict until *value* fits under *key*; raise if only in-flight claims stand in the way.
+
+        *key* is absent or an in-flight claim here (claim and complete write nothing else), so
+        it is never among the completed records evicted.
+        """
         size = self._size(key, value)
         if size > self.max_bytes:
             raise RecordTooLarge(
                 f"{self.name}: a record of {len(value)} bytes is larger than the store's max_bytes "
                 f"({self.max_bytes})"
             )
-        old = self._claims.get(key) or self._done.get(key)
+        old = self._claims.get(key)
         extra_items = 0 if old is not None else 1
         extra_bytes = size - (self._size(key, old[0]) if old is not None else 0)
         if not self._over(extra_items, extra_bytes):
@@ -120,13 +203,13 @@ class MemoryStore:
                 for stale in [k for k, (_, exp) in table.items() if exp <= now and k != key]:
                     self._drop(stale)
         while self._over(extra_items, extra_bytes):
-            oldest = next((k for k in self._done if k != key), None)
-            if oldest is None:
+            tenant = self._heaviest_tenant()
+            if tenant is None:
                 raise StoreError(
                     f"{self.name}: full of in-flight claims ({len(self._claims)} records, "
                     f"{self._bytes} bytes); raise max_items / max_bytes"
                 )
-            self._drop(oldest)
+            self._drop(next(iter(tenant.keys)))  # that tenant's oldest completed record
 
     def _put(self, key: str, value: bytes, ttl: float, now: float) -> None:
         self._make_room(key, value, now)
@@ -135,6 +218,13 @@ class MemoryStore:
             self._claims[key] = (value, now + ttl)
         else:
             self._done[key] = (value, now + ttl)
+            name = self._tenant_of[key] = record_tenant(value)
+            tenant = self._tenants.get(name)
+            if tenant is None:
+                tenant = self._tenants[name] = _Tenant()
+            tenant.keys[key] = None
+            tenant.bytes += self._size(key, value)
+            self._weigh(name, tenant)
         self._bytes += self._size(key, value)
 
     def claim(self, key: str, value: bytes, lease: float) -> bytes | None:

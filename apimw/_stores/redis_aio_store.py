@@ -7,13 +7,16 @@ both kinds of client), and the same error contract: every failure is a
 :class:`~apimw.errors.StoreError`.
 
 An asyncio connection belongs to the event loop that opened it, so the store keeps
-one client per running loop (a server runs one loop per worker; a test may run several).
+one client per running loop (a server runs one loop per worker; a test may run several),
+each over its own pool bounded by the URL's ``max_connections`` (see
+:mod:`apimw._stores.redis_store` for the URL options).
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import redis
@@ -22,42 +25,59 @@ import redis.asyncio.retry
 
 from apimw._stores import PREFIX_LEN, display_url
 from apimw._stores.redis_store import (
-    _CLAIM,
-    _COMPLETE,
-    _ERRORS,
-    _EXTEND,
-    _RELEASE,
+    CLAIM_SCRIPT,
+    COMPLETE_SCRIPT,
+    ERRORS,
+    EXTEND_SCRIPT,
+    RELEASE_SCRIPT,
     Flavour,
-    _ms,
     claim_reply,
+    milliseconds,
     redis_client,
+    refusing_pool_slots,
 )
 from apimw.errors import StoreError
 
 ASYNC: Final = Flavour(
-    redis.asyncio.Redis, "redis.asyncio.cluster", "redis.asyncio.sentinel", redis.asyncio.retry.Retry
+    redis.asyncio.Redis,
+    redis.asyncio.BlockingConnectionPool,
+    "redis.asyncio.cluster",
+    "redis.asyncio.sentinel",
+    redis.asyncio.retry.Retry,
 )
 
 
 class _Client:
-    """One loop's client and its registered scripts."""
+    """One loop's client, its registered scripts, and the calls it may run at once.
 
-    def __init__(self, client: Any) -> None:
+    redis-py's asyncio ``RedisCluster`` and Sentinel pool refuse a command past
+    ``max_connections`` (``MaxConnectionsError``) instead of waiting as the blocking pool of
+    the other clients does, so their calls first wait for one of ``max_connections`` slots
+    (a single-key call uses one node, so no node is ever asked for more).
+    """
+
+    def __init__(self, client: Any, slots: int | None) -> None:
         self.client = client
-        self.claim = client.register_script(_CLAIM)
-        self.complete = client.register_script(_COMPLETE)
-        self.release = client.register_script(_RELEASE)
-        self.extend = client.register_script(_EXTEND)
+        self.slots = asyncio.Semaphore(slots) if slots is not None else None
+        self.claim = client.register_script(CLAIM_SCRIPT)
+        self.complete = client.register_script(COMPLETE_SCRIPT)
+        self.release = client.register_script(RELEASE_SCRIPT)
+        self.extend = client.register_script(EXTEND_SCRIPT)
 
 
 class AsyncRedisStore:
-    """Records in Redis through ``redis.asyncio`` (standalone, Sentinel-managed or Cluster)."""
+    """Records in Redis through ``redis.asyncio`` (standalone, Sentinel-managed or Cluster).
+
+    *url*: any URL of :mod:`apimw._stores.redis_store`, with the same options; *timeout*:
+    their default timeouts (seconds), and the longest wait for a free connection.
+    """
 
     def __init__(self, url: str, *, timeout: float = 0.5) -> None:
         self.name = display_url(url)
         self._url = url
         self._timeout = timeout
         redis_client(url, timeout=timeout, flavour=ASYNC)  # a malformed URL fails here, at construction
+        self._slots = refusing_pool_slots(url, ASYNC)
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Client] = (
             weakref.WeakKeyDictionary()
         )
@@ -71,66 +91,74 @@ class AsyncRedisStore:
         found = self._clients.get(loop)
         if found is None:
             found = self._clients[loop] = _Client(
-                redis_client(self._url, timeout=self._timeout, flavour=ASYNC)
+                redis_client(self._url, timeout=self._timeout, flavour=ASYNC), self._slots
             )
         return found
 
     def _fail(self, what: str, exc: BaseException) -> StoreError:
         return StoreError(f"{self.name}: {what} failed: {type(exc).__name__}: {exc}")
 
-    async def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
+    async def _run(self, what: str, call: Callable[[_Client], Awaitable[Any]]) -> Any:
+        """``call(client)``, in a cluster slot if the client needs one; every failure a StoreError."""
         client = self._client()
+        try:
+            if client.slots is None:
+                return await call(client)
+            try:
+                await asyncio.wait_for(client.slots.acquire(), self._timeout)
+            except TimeoutError:
+                raise StoreError(
+                    f"{self.name}: {what}: all {self._slots} connections stayed busy for "
+                    f"{self._timeout:g} s (max_connections)"
+                ) from None
+            try:
+                return await call(client)
+            finally:
+                client.slots.release()
+        except ERRORS as exc:
+            raise self._fail(what, exc) from exc
+
+    async def claim(self, key: str, value: bytes, lease: float) -> bytes | None:
         if self._set_get:
             # Redis >= 7.0: SET NX GET is the claim and the read of a taken key in one command.
             try:
-                old = await client.client.set(key, value, nx=True, px=_ms(lease), get=True)
-            except (redis.ResponseError, redis.DataError):
+                old = await self._run(
+                    "claim", lambda c: c.client.set(key, value, nx=True, px=milliseconds(lease), get=True)
+                )
+            except StoreError as exc:
+                if not isinstance(exc.__cause__, (redis.ResponseError, redis.DataError)):
+                    raise
                 self._set_get = False  # an older server: the Lua script from now on
-            except _ERRORS as exc:
-                raise self._fail("claim", exc) from exc
             else:
                 return None if old is None else bytes(old)
-        try:
-            result = await client.claim(keys=[key], args=[value, _ms(lease)])
-        except _ERRORS as exc:
-            raise self._fail("claim", exc) from exc
+        result = await self._run("claim", lambda c: c.claim(keys=[key], args=[value, milliseconds(lease)]))
         return claim_reply(result, self.name)
 
     async def complete(self, key: str, expect: bytes, value: bytes, ttl: float) -> bool:
-        try:
-            return bool(
-                await self._client().complete(keys=[key], args=[expect[:PREFIX_LEN], value, _ms(ttl)])
-            )
-        except _ERRORS as exc:
-            raise self._fail("complete", exc) from exc
+        args = [expect[:PREFIX_LEN], value, milliseconds(ttl)]
+        return bool(await self._run("complete", lambda c: c.complete(keys=[key], args=args)))
 
     async def release(self, key: str, expect: bytes) -> bool:
-        try:
-            return bool(await self._client().release(keys=[key], args=[expect[:PREFIX_LEN]]))
-        except _ERRORS as exc:
-            raise self._fail("release", exc) from exc
+        return bool(await self._run("release", lambda c: c.release(keys=[key], args=[expect[:PREFIX_LEN]])))
 
     async def extend(self, key: str, expect: bytes, lease: float) -> bool:
-        try:
-            return bool(await self._client().extend(keys=[key], args=[expect[:PREFIX_LEN], _ms(lease)]))
-        except _ERRORS as exc:
-            raise self._fail("extend", exc) from exc
+        args = [expect[:PREFIX_LEN], milliseconds(lease)]
+        return bool(await self._run("extend", lambda c: c.extend(keys=[key], args=args)))
 
     async def get(self, key: str) -> bytes | None:
-        try:
-            value = await self._client().client.get(key)
-        except _ERRORS as exc:
-            raise self._fail("get", exc) from exc
+        value = await self._run("get", lambda c: c.client.get(key))
         return None if value is None else bytes(value)
 
     async def ping(self) -> None:
-        try:
-            await self._client().client.ping()
-        except _ERRORS as exc:
-            raise self._fail("ping", exc) from exc
+        await self._run("ping", lambda c: c.client.ping())
 
     async def aclose(self) -> None:
         """Close the running loop's client (the store opens a new one if used again)."""
         found = self._clients.pop(asyncio.get_running_loop(), None)
         if found is not None:
             await found.client.aclose()
+            # a Sentinel master's pool asks the Sentinels through clients of their own
+            pool = getattr(found.client, "connection_pool", None)  # a RedisCluster has none
+            manager = getattr(pool, "sentinel_manager", None)
+            for sentinel in getattr(manager, "sentinels", ()):
+                await sentinel.aclose()
