@@ -719,3 +719,24 @@ def test_a_lease_that_expired_with_no_competitor_says_so(door: str, caplog: pyte
     messages = [r.getMessage() for r in caplog.records]
     assert not any("took it over" in m for m in messages), messages
     assert any("the claim expired" in m and "no other request" in m for m in messages), messages
+
+
+# -- what the ASGI app is handed: the apimw keys, no CGI keys ---------------------------------
+
+
+def test_asgi_the_app_is_handed_the_apimw_keys_and_no_cgi_keys() -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        seen.append(dict(scope))
+        await receive()
+        await send({"type": "http.response.start", "status": 201, "headers": []})
+        await send({"type": "http.response.body", "body": b"made"})
+
+    mw = apimw.asgi.IdempotencyMiddleware(app, store=f"memory://{uuid.uuid4().hex}")
+    asyncio.run(asgi_request(mw, asgi_scope(token())))
+    handed = seen[0]
+    assert apimw.asgi.client_token(handed) is not None
+    assert apimw.asgi.client_token(handed).project == "project-a"  # type: ignore[union-attr]
+    assert handed["apimw.idempotency.status"] == "claimed"
+    assert sorted(k for k in handed if k.isupper() or k.startswith("wsgi.")) == []
