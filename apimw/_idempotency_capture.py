@@ -6,7 +6,7 @@ is streamed through and a tombstone is stored instead; a transient status releas
 claim so that a retry runs again.
 
 The store calls are written sans-IO: the rules that call the store are generators that
-yield each call as an :data:`Op` (``("complete", key, prefix, record, ttl)``) and get its
+yield each call as an :data:`Op` (``CompleteCall(key, prefix, record, ttl)``) and get its
 result back (a failure is thrown in).  :func:`run_ops` runs them on a blocking store (the
 WSGI middleware); ``apimw.asgi`` awaits the same ops on an asyncio store.
 """
@@ -33,16 +33,61 @@ if TYPE_CHECKING:
 
 LOG: Final = logging.getLogger("apimw.idempotency")
 
-#: One store call: the method's name, then its arguments.
-Op = tuple[Any, ...]
 _T = TypeVar("_T")
+
+
+class ClaimCall(NamedTuple):
+    """``store.claim(key, value, lease)``: the record there, or None when this call made it."""
+
+    key: str
+    value: bytes
+    lease: float
+
+    def call(self, store: Any) -> Any:
+        return store.claim(self.key, self.value, self.lease)
+
+
+class CompleteCall(NamedTuple):
+    """``store.complete(key, expect, value, ttl)``: replace the claim (owner-fenced)."""
+
+    key: str
+    expect: bytes
+    value: bytes
+    ttl: float
+
+    def call(self, store: Any) -> Any:
+        return store.complete(self.key, self.expect, self.value, self.ttl)
+
+
+class ReleaseCall(NamedTuple):
+    """``store.release(key, expect)``: delete the claim (owner-fenced)."""
+
+    key: str
+    expect: bytes
+
+    def call(self, store: Any) -> Any:
+        return store.release(self.key, self.expect)
+
+
+class GetCall(NamedTuple):
+    """``store.get(key)``: the record there, or None."""
+
+    key: str
+
+    def call(self, store: Any) -> Any:
+        return store.get(self.key)
+
+
+#: One store call the rules ask for.  ``op.call(store)`` makes it on a blocking store, and
+#: returns the awaitable of an asyncio one.
+Op = ClaimCall | CompleteCall | ReleaseCall | GetCall
 #: Rules that call the store: a generator of :data:`Op` that returns a *_T*.
 Ops = Generator[Op, Any, _T]
 
 
-def run_ops(ops: Ops[_T], store: Any, body: Callable[[], Any] | None = None) -> _T:
-    """Run *ops* on the blocking *store*: each op is a call of its method (a failure is thrown
-    back in); the op ``("body",)`` is answered by *body*."""
+def run_ops(ops: Ops[_T], store: Any) -> _T:
+    """Run *ops* on the blocking *store*: each op is made, its result sent back in (a failure
+    is thrown back in: the rules decide)."""
     result: Any = None
     error: BaseException | None = None
     while True:
@@ -52,7 +97,7 @@ def run_ops(ops: Ops[_T], store: Any, body: Callable[[], Any] | None = None) -> 
             return done.value  # type: ignore[no-any-return]
         result = error = None
         try:
-            result = body() if op[0] == "body" and body is not None else getattr(store, op[0])(*op[1:])
+            result = op.call(store)
         except BaseException as exc:  # noqa: BLE001 - thrown back into the rules, which decide
             error = exc
 
@@ -87,7 +132,7 @@ def refused(what: str, key: str) -> Ops[None]:
     """Log a fenced write the store refused, saying why: the claim's lease ran out and the
     record is gone (nobody else asked for the token), or another request holds it now."""
     try:
-        current = yield ("get", key)
+        current = yield GetCall(key)
     except StoreError:
         current = b"?"
     if current is None:
@@ -210,7 +255,7 @@ class Answering:
             self.settled = True
             self.unrenew()
             key, prefix = self.claim.key, self.claim.prefix
-            yield from fenced("release", key, ("release", key, prefix))
+            yield from fenced("release", key, ReleaseCall(key, prefix))
 
     def settling(self, record: bytes | None) -> Ops[bool]:
         """Complete the claim with *record*, or with a tombstone when it is None or the store refuses
@@ -223,7 +268,7 @@ class Answering:
         key, prefix = claim.key, claim.prefix
         if record is not None:
             try:
-                if (yield ("complete", key, prefix, record, retention)):
+                if (yield CompleteCall(key, prefix, record, retention)):
                     return True
                 yield from refused("complete", key)
                 return False
@@ -235,7 +280,7 @@ class Answering:
                 return False
         tombstone = records.encode_tombstone(claim.owner, claim.fp, claim.scope, self.status,
                                              records.location_of(self.headers))  # fmt: skip
-        yield from fenced("tombstone", key, ("complete", key, prefix, tombstone, retention))
+        yield from fenced("tombstone", key, CompleteCall(key, prefix, tombstone, retention))
         return False
 
     def streaming_out(self) -> Ops[list[tuple[str, str]]]:

@@ -13,7 +13,7 @@ hands the rules a :class:`RequestFacts`, and acts on the decision it gets back:
    down and ``fail_open``: run the app, marked).
 
 The store calls of step 2 and of the answer's settlement are yielded as ops
-(``("claim", key, record, lease)``) and run by the glue on its store, blocking
+(``ClaimCall(key, record, lease)``) and run by the glue on its store, blocking
 (:func:`~apimw._idempotency_capture.run_ops`) or awaited (``apimw.asgi``).  Every decision
 carries ``keys``: what the glue leaves for the app in the request's namespace (the WSGI
 environ, the ASGI scope: the ``apimw.`` keys only).
@@ -30,7 +30,7 @@ from typing import Any, Final, NamedTuple
 
 from apimw import _idempotency_identity as identity
 from apimw import _idempotency_records as records
-from apimw._idempotency_capture import Claim, Keeping, Ops
+from apimw._idempotency_capture import Claim, ClaimCall, Keeping, Ops
 from apimw._idempotency_identity import ClientToken
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import PREFIX_LEN
@@ -413,7 +413,7 @@ class IdempotencyRules:
     def _claim(self, key: str, pending: bytes) -> Ops[bytes | None]:
         """``None`` if this request owns the key now, else the record there."""
         for _ in range(3):
-            current = yield ("claim", key, pending, self.lease)
+            current = yield ClaimCall(key, pending, self.lease)
             # our own record: a retried claim whose first reply was lost
             if current is None or current[:PREFIX_LEN] == pending[:PREFIX_LEN]:
                 return None
