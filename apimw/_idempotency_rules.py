@@ -36,6 +36,8 @@ from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import PREFIX_LEN
 from apimw.errors import (
     ENVIRON_MIDDLEWARE_ANSWER,
+    ENVIRON_PROFILE,
+    ENVIRON_REQUEST_ID,
     ConfigError,
     HTTPProblem,
     StoreError,
@@ -164,6 +166,28 @@ class RequestFacts(NamedTuple):
     profile: str | None = None
     request_id: str | None = None
     multiprocess: bool = False
+
+
+def cgi_facts(
+    rules: IdempotencyRules, request: Mapping[str, Any], client_token: str | None, key_header: str | None
+) -> RequestFacts:
+    """The facts of a request its PEP 3333 keys describe: a WSGI environ, or the view of an ASGI
+    request the ASGI door builds (its headers' CGI keys, its scope's ``apimw.`` keys)."""
+    request_id = request.get(ENVIRON_REQUEST_ID)
+    return RequestFacts(
+        method=request["REQUEST_METHOD"],
+        path=request.get("SCRIPT_NAME", "") + request.get("PATH_INFO", ""),
+        query=request.get("QUERY_STRING", ""),
+        content_type=request.get("CONTENT_TYPE"),
+        client_token=client_token,
+        idempotency_key=key_header,
+        identity_headers=rules.identity_headers(request.items(), request.get(ENVIRON_VERSION)),
+        scope=rules.scope_fn(request),
+        project=project_scope(request),
+        profile=request.get(ENVIRON_PROFILE),
+        request_id=request_id if isinstance(request_id, str) and request_id else None,
+        multiprocess=bool(request.get("wsgi.multiprocess")),
+    )
 
 
 class Pass(NamedTuple):

@@ -67,20 +67,17 @@ from apimw._idempotency_rules import (
     IdempotencyRules,
     Pass,
     Reply,
-    RequestFacts,
-    ScopeFunction,
     Unprotected,
     as_status_list,
-    project_scope,
+    cgi_facts,
     shared_scope,
 )
 from apimw._idempotency_rules import (
     IDEMPOTENCY_KEY_HEADER as IDEMPOTENCY_KEY_HEADER,
 )
-from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import Store, mask_url, open_store
 from apimw._wsgi import WrappedApp
-from apimw.errors import ENVIRON_PROFILE, ENVIRON_REQUEST_ID, ConfigError, HTTPProblem, StoreError
+from apimw.errors import ConfigError, HTTPProblem, StoreError
 from apimw.metrics import Metrics, as_metrics
 
 if TYPE_CHECKING:
@@ -227,29 +224,8 @@ class IdempotencyMiddleware:
         *,
         store: str | Store = "memory://",
         store_timeout: float = 0.5,
-        methods: Iterable[str] = ("POST",),
-        accept_idempotency_key: bool = True,
-        require_token: bool = False,
-        scope: str | ScopeFunction = "project",
-        missing_scope: str = "reject",
-        fingerprint_headers: Iterable[str] = DEFAULT_FINGERPRINT_HEADERS,
-        lease: float = 300.0,
-        renew_lease: bool = False,
-        retention: float = 86400.0,
-        max_request_bytes: int = 1024 * 1024,
-        max_response_bytes: int = 900 * 1024,
-        store_5xx: bool = False,
-        release_statuses: Iterable[int | str] = DEFAULT_RELEASE_STATUSES,
-        on_store_error: str = "fail_closed",
-        retry_after: int = 1,
-        mismatch_status: int = 409,
-        replay_header: str = REPLAYED_HEADER,
-        replay_user_headers: bool = False,
-        drop_headers: Iterable[str] = (),
-        request_id_headers: Iterable[str] = DEFAULT_REQUEST_ID_HEADERS,
-        key_prefix: str = "apimw:",
-        error_profile: str | None = None,
         metrics: Metrics | str | None = None,
+        **options: Any,
     ) -> None:
         self.app = app  # the property below: also sets self._call_app
         self.metrics = as_metrics(metrics)
@@ -257,17 +233,8 @@ class IdempotencyMiddleware:
             if store_timeout <= 0:
                 raise ConfigError(f"idempotency: store_timeout must be > 0, got {store_timeout}")
             store = open_store(store, timeout=store_timeout)
-        self.rules = IdempotencyRules(
-            store_name=store.name, methods=methods, accept_idempotency_key=accept_idempotency_key,
-            require_token=require_token, scope=scope, missing_scope=missing_scope,
-            fingerprint_headers=fingerprint_headers, lease=lease, renew_lease=renew_lease,
-            retention=retention, max_request_bytes=max_request_bytes, max_response_bytes=max_response_bytes,
-            store_5xx=store_5xx, release_statuses=release_statuses, on_store_error=on_store_error,
-            retry_after=retry_after, mismatch_status=mismatch_status, replay_header=replay_header,
-            replay_user_headers=replay_user_headers, drop_headers=drop_headers,
-            request_id_headers=request_id_headers, key_prefix=key_prefix, error_profile=error_profile,
-            metrics=self.metrics,
-        )  # fmt: skip
+        #: the options, validated, and the decisions (:class:`~apimw._idempotency_rules.IdempotencyRules`)
+        self.rules = IdempotencyRules(store_name=store.name, metrics=self.metrics, **options)
         self.store = store
         probe_store(store, self.rules)
 
@@ -307,7 +274,7 @@ class IdempotencyMiddleware:
         key_header = environ.get(ENVIRON_IDEMPOTENCY_KEY) if rules.accept_key else None
         if client_token is None and key_header is None and not rules.require_token:
             return self._call_app(environ, start_response)
-        facts = request_facts(rules, environ, client_token, key_header)
+        facts = cgi_facts(rules, environ, client_token, key_header)
         admitted = rules.admit(facts)
         if isinstance(admitted, Pass):
             return self._call_app(environ, start_response)
@@ -332,27 +299,6 @@ class IdempotencyMiddleware:
             finally:
                 rules.exchanged(environ, exchange.replayed)
         return self._call_app(environ, _marked(start_response))  # Unprotected
-
-
-def request_facts(
-    rules: IdempotencyRules, environ: WSGIEnvironment, client_token: str | None, key_header: str | None
-) -> RequestFacts:
-    """What the rules need of the WSGI request *environ*."""
-    request_id = environ.get(ENVIRON_REQUEST_ID)
-    return RequestFacts(
-        method=environ["REQUEST_METHOD"],
-        path=environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""),
-        query=environ.get("QUERY_STRING", ""),
-        content_type=environ.get("CONTENT_TYPE"),
-        client_token=client_token,
-        idempotency_key=key_header,
-        identity_headers=rules.identity_headers(environ.items(), environ.get(ENVIRON_VERSION)),
-        scope=rules.scope_fn(environ),
-        project=project_scope(environ),
-        profile=environ.get(ENVIRON_PROFILE),
-        request_id=request_id if isinstance(request_id, str) and request_id else None,
-        multiprocess=bool(environ.get("wsgi.multiprocess")),
-    )
 
 
 def _marked(start_response: StartResponse) -> StartResponse:

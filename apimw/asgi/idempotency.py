@@ -39,11 +39,9 @@ from apimw._idempotency_rules import (
     IdempotencyRules,
     Pass,
     Reply,
-    RequestFacts,
     Unprotected,
-    project_scope,
+    cgi_facts,
 )
-from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import Store, open_store
 from apimw._stores.aio import AsyncStore, asyncio_twin, is_async_store, open_async_store
 from apimw.asgi._glue import (
@@ -67,8 +65,6 @@ from apimw.asgi._glue import (
 )
 from apimw.errors import (
     ENVIRON_MIDDLEWARE_ANSWER,
-    ENVIRON_PROFILE,
-    ENVIRON_REQUEST_ID,
     ConfigError,
     HTTPProblem,
     problem_answer,
@@ -193,20 +189,7 @@ class IdempotencyMiddleware:
             await self.app(scope, receive, send)
             return
         view = request_view(scope)
-        request_id = scope.get(ENVIRON_REQUEST_ID)
-        facts = RequestFacts(
-            method=scope["method"],
-            path=view["SCRIPT_NAME"] + view["PATH_INFO"],
-            query=view["QUERY_STRING"],
-            content_type=view.get("CONTENT_TYPE"),
-            client_token=client_token,
-            idempotency_key=key_header,
-            identity_headers=rules.identity_headers(view.items(), scope.get(ENVIRON_VERSION)),
-            scope=rules.scope_fn(view),
-            project=project_scope(view),
-            profile=scope.get(ENVIRON_PROFILE),
-            request_id=request_id if isinstance(request_id, str) and request_id else None,
-        )
+        facts = cgi_facts(rules, view, client_token, key_header)
         admitted = rules.admit(facts)
         if isinstance(admitted, Pass):
             await self.app(scope, receive, send)
