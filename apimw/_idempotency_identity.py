@@ -23,7 +23,7 @@ MAX_TOKEN_LENGTH: Final = 255
 FINGERPRINT_VERSION: Final = b"apimw-idempotency-fp-v1"
 KEY_VERSION: Final = "idem:v1:"
 
-# Tokens: 1-255 visible ASCII characters (0x21-0x7E), as EC2/Stripe-style clients send.
+# Tokens: 1-255 visible ASCII characters (0x21-0x7E) but the comma, as EC2/Stripe-style clients send.
 _TOKEN_RE: Final = re.compile(r"[\x21-\x7e]{1,255}")
 # RFC 8941 sf-string: DQUOTE *( unescaped / "\" ( DQUOTE / "\" ) ) DQUOTE,
 # unescaped = %x20-21 / %x23-5B / %x5D-7E
@@ -49,14 +49,25 @@ def _check_token(token: str, header: str) -> str:
     return token
 
 
+def _check_single(text: str, header: str) -> str:
+    """A token holds no comma: a server joins the lines of a repeated header with one (RFC 9110
+    §5.3), so ``d,d`` may be two lines, and a singleton header given twice is not one token."""
+    if "," in text:
+        raise TokenError(
+            "idempotency.token-repeated",
+            f"{header} must appear once, with one value (a token holds no comma); send one token.",
+        )
+    return text
+
+
 def parse_client_token(value: str) -> str:
-    """``X-Client-Token``: the value itself, surrounding whitespace ignored."""
-    return _check_token(value.strip(" \t"), "X-Client-Token")
+    """``X-Client-Token``: the value itself, surrounding whitespace ignored; no comma."""
+    return _check_token(_check_single(value.strip(" \t"), "X-Client-Token"), "X-Client-Token")
 
 
 def parse_idempotency_key(value: str) -> str:
-    """``Idempotency-Key``: an RFC 8941 sf-string (``"abc"``) or, leniently, a bare token."""
-    text = value.strip(" \t")
+    """``Idempotency-Key``: an RFC 8941 sf-string (``"abc"``) or, leniently, a bare token; no comma."""
+    text = _check_single(value.strip(" \t"), "Idempotency-Key")
     # draft-ietf-httpapi-idempotency-key-header: "`Idempotency-Key` is an Item Structured
     # Header [RFC8941]. Its value MUST be a String."
     if text.startswith('"'):
@@ -141,14 +152,22 @@ def fingerprint(
 
 @functools.lru_cache(maxsize=512)
 def _fingerprint_cached(
-    method: str, path: str, query: str, content_type: str | None, versions: tuple[tuple[str, str], ...],
+    method: str,
+    path: str,
+    query: str,
+    content_type: str | None,
+    versions: tuple[tuple[str, str], ...],
     body: bytes,
 ) -> str:
     return _fingerprint(method, path, query, content_type, versions, body)
 
 
 def _fingerprint(
-    method: str, path: str, query: str, content_type: str | None, versions: Sequence[tuple[str, str]],
+    method: str,
+    path: str,
+    query: str,
+    content_type: str | None,
+    versions: Sequence[tuple[str, str]],
     body: bytes,
 ) -> str:
     fields = [_VERSION_FIELD, _lp(_b(method)), _lp(_b(path))]
@@ -165,7 +184,6 @@ def _fingerprint(
     fields.extend(_lp(_b(name)) + _lp(_b(value)) for name, value in sorted(versions))
     fields.append(hashlib.sha256(canonical_body(mtype, body)).digest())
     return hashlib.sha256(b"".join(fields)).hexdigest()
-
 
 
 def header_matcher(names: Iterable[str]) -> tuple[frozenset[str], re.Pattern[str] | None]:

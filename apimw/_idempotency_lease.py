@@ -21,8 +21,11 @@ class Renewer:
     """One daemon thread that renews the leases of the claims whose app is still running.
 
     Each renewal is owner-checked (``Store.extend``), so a claim that was lost is never
-    renewed for its new owner.  A claim is removed before it is completed, released or
-    tombstoned; the lock makes that wait for a renewal in progress.
+    renewed for its new owner.  The lock guards the table of claims only, never a store
+    call: :meth:`add` and :meth:`remove` (called on the request's thread, or an event
+    loop) never wait for the store.  A renewal that runs after its claim was completed,
+    released or tombstoned is refused by the store (the record no longer starts with the
+    claim's prefix), so it changes nothing.
     """
 
     def __init__(self, store: Store, lease: float) -> None:
@@ -55,6 +58,19 @@ class Renewer:
             thread.join(5)
         self.wake.clear()
 
+    def _renew(self, claim: tuple[str, bytes]) -> None:
+        try:
+            kept = self.store.extend(claim[0], claim[1], self.lease)
+        except StoreError as exc:
+            LOG.warning("idempotency: renewing a claim failed: %s", exc)
+            kept = True  # try again next time; the lease may still hold
+        with self.lock:
+            if claim in self.claims:  # not removed meanwhile
+                if kept:
+                    self.claims[claim] = time.monotonic() + self.every
+                else:
+                    del self.claims[claim]
+
     def _loop(self) -> None:
         while not self.stopped:
             now = time.monotonic()
@@ -62,16 +78,5 @@ class Renewer:
                 due = [claim for claim, at in self.claims.items() if at <= now]
                 nearest = min(self.claims.values(), default=now + self.every)
             for claim in due:
-                with self.lock:  # held across the store call: remove() waits for it
-                    if claim not in self.claims:
-                        continue
-                    try:
-                        kept = self.store.extend(claim[0], claim[1], self.lease)
-                    except StoreError as exc:
-                        LOG.warning("idempotency: renewing a claim failed: %s", exc)
-                        kept = True  # try again next time; the lease may still hold
-                    if kept:
-                        self.claims[claim] = time.monotonic() + self.every
-                    else:
-                        del self.claims[claim]
+                self._renew(claim)
             self.wake.wait(max(0.01, nearest - time.monotonic()))

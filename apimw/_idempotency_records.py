@@ -39,7 +39,6 @@ def owner_id() -> bytes:
     return f"{_OWNER['nonce']}{next(_OWNER['counter']):016x}".encode()  # type: ignore[call-overload]
 
 
-
 # built once: json.dumps() with non-default arguments builds a new encoder on every call
 _COMPACT: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
 
@@ -74,9 +73,7 @@ def _encode(owner: bytes, state: bytes, meta: dict[str, object], body: bytes = b
 
 def encode_pending(owner: bytes, fp: str, scope: str, claimed_at: float) -> bytes:
     # the hot path of every first POST: formatted by hand (fp is hex; the scope is JSON-escaped)
-    return b"%bP{\"v\":1,\"fp\":\"%b\",\"sc\":%b,\"t\":%.3f}\n" % (
-        owner, fp.encode(), _json_str(scope), claimed_at
-    )
+    return b'%bP{"v":1,"fp":"%b","sc":%b,"t":%.3f}\n' % (owner, fp.encode(), _json_str(scope), claimed_at)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -163,14 +160,21 @@ STATUS_HEADER: Final = "Idempotency-Status"
 #: be written, runs again after the lease).
 NOT_STORED: Final = (STATUS_HEADER, "not-stored")
 
-#: Never replayed: hop-by-hop (RFC 9110 7.6.1), per-response values, cookies and auth
-#: challenges.  (Request ids are stored, and replayed with a new value: :func:`with_request_id`.)
+#: Never replayed: hop-by-hop (RFC 9110 7.6.1) and per-response values.  (Request ids are
+#: stored, and replayed with a new value: :func:`with_request_id`.)
 DROPPED_HEADERS: Final = frozenset(
     {
         "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
         "te", "trailer", "trailers", "transfer-encoding", "upgrade",
-        "content-length", "date", "server", "set-cookie", "set-cookie2", "www-authenticate",
-        "idempotent-replayed", "idempotency-status",
+        "content-length", "date", "server", "idempotent-replayed", "idempotency-status",
+    }
+)  # fmt: skip
+#: Per-user headers: a token's scope is a project, and a replay may go to another user of it
+#: (or to the same user with a new token).  Not replayed unless ``replay_user_headers``.
+USER_HEADERS: Final = frozenset(
+    {
+        "x-auth-token", "x-subject-token", "authentication-info", "proxy-authentication-info",
+        "set-cookie", "set-cookie2", "www-authenticate",
     }
 )  # fmt: skip
 

@@ -32,7 +32,7 @@ only an :class:`HTTPProblem` becomes an error response.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Final
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 __all__ = [
+    "ENVIRON_MIDDLEWARE_ANSWER",
     "ENVIRON_PROFILE",
     "PROFILES",
     "ApimwError",
@@ -63,6 +64,13 @@ PROFILES: Final = ("ironic", "api-sig")
 ENVIRON_PROFILE: Final = "apimw.error_profile"
 #: Where oslo.middleware's request_id middleware leaves the request id.
 ENVIRON_REQUEST_ID: Final = "openstack.request_id"
+#: Set (to the problem's ``code``) in the WSGI environ or ASGI scope by :func:`problem_answer`
+#: -- so by :func:`respond_with_problem` and every apimw middleware's own error answer -- when
+#: apimw renders an :class:`HTTPProblem` as the request's answer.  Such an answer is a refusal
+#: made before (or instead of) the app's execution: the idempotency middleware never stores it
+#: as a token's answer and releases the claim, so a corrected retry with the same token runs.
+#: A middleware that copies the environ or scope for the layer inside must copy the key back.
+ENVIRON_MIDDLEWARE_ANSWER: Final = "apimw.middleware_answer"
 
 
 class ApimwError(Exception):
@@ -220,7 +228,7 @@ def respond_with_problem(
 
 
 def problem_answer(
-    request: Mapping[str, Any],
+    request: MutableMapping[str, Any],
     problem: HTTPProblem,
     *,
     method: str | None,
@@ -232,7 +240,9 @@ def problem_answer(
     *request* is the WSGI environ or the ASGI scope (the keys an outer apimw middleware
     left there are the same).  The profile is *profile*, else the one an outer apimw
     middleware recorded, else ``api-sig``.  A ``HEAD`` answer has the headers and no body.
+    The problem's code is left in *request* under :data:`ENVIRON_MIDDLEWARE_ANSWER`.
     """
+    request[ENVIRON_MIDDLEWARE_ANSWER] = problem.code
     chosen = profile or request.get(ENVIRON_PROFILE) or "api-sig"
     request_id = request.get(ENVIRON_REQUEST_ID)
     status, headers, body = render_problem(problem, profile=chosen, request_id=request_id)

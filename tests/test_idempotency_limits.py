@@ -87,7 +87,12 @@ def test_memory_store_default_budget_is_64_mib_and_configurable() -> None:
     store = open_store("memory://?max_bytes=1048576&max_items=10")
     assert isinstance(store, MemoryStore)
     assert (store.max_bytes, store.max_items) == (MIB, 10)
-    for bad in ("memory://?max_bytes=", "memory://?max_bytes=-1", "memory://?max_bytes=1k", "memory://?max_bytes=0"):
+    for bad in (
+        "memory://?max_bytes=",
+        "memory://?max_bytes=-1",
+        "memory://?max_bytes=1k",
+        "memory://?max_bytes=0",
+    ):
         with pytest.raises(ConfigError, match="max_bytes"):
             open_store(bad)
 
@@ -229,7 +234,7 @@ def test_an_answer_under_max_response_bytes_is_stored_and_replayed(store_url: st
 def _key(mw: IdempotencyMiddleware, token: str) -> str:
     from apimw._idempotency_identity import store_key
 
-    return store_key(mw._key_prefix, "project-a", token)
+    return store_key(mw.rules.key_prefix, "project-a", token)
 
 
 # -- memcached's own item size limit ----------------------------------------------------------

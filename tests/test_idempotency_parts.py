@@ -21,7 +21,12 @@ from apimw.errors import ConfigError
 from apimw.idempotency import GROUP, OPTIONS, IdempotencyMiddleware, filter_factory, list_opts, wrap_flask
 from tests.idempotency_support import CreateApp, post
 
-VISIBLE = st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=255)
+# visible ASCII but the comma (the separator of a repeated header's joined lines)
+VISIBLE = st.text(
+    alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters=","),
+    min_size=1,
+    max_size=255,
+)
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
@@ -47,10 +52,16 @@ def shuffled(doc: Any, rng: random.Random) -> Any:
 
 
 ANY_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.integers(min_value=2**63 - 2, max_value=2**70)
-    | st.floats() | st.text(st.characters(blacklist_categories=()), max_size=8),
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.text(st.characters(blacklist_categories=()), max_size=6), inner, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=2**63 - 2, max_value=2**70)
+    | st.floats()
+    | st.text(st.characters(blacklist_categories=()), max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(st.characters(blacklist_categories=()), max_size=6), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -191,7 +202,8 @@ def test_paste_deploy_pipeline(tmp_path: Path) -> None:
     from paste.deploy import loadapp
 
     ini = tmp_path / "api-paste.ini"
-    ini.write_text(textwrap.dedent("""
+    ini.write_text(
+        textwrap.dedent("""
         [pipeline:main]
         pipeline = idempotency app
 
@@ -206,7 +218,8 @@ def test_paste_deploy_pipeline(tmp_path: Path) -> None:
 
         [app:app]
         use = call:tests.test_idempotency_parts:app_factory
-    """))
+    """)
+    )
     app = loadapp(f"config:{ini}")
     first = post(app, "t1")
     assert post(app, "t1").body == first.body
@@ -224,7 +237,8 @@ def test_paste_entry_point_egg_apimw_idempotency(tmp_path: Path) -> None:
     from paste.deploy import loadapp
 
     ini = tmp_path / "egg.ini"
-    ini.write_text(textwrap.dedent("""
+    ini.write_text(
+        textwrap.dedent("""
         [pipeline:main]
         pipeline = idempotency app
 
@@ -234,7 +248,8 @@ def test_paste_entry_point_egg_apimw_idempotency(tmp_path: Path) -> None:
 
         [app:app]
         use = call:tests.test_idempotency_parts:app_factory
-    """))
+    """)
+    )
     app = loadapp(f"config:{ini}")
     first = post(app, "egg", project=None)
     assert post(app, "egg", project=None).body == first.body
@@ -371,12 +386,14 @@ def test_what_a_found_record_answers(current: bytes, verdict: str) -> None:
         assert (judged.record.headers, judged.record.body) == ([("A", "b")], b"{}")
 
 
-def test_the_environ_key_names_before_the_convention_still_work() -> None:
+def test_the_environ_key_names() -> None:
     from apimw import idempotency
 
     for name, key in (("CLIENT_TOKEN", "HTTP_X_CLIENT_TOKEN"), ("IDEMPOTENCY_KEY", "HTTP_IDEMPOTENCY_KEY"),
                       ("PROJECT_ID", "HTTP_X_PROJECT_ID"), ("TENANT_ID", "HTTP_X_TENANT_ID"),
-                      ("USER_ID", "HTTP_X_USER_ID")):  # fmt: skip
-        assert getattr(idempotency, f"ENV_{name}") == getattr(idempotency, f"ENVIRON_{name}") == key
+                      ("USER_ID", "HTTP_X_USER_ID"),
+                      ("IDENTITY_STATUS", "HTTP_X_IDENTITY_STATUS")):  # fmt: skip
+        assert getattr(idempotency, f"ENVIRON_{name}") == key
+        assert not hasattr(idempotency, f"ENV_{name}")
     assert idempotency.CLIENT_TOKEN_HEADER == "X-Client-Token"
     assert idempotency.REPLAYED_HEADER == "Idempotent-Replayed"

@@ -261,8 +261,8 @@ class Replay:
 # -- store calls ------------------------------------------------------------------------------
 
 
-async def await_ops(ops: Ops[_T], store: Any, body: Callable[[], Awaitable[Any]] | None = None) -> _T:
-    """Run the sans-IO store calls *ops* on the asyncio *store* (see
+async def await_ops(ops: Ops[_T], store: Any) -> _T:
+    """Await the sans-IO store calls *ops* on the asyncio *store* (see
     :func:`apimw._idempotency_capture.run_ops`, the blocking twin of this loop)."""
     result: Any = None
     error: BaseException | None = None
@@ -273,10 +273,7 @@ async def await_ops(ops: Ops[_T], store: Any, body: Callable[[], Awaitable[Any]]
             return done.value  # type: ignore[no-any-return]
         result = error = None
         try:
-            if op[0] == "body" and body is not None:
-                result = await body()
-            else:
-                result = await getattr(store, op[0])(*op[1:])
+            result = await op.call(store)
         except BaseException as exc:  # noqa: BLE001 - thrown back into the rules, which decide
             error = exc
 

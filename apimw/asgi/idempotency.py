@@ -1,38 +1,88 @@
-"""The idempotency middleware for ASGI (:class:`IdempotencyMiddleware`) and
-:func:`open_replay_store`."""
+"""The idempotency middleware for ASGI (:class:`IdempotencyMiddleware`) and :func:`open_replay_store`.
+
+The ASGI door of the rules in :mod:`apimw._idempotency_rules` (the WSGI door is
+:mod:`apimw.idempotency`): it reads the request's facts from the scope, awaits the
+store calls the rules yield, and moves the app's messages:
+
+* header names are matched exactly as HTTP defines them: ``x_project_id`` is not
+  ``x-project-id`` (a line whose name holds an underscore is dropped, as gunicorn does),
+  and the lines of a repeated header are joined with ``,`` as WSGI servers join them (so
+  two ``X-Client-Token`` lines get the same 400 as on WSGI);
+* what the middleware hands the app is in the scope under the ``apimw.`` keys only
+  (:func:`~apimw.idempotency.client_token`); no CGI key is written into the scope;
+* the answer is kept up to ``max_response_bytes`` and stored before its first byte is
+  sent; past that, or when it cannot be stored (``http.response.pathsend``,
+  ``http.response.zerocopy``, an answer with trailers), a tombstone is stored and the
+  answer streams through untouched;
+* an answer that did not complete before it was stored (an exception, a cancellation, an
+  app that returns without its last body message) releases the claim; the release is
+  shielded from the cancellation of an outer cancel scope.
+"""
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Any
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
-from apimw import idempotency as _idempotency
 from apimw._idempotency_body import read_body
-from apimw._idempotency_capture import Exchange
+from apimw._idempotency_capture import Answering
+from apimw._idempotency_lease import Renewer
 from apimw._idempotency_metered import MeteredStore
-from apimw._stores import Store
+from apimw._idempotency_records import NOT_STORED
+from apimw._idempotency_rules import (
+    CLIENT_TOKEN_HEADER,
+    IDEMPOTENCY_KEY_HEADER,
+    UNPROTECTED_MARK,
+    Admitted,
+    Claimed,
+    IdempotencyRules,
+    Pass,
+    Reply,
+    Unprotected,
+    cgi_facts,
+)
+from apimw._stores import Store, open_store
 from apimw._stores.aio import AsyncStore, asyncio_twin, is_async_store, open_async_store
 from apimw.asgi._glue import (
     ASGIApp,
-    Buffered,
     Message,
     RawHeaders,
     Receive,
     Replay,
     Scope,
     Send,
-    add_cgi_keys,
+    add_request_keys,
     await_ops,
+    header_environ,
     header_values,
     raw_headers,
     receive_body,
+    rereadable,
     send_text,
     set_request_headers,
     text_headers,
 )
-from apimw.errors import ConfigError, HTTPProblem, problem_answer, status_line
+from apimw.errors import (
+    ENVIRON_MIDDLEWARE_ANSWER,
+    ConfigError,
+    HTTPProblem,
+    problem_answer,
+    status_line,
+)
+from apimw.idempotency import probe_store
+from apimw.metrics import as_metrics
 
-_NO_APP: Any = None  # what the rules' WSGI instance "wraps": it is never called
+try:  # Starlette and FastAPI run on anyio: its cancel scopes cancel every await inside them
+    import anyio
+except ImportError:  # pragma: no cover - a server without anyio cancels a task once
+    anyio = None  # type: ignore[assignment]
+
+_T = TypeVar("_T")
+_TOKEN: bytes = CLIENT_TOKEN_HEADER.lower().encode("latin-1")
+_KEY: bytes = IDEMPOTENCY_KEY_HEADER.lower().encode("latin-1")
+#: the settlements under way whose request was cancelled (a strong reference until they end)
+_SETTLING: set[asyncio.Future[Any]] = set()
 
 
 def open_replay_store(url: str, *, timeout: float = 0.5) -> AsyncStore:
@@ -44,15 +94,32 @@ def open_replay_store(url: str, *, timeout: float = 0.5) -> AsyncStore:
     return open_async_store(url, timeout=timeout)
 
 
-class _AsyncOnly:
-    """The blocking store the rules hold when given an asyncio store: never called (the ASGI
-    middleware awaits the asyncio one)."""
+async def shielded(work: Awaitable[_T]) -> _T:
+    """*work* run to its end even when the request is cancelled: an outer anyio cancel scope
+    does not reach inside the shield, and a task's own cancellation leaves *work* running
+    in its task (bounded by the store's timeout)."""
+    task = asyncio.ensure_future(work)
+    _SETTLING.add(task)
+    task.add_done_callback(_SETTLING.discard)
+    if anyio is None:
+        return await asyncio.shield(task)
+    with anyio.CancelScope(shield=True):
+        done = await asyncio.shield(task)
+    return done
 
-    def __init__(self, store: AsyncStore) -> None:
-        self.name = store.name
 
-    def close(self) -> None:
-        """Closed by :meth:`IdempotencyMiddleware.aclose` (closing awaits)."""
+def request_view(scope: Scope) -> dict[str, Any]:
+    """The request's CGI keys (``HTTP_X_PROJECT_ID``, ``PATH_INFO``...) for the rules and the
+    deployment's ``scope`` function, plus the scope's dotted keys an outer middleware left.
+
+    A header line whose name holds an underscore is left out (gunicorn's ``header_map =
+    drop``): in CGI form it would be indistinguishable from the hyphenated name.
+    """
+    lines = [line for line in scope.get("headers", ()) if b"_" not in line[0]]
+    view = {key: value for key, value in scope.items() if isinstance(key, str) and "." in key}
+    view.update(header_environ(lines))
+    add_request_keys(scope, view)
+    return view
 
 
 class IdempotencyMiddleware:
@@ -61,7 +128,9 @@ class IdempotencyMiddleware:
     ``store`` is a URL (the records of a WSGI service on the same store are shared), a
     blocking store, or an asyncio store.  Its calls are awaited: ``memory://`` inline,
     Redis through ``redis.asyncio``, memcached in worker threads.  ``renew_lease``
-    renews from its thread through the blocking store of the same URL.
+    renews from its thread through the blocking store of the same URL (never on the
+    event loop).  Every other option is documented on the WSGI class
+    (``help(apimw.idempotency.IdempotencyMiddleware)``).
     """
 
     def __init__(
@@ -73,124 +142,193 @@ class IdempotencyMiddleware:
         **options: Any,
     ) -> None:
         self.app = app
+        metrics = as_metrics(options.pop("metrics", None))
         self._blocking: Store | None = None
         if is_async_store(store):
-            if options.get("renew_lease"):
+            self.store: AsyncStore = store  # type: ignore[assignment]
+        elif isinstance(store, str):
+            if store_timeout <= 0:
+                raise ConfigError(f"idempotency: store_timeout must be > 0, got {store_timeout}")
+            self._blocking = open_store(store, timeout=store_timeout)
+            self.store = asyncio_twin(self._blocking, url=store, timeout=store_timeout)
+        else:
+            blocking: Store = store  # type: ignore[assignment]
+            self._blocking = blocking
+            self.store = asyncio_twin(blocking, url=None, timeout=store_timeout)
+        self.rules = IdempotencyRules(store_name=self.store.name, metrics=metrics, **options)
+        self._renewer: Renewer | None = None
+        if self.rules.renew_lease:
+            if self._blocking is None:
                 raise ConfigError(
                     "idempotency: renew_lease needs a store URL or a blocking store (it renews from a thread)"
                 )
-            self.store: AsyncStore = store  # type: ignore[assignment]
-            self.rules = _idempotency.IdempotencyMiddleware(
-                _NO_APP, store=_AsyncOnly(self.store), store_timeout=store_timeout, **options  # type: ignore[arg-type]
-            )
-        else:
-            blocking: str | Store = store  # type: ignore[assignment]
-            self.rules = _idempotency.IdempotencyMiddleware(
-                _NO_APP, store=blocking, store_timeout=store_timeout, **options
-            )
-            url = store if isinstance(store, str) else None
-            self.store = asyncio_twin(self.rules.store, url=url, timeout=store_timeout)
-            self._blocking = self.rules.store
-        metrics = self.rules.metrics
+            renewing: Any = self._blocking if metrics is None else MeteredStore(self._blocking, metrics)
+            self._renewer = Renewer(renewing, self.rules.lease)
+        if self._blocking is not None:
+            probe_store(self._blocking, self.rules)
         #: what the middleware awaits: the store, or the store timed for ``metrics``
         self._calls: Any = self.store if metrics is None else MeteredStore(self.store, metrics)  # type: ignore[arg-type]
-        self._token_header = _idempotency.CLIENT_TOKEN_HEADER.lower().encode("latin-1")
-        key = _idempotency.IDEMPOTENCY_KEY_HEADER.lower().encode("latin-1")
-        self._key_header = key if self.rules._accept_key else b"\0"  # never a header name
 
     async def aclose(self) -> None:
         """Close the store's connections (at shutdown; reconnects if used again)."""
-        renewer = self.rules._renewer
-        if renewer is not None:
-            renewer.stop()
+        if self._renewer is not None:
+            self._renewer.stop()
         await self.store.aclose()
         if self._blocking is not None and self._blocking is not getattr(self.store, "store", None):
             self._blocking.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         rules = self.rules
-        if scope["type"] != "http" or scope["method"].upper() not in rules._methods:
+        if scope["type"] != "http" or not rules.protects(scope["method"]):
             await self.app(scope, receive, send)
             return
-        headers = scope.get("headers", ())
-        client_token, key_header = header_values(headers, self._token_header, self._key_header)
-        if client_token is None and key_header is None and not rules._require_token:
+        client_token, key_header = header_values(scope.get("headers", ()), _TOKEN, _KEY)
+        if not rules.accept_key:
+            key_header = None
+        if client_token is None and key_header is None and not rules.require_token:
             await self.app(scope, receive, send)
             return
-        # the rules, and the deployment's scope function, read the request's CGI keys
-        header_keys = add_cgi_keys(scope)
-        if client_token is None and key_header is None:
-            answer = rules.token_required(scope)
+        view = request_view(scope)
+        facts = cgi_facts(rules, view, client_token, key_header)
+        admitted = rules.admit(facts)
+        if isinstance(admitted, Pass):
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        decision: Reply | Claimed | Unprotected
+        if isinstance(admitted, Admitted):
+            read = await self._body(scope, view, receive)
+            if isinstance(read, HTTPProblem):
+                decision = rules.problem(facts, read)
+            else:
+                body = read
+                decision = await await_ops(rules.claim(facts, admitted, body), self._calls)
         else:
-            answer = await await_ops(
-                rules.protect(scope, client_token, key_header, header_keys),
-                self._calls,
-                partial(self._body, scope, receive),
-            )
-        if answer.kind == _idempotency.ANSWER:
-            await send_text(send, answer.status, answer.headers, answer.body)
+            decision = admitted
+        scope.update(decision.keys)
+        if isinstance(decision, Reply):
+            await send_text(send, decision.status, decision.headers, decision.body)
             return
-        app_receive = Replay(scope["wsgi.input"].getvalue(), receive).receive
-        if answer.kind == _idempotency.UNPROTECTED:
-            marker = raw_headers([(_idempotency.UNPROTECTED_HEADER, "unprotected")])
-
-            async def marked(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    message = {**message, "headers": [*message.get("headers", ()), *marker]}
-                await send(message)
-
-            await self.app(scope, app_receive, marked)
+        app_receive = Replay(body, receive).receive
+        if isinstance(decision, Claimed):
+            await self._exchange(scope, app_receive, send, decision)
             return
-        await self._exchange(scope, app_receive, send, answer)
+        marker = raw_headers([UNPROTECTED_MARK])  # Unprotected
 
-    async def _body(self, scope: Scope, receive: Receive) -> Any:
-        """The request body for the rules (``read_body``'s answer); the app gets the same bytes."""
-        rules = self.rules
-        length, encoding = scope.get("CONTENT_LENGTH"), scope.get("HTTP_TRANSFER_ENCODING")
-        scope["wsgi.input"] = await receive_body(receive, rules._max_request)
-        body = read_body(scope, rules._max_request)
-        # the request headers read_body rewrote (an exact Content-Length), as the app reads them
-        dropped: list[bytes] = []
-        added: RawHeaders = []
-        exact = scope.get("CONTENT_LENGTH")
-        if exact != length:
+        async def marked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *marker]}
+            await send(message)
+
+        await self.app(scope, app_receive, marked)
+
+    async def _body(self, scope: Scope, view: dict[str, Any], receive: Receive) -> bytes | HTTPProblem:
+        """The request body for the fingerprint (capped); the app gets the same bytes, with an
+        exact ``Content-Length`` in the scope's headers."""
+        length, encoding = view.get("CONTENT_LENGTH"), view.get("HTTP_TRANSFER_ENCODING")
+        reading: dict[str, Any] = {
+            "wsgi.input": await receive_body(receive, self.rules.max_request),
+            "wsgi.input_terminated": True,  # ASGI bodies are framed
+        }
+        if length is not None:
+            reading["CONTENT_LENGTH"] = length
+        if encoding is not None:
+            reading["HTTP_TRANSFER_ENCODING"] = encoding
+        body = read_body(reading, self.rules.max_request)
+        if isinstance(body, HTTPProblem):
+            return body
+        dropped = [b"transfer-encoding"] if encoding is not None else []
+        if length != str(len(body)):
             dropped.append(b"content-length")
-            if exact is not None:
-                added.append((b"content-length", exact.encode("latin-1")))
-        if encoding is not None and "HTTP_TRANSFER_ENCODING" not in scope:
-            dropped.append(b"transfer-encoding")
         if dropped:
-            set_request_headers(scope, dropped, added)
+            added: RawHeaders = [(b"content-length", str(len(body)).encode("latin-1"))]
+            set_request_headers(scope, dropped, added if b"content-length" in dropped else [])
         return body
 
-    async def _exchange(self, scope: Scope, receive: Receive, send: Send, answer: Any) -> None:
-        """The app runs under the claim: its answer is stored (or the claim released), then sent."""
-        rules = self.rules
-        keeping = rules._keeping
-        exchange = Exchange(
-            _NO_APP, _NO_APP, rules._renewer, keeping, scope, _NO_APP, answer.claim, answer.token
-        )
-        exchange.begin()
+    async def _exchange(self, scope: Scope, receive: Receive, send: Send, claimed: Claimed) -> None:
+        """The app runs under the claim; its answer is stored (or the claim released or
+        tombstoned, :class:`~apimw._idempotency_capture.Answering`'s rule), then sent."""
+        rules, calls = self.rules, self._calls
+        answering = Answering(rules.keeping, self._renewer, claimed.claim, claimed.token, scope)
+        start: Message | None = None
+        finished = False
+        client_left = False
+
+        async def app_receive() -> Message:
+            nonlocal client_left
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                client_left = True
+            return message
+
+        async def send_unstored() -> None:
+            """The answer goes out before it is complete: release or tombstone first, then what
+            was held."""
+            headers = await await_ops(answering.streaming_out(), calls)
+            assert start is not None  # noqa: S101 - streaming_out raises without a start
+            await send({**start, "headers": raw_headers(headers)})
+            for chunk in answering.take():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+        async def app_send(message: Message) -> None:
+            nonlocal start, finished
+            kind = message["type"]
+            if answering.streaming or finished:
+                await send(message)
+                return
+            if kind == "http.response.start":
+                start = rereadable(message)
+                answering.status = status_line(int(start["status"]))
+                answering.headers = text_headers(start.get("headers", ()))
+                if start.get("trailers") or answering.declared_too_large(answering.headers):
+                    await send_unstored()  # trailers are not stored: the answer streams
+                return
+            if kind == "http.response.body" and start is not None:
+                answering.add(bytes(message.get("body", b"")))
+                if not message.get("more_body", False):
+                    finished = True
+                    # stored before the first byte is sent: a client that retries gets the replay
+                    status, headers, body = await await_ops(answering.finishing(), calls)
+                    await send({**start, "headers": raw_headers(headers)})
+                    await send({"type": "http.response.body", "body": body, "more_body": False})
+                elif answering.too_large():
+                    await send_unstored()
+                return
+            # pathsend, zerocopy (the server sends a file) or any other kind: not storable
+            await send_unstored()
+            await send(message)
+
+        answering.begin()
         try:
             try:
-                buffered = Buffered()
-                await self.app(scope, receive, buffered)
-                if buffered.status is None:  # the claim is released below
-                    raise RuntimeError("the ASGI app returned without sending http.response.start")
-                exchange.status = status_line(buffered.status)
-                exchange.headers = text_headers(buffered.headers)
-                exchange.add(buffered.body)
+                await self.app(scope, app_receive, app_send)
             except HTTPProblem as problem:
-                # a deliberate error answer from the app: stored like any 4xx
-                status, headers, body = problem_answer(
-                    scope, problem, method=scope["method"], profile=keeping.profile
-                )
-                exchange.status, exchange.headers, exchange.chunks, exchange.size = status, headers, [], 0
-                exchange.add(body)
+                if answering.streaming or finished:
+                    raise
+                # a deliberate error answer from the app: rendered here, the app's answer (stored)
+                answering.restart()
+                status, headers, body = problem_answer(scope, problem, method=scope["method"],
+                                                       profile=rules.keeping.profile)  # fmt: skip
+                scope.pop(ENVIRON_MIDDLEWARE_ANSWER, None)
+                answering.status, answering.headers = status, headers
+                answering.add(body)
+                status, headers, body = await await_ops(answering.finishing(), calls)
+                await send_text(send, status, headers, body)
+                return
             except BaseException:
-                await await_ops(exchange.releasing(), self._calls)
+                if not answering.settled:
+                    await shielded(await_ops(answering.releasing(), calls))
                 raise
-            status, headers, body = await await_ops(exchange.finishing(), self._calls)
-            await send_text(send, status, headers, body)
+            if not (finished or answering.streaming):
+                # The app returned without its last body message (its client left mid-answer, or
+                # it gave up): never stored.  The client is told no more than the app said.
+                await shielded(await_ops(answering.releasing(), calls))
+                if start is not None:
+                    await send({**start, "headers": raw_headers([*answering.headers, NOT_STORED])})
+                    for chunk in answering.take():
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                elif not client_left:  # nobody left: an app that answers nothing is in error
+                    raise RuntimeError("the ASGI app returned without sending http.response.start")
         finally:
-            rules.exchanged(scope, exchange)
+            answering.unrenew()
+            rules.exchanged(scope, answering.replayed)
