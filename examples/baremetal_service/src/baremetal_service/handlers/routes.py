@@ -30,6 +30,7 @@ from baremetal_service.handlers import (
     node_history,
     node_management,
     nodes,
+    paths,
     portgroups,
     ports,
     resource_classes,
@@ -91,6 +92,8 @@ def create_flask_app(
         app.register_blueprint(generated)
     for module in _LATER_HANDLERS:
         app.register_blueprint(module.bp)
+    # Ironic's paths without a version, .json suffixes and console alias, before routing
+    app.wsgi_app = paths.ironic_paths(app.wsgi_app)  # type: ignore[method-assign]
 
     @app.before_request
     def _acceptable() -> None:
