@@ -22,7 +22,7 @@ from typing import Any, Final
 import jsonpatch
 from flask import Blueprint, Response, request
 
-from apimw.errors import HTTPProblem
+from apimw import VersionGate
 from baremetal_service import schemas, versions
 from baremetal_service.handlers import common, masking, serialize
 from baremetal_service.handlers.context import if_match, project_id, service, token
@@ -38,8 +38,9 @@ GET_ARGS: Final = frozenset({"fields"})
 _BUILTIN_KINDS: Final = frozenset({"node", "port", "portgroup", "chassis"})
 
 
-def _not_found() -> HTTPProblem:
-    return HTTPProblem(404, "request.not-found", "The resource could not be found.")
+#: Ironic's words for a resource a version does not have (the 404 of a read, the 405 of a write)
+VERSION_DENIED: Final = "The API version does not allow {what}"
+NOT_FOUND: Final = "The resource could not be found."
 
 
 class Endpoints:
@@ -52,6 +53,17 @@ class Endpoints:
         self.list_args: frozenset[str] = LIST_ARGS | filters | detail | set(decl.ignored_args)
         if decl.kind not in _BUILTIN_KINDS:
             serialize.register(decl.kind, decl.fields, defaults=decl.defaults)
+        #: the answers below the resource's version: reads 404 (the route does not exist yet),
+        #: writes 404 too or, declared so, 405
+        self.read_gate: VersionGate | None = None
+        self.write_gate: VersionGate | None = None
+        if decl.since > versions.MIN_VERSION:
+            what = f"{decl.name}s"
+            if decl.refuse_early_writes:
+                self.read_gate = VersionGate.route(decl.since, what=what, detail=VERSION_DENIED)
+                self.write_gate = VersionGate.method(decl.since, what=what, detail=VERSION_DENIED)
+            else:
+                self.read_gate = self.write_gate = VersionGate.route(decl.since, what=what, detail=NOT_FOUND)
 
     def __getattr__(self, name: str) -> Any:  # the declaration's attributes (kind, fields...)
         return getattr(self.decl, name)
@@ -60,9 +72,10 @@ class Endpoints:
         return service().crud[self.decl.kind]
 
     def gate(self) -> None:
-        if self.decl.since > versions.MIN_VERSION and common.api_version() < self.decl.since:
-            # Ironic answers 404 for a whole resource that does not exist yet at this version.
-            raise _not_found()
+        """The resource's version gate of the request's method (404 or 405 below its version)."""
+        gate = self.read_gate if request.method in ("GET", "HEAD") else self.write_gate
+        if gate is not None:
+            gate.check(request.environ)
 
     def doc(self, obj: Any, fields: Sequence[str] | None = None) -> dict[str, Any]:
         decl = self.decl

@@ -25,6 +25,7 @@ from baremetal_service.handlers import (
     allocations,
     conductors,
     drivers,
+    heartbeat,
     inspection_rules,
     node_features,
     node_history,
@@ -58,7 +59,7 @@ __all__ = ["create_flask_app"]
 #: declared resources (:func:`.resources.blueprints`), then those registered after them.
 _HANDLERS: Final = (root, nodes, node_features, ports, portgroups, drivers, resource_classes)
 _LATER_HANDLERS: Final = (
-    volume, inspection_rules, allocations, conductors, runbooks, node_management, node_history,
+    volume, inspection_rules, allocations, conductors, runbooks, node_management, node_history, heartbeat,
 )  # fmt: skip
 
 

@@ -80,6 +80,7 @@ ALLOCATIONS: Final = Resource(
     patchable=("name", "extra"),
     sort_keys=("uuid", "name", "created_at", "updated_at", "state", "resource_class"),
     since=versions.ALLOCATIONS,
+    refuse_early_writes=True,
     filters=(
         ("node", versions.ALLOCATIONS),
         ("resource_class", versions.ALLOCATIONS),
