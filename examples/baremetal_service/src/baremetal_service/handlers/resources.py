@@ -16,6 +16,7 @@ endpoints.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -36,6 +37,7 @@ LIST_ARGS: Final = frozenset({"fields", "limit", "marker", "sort_key", "sort_dir
 GET_ARGS: Final = frozenset({"fields"})
 
 _BUILTIN_KINDS: Final = frozenset({"node", "port", "portgroup", "chassis"})
+_LOGICAL_NAME: Final = re.compile(schemas.NAME_PATTERN)
 
 
 #: Ironic's words for a resource a version does not have (the 404 of a read, the 405 of a write)
@@ -76,6 +78,14 @@ class Endpoints:
         gate = self.read_gate if request.method in ("GET", "HEAD") else self.write_gate
         if gate is not None:
             gate.check(request.environ)
+
+    def check_ident(self, ident: str) -> None:
+        """Ironic's 400 for an identifier that is neither a UUID nor a logical name."""
+        name = self.decl.ident_name
+        if name and not (common.UUID_RE.match(ident) or _LOGICAL_NAME.fullmatch(ident)):
+            raise common.bad_request(
+                f"Expected UUID or name for {name}: {common.shorten(ident)}", "request.invalid-identifier"
+            )
 
     def doc(self, obj: Any, fields: Sequence[str] | None = None) -> dict[str, Any]:
         decl = self.decl
@@ -149,6 +159,7 @@ class Endpoints:
     def get(self, ident: str) -> Response:
         decl = self.decl
         self.gate()
+        self.check_ident(ident)
         common.check_args(GET_ARGS)
         fields = common.parse_fields(decl.fields, decl.kind)
         obj = self.crud().get(ident, project_id=project_id())
@@ -169,6 +180,7 @@ class Endpoints:
     def patch(self, ident: str) -> Response:
         decl = self.decl
         self.gate()
+        self.check_ident(ident)
         patch = common.json_body()
         common.validate(patch, schemas.PATCH, "patch")
         allowed = set(decl.patchable)
@@ -213,6 +225,7 @@ class Endpoints:
 
     def delete(self, ident: str) -> Response:
         self.gate()
+        self.check_ident(ident)
         self.crud().delete(ident, project_id=project_id(), if_match=if_match())
         return common.empty_response(204)
 
