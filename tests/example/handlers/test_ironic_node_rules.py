@@ -60,3 +60,12 @@ def test_a_node_created_at_1_1_shows_one_provision_state(api: Api) -> None:
     assert states["provision_state"] == created.json()["provision_state"]
     later = api.get(f"/v1/nodes/{created.json()['uuid']}/states", version="1.2").json()
     assert later["provision_state"] == "available"
+
+
+def test_the_allocation_of_a_missing_node_is_a_bad_request(api: Api) -> None:
+    shown = api.get("/v1/nodes/None/allocation")
+    assert shown.status_code == 400
+    assert error_of(shown)["faultstring"] == "Node None could not be found."
+    assert api.delete("/v1/nodes/None/allocation").status_code == 404
+    node = api.node()
+    assert api.get(f"/v1/nodes/{node['uuid']}/allocation").status_code == 404  # the node has none
