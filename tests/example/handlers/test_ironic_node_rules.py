@@ -69,3 +69,19 @@ def test_the_allocation_of_a_missing_node_is_a_bad_request(api: Api) -> None:
     assert api.delete("/v1/nodes/None/allocation").status_code == 404
     node = api.node()
     assert api.get(f"/v1/nodes/{node['uuid']}/allocation").status_code == 404  # the node has none
+
+
+def test_requests_right_after_a_power_action_find_it_done(api: Api) -> None:
+    node = api.node()
+    path = f"/v1/nodes/{node['uuid']}"
+    connector = api.post("/v1/volume/connectors", {
+        "node_uuid": node["uuid"], "type": "iqn", "connector_id": "iqn.2026-11.org.example:n1",
+    }).json()  # fmt: skip
+    # no wait in between: Ironic's second request waits for the node's lock, so does ours
+    assert api.put(f"{path}/states/power", {"target": "power on"}).status_code == 202
+    assert api.put(f"{path}/states/power", {"target": "power off"}).status_code == 202
+    renamed = api.patch(f"/v1/volume/connectors/{connector['uuid']}", [
+        {"op": "replace", "path": "/connector_id", "value": "iqn.2026-11.org.example:n2"},
+    ])  # fmt: skip
+    assert renamed.status_code == 200, renamed.text
+    assert api.get(path).json()["power_state"] == "power off"
