@@ -104,6 +104,7 @@ def _gate_problem(
     hi: Version | None,
     status: int,
     template: str | None = None,
+    allow: tuple[str, ...] = (),
 ) -> HTTPProblem:
     if template is not None:
         detail = template.format(what=what, required=lo, until=hi, served=served)
@@ -115,7 +116,8 @@ def _gate_problem(
     extra["required_version"] = None if lo is None else str(lo)
     if hi is not None:
         extra["until_version"] = str(hi)
-    return HTTPProblem(status, CODE_FEATURE_UNAVAILABLE, detail, extra=extra)
+    headers = [("Allow", ", ".join(allow))] if allow else ()
+    return HTTPProblem(status, CODE_FEATURE_UNAVAILABLE, detail, extra=extra, headers=headers)
 
 
 def require_version(
@@ -143,9 +145,56 @@ class VersionGate:
 
     Bounds are parsed once, at construction.  ``gate.allows(environ)`` answers
     a bool, ``gate.check(environ)`` raises, ``gate.wrap(app)`` gates a WSGI app.
+
+    Options (keyword-only):
+
+    what
+        what the gate guards, named in the error (``"Allocations"``).
+    status
+        the status outside the range: 406 (a field, parameter or verb the version does not
+        know), 404 or 405; :meth:`route` and :meth:`method` declare the last two.
+    detail
+        a ``str.format`` template of the error message (a service keeping the wording its
+        clients know): ``{what}``, ``{required}``, ``{until}``, ``{served}``.
+    allow
+        the ``Allow`` header of the error (the methods the route answers at that version),
+        none when empty.
+
+    The two answers a client knows for a route outside its versions:
+
+    * ``VersionGate.route("1.52", what="Allocations")``: the route does not exist yet, so
+      every method on it answers 404, as an unknown path does;
+    * ``VersionGate.method("1.52", what="Creating allocations")``: the route exists but the
+      version does not allow this method on it: 405.
     """
 
-    __slots__ = ("detail", "hi", "lo", "status", "what")
+    __slots__ = ("allow", "detail", "hi", "lo", "status", "what")
+
+    @classmethod
+    def route(
+        cls,
+        since: str | Version | None,
+        until: str | Version | None = None,
+        *,
+        what: str,
+        detail: str | None = None,
+    ) -> VersionGate:
+        """A route that exists only from *since* (until *until*): 404 at other versions."""
+        return cls(since, until, what=what, status=404, detail=detail)
+
+    @classmethod
+    def method(
+        cls,
+        since: str | Version | None,
+        until: str | Version | None = None,
+        *,
+        what: str,
+        detail: str | None = None,
+        allow: Sequence[str] = (),
+    ) -> VersionGate:
+        """A method allowed only from *since* (until *until*) on a route that exists: 405 at
+        other versions, with ``Allow: <allow>`` when given."""
+        return cls(since, until, what=what, status=405, detail=detail, allow=allow)
 
     def __init__(
         self,
@@ -155,6 +204,7 @@ class VersionGate:
         what: str,
         status: int = 406,
         detail: str | None = None,
+        allow: Sequence[str] = (),
     ) -> None:
         self.lo = None if since is None else _config_version("since", since)
         self.hi = None if until is None else _config_version("until", until)
@@ -168,6 +218,11 @@ class VersionGate:
             except (KeyError, IndexError, ValueError) as exc:
                 raise ConfigError(f"{what}: bad detail template {detail!r}: {exc}") from None
         self.detail = detail
+        self.allow = tuple(method.upper() for method in allow)
+
+    def problem(self, served: Version | None) -> HTTPProblem:
+        """The error this gate answers at *served* (a version outside its range)."""
+        return _gate_problem(self.what, served, self.lo, self.hi, self.status, self.detail, self.allow)
 
     def allows_version(self, version: Version | None) -> bool:
         if version is None:
@@ -180,14 +235,13 @@ class VersionGate:
     def check(self, environ: Mapping[str, Any]) -> None:
         served = served_version(environ)
         if not self.allows_version(served):
-            raise _gate_problem(self.what, served, self.lo, self.hi, self.status, self.detail)
+            raise self.problem(served)
 
     def wrap(self, app: WSGIApplication) -> WSGIApplication:
         def gated(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
             served = served_version(environ)
             if not self.allows_version(served):
-                problem = _gate_problem(self.what, served, self.lo, self.hi, self.status, self.detail)
-                return respond_with_problem(environ, start_response, problem)
+                return respond_with_problem(environ, start_response, self.problem(served))
             return app(environ, start_response)
 
         return gated

@@ -71,7 +71,7 @@ def test_traits_and_candidates_narrow_the_choice(api: Api) -> None:
 
 def test_backfill_version_gate_and_bad_input(api: Api) -> None:
     assert api.get("/v1/allocations", version="1.51").status_code == 404
-    assert api.post("/v1/allocations", {"resource_class": "x"}, version="1.51").status_code == 404
+    assert api.post("/v1/allocations", {"resource_class": "x"}, version="1.51").status_code == 405
     created = api.post("/v1/allocations", {"resource_class": "x"}, version="1.56").json()
     assert "owner" not in created and "etag" not in created
     patch = [{"op": "add", "path": "/name", "value": "y"}]

@@ -48,7 +48,8 @@ class FakeManagement(ManagementInterface):
 
     def get_boot_device(self, task: Task) -> dict[str, Any]:
         stored = task.node.get("driver_internal_info", {}).get("fake_boot_device")
-        return dict(stored) if stored else {"boot_device": None, "persistent": None}
+        # Ironic's fake management answers PXE, not persistent, until told otherwise
+        return dict(stored) if stored else {"boot_device": "pxe", "persistent": False}
 
     def get_supported_indicators(self, task: Task) -> dict[str, dict[str, dict[str, Any]]]:
         # Ironic's FakeManagement: a read-only chassis LED and a system LED
@@ -153,6 +154,6 @@ class FakeHardware(HardwareType):
         # Interfaces without behaviour here may also be switched off, as the Ironic
         # deployments' fake-hardware allows (e.g. firmware_interface="no-firmware").
         enabled = super().enabled_interfaces
-        for kind in ("bios", "console", "firmware", "raid", "rescue", "vendor"):
+        for kind in ("bios", "console", "firmware", "inspect", "raid", "rescue", "vendor"):
             enabled[f"{kind}_interface"] = ("fake", f"no-{kind}")
         return enabled

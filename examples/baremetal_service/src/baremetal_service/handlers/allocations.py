@@ -8,8 +8,11 @@ serve it, create checks the version rules first (``node`` needs 1.58).  The allo
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+from typing import Final
 
+from flask import Blueprint, Response, request
+
+from apimw import VersionGate
 from baremetal_service import versions
 from baremetal_service.handlers.common import (
     api_version,
@@ -23,19 +26,19 @@ from baremetal_service.handlers.common import (
     validate,
 )
 from baremetal_service.handlers.context import if_match, project_id, service
-from baremetal_service.handlers.resources import GET_ARGS, endpoints, item_routes
+from baremetal_service.handlers.resources import GET_ARGS, NOT_FOUND, VERSION_DENIED, endpoints, item_routes
 from baremetal_service.objects.allocations import ALLOCATIONS as DECLARATION
 from baremetal_service.schemas import ALLOCATION_CREATE
 
 bp = Blueprint("allocations", __name__)
 
 ALLOCATIONS = endpoints(DECLARATION)
-
-
-def _method_not_allowed(detail: str) -> Exception:
-    from apimw.errors import HTTPProblem
-
-    return HTTPProblem(405, "request.method-not-allowed", detail)
+#: PATCH from 1.57 (405 before, on a route that exists)
+UPDATE: Final = VersionGate.method(
+    versions.ALLOCATION_UPDATE, what="updating allocations", detail=VERSION_DENIED
+)
+#: a node's allocation, from 1.52 (404 before, whatever the method)
+NODE_ALLOCATION: Final = VersionGate.route(versions.ALLOCATIONS, what="A node's allocation", detail=NOT_FOUND)
 
 
 @bp.route("/v1/allocations", methods=["GET"])
@@ -57,8 +60,7 @@ def create_allocation() -> Response:
 
 def patch_allocation(ident: str) -> Response:
     ALLOCATIONS.gate()
-    if api_version() < versions.ALLOCATION_UPDATE:
-        raise _method_not_allowed("The API version does not allow updating allocations")
+    UPDATE.check(request.environ)
     return ALLOCATIONS.patch(ident)
 
 
@@ -67,7 +69,7 @@ item_routes(bp, ALLOCATIONS, patch=patch_allocation)
 
 @bp.route("/v1/nodes/<node_ident>/allocation", methods=["GET"])
 def get_node_allocation(node_ident: str) -> Response:
-    ALLOCATIONS.gate()
+    NODE_ALLOCATION.check(request.environ)
     check_args(GET_ARGS)
     fields = parse_fields(ALLOCATIONS.fields, "allocation")
     obj = service().allocations.get_node_allocation(node_ident, project_id=project_id())
@@ -76,6 +78,6 @@ def get_node_allocation(node_ident: str) -> Response:
 
 @bp.route("/v1/nodes/<node_ident>/allocation", methods=["DELETE"])
 def delete_node_allocation(node_ident: str) -> Response:
-    ALLOCATIONS.gate()
+    NODE_ALLOCATION.check(request.environ)
     service().allocations.delete_node_allocation(node_ident, project_id=project_id(), if_match=if_match())
     return empty_response(204)

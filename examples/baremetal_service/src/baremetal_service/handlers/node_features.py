@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from flask import Blueprint, Response, request
-from werkzeug.exceptions import NotFound
+from werkzeug.exceptions import MethodNotAllowed, NotFound
 
-from apimw import Version
+from apimw import Version, VersionGate
 from baremetal_service import versions
 from baremetal_service.handlers import common
 from baremetal_service.handlers.context import if_match, project_id, service
@@ -48,6 +48,12 @@ VMEDIA_BODY: Final = object_schema(
 )
 
 
+#: Below 1.37 Ironic has no traits sub-resource: reading it is its 406 (``allow_traits``), a PUT
+#: lands on the node (405), a DELETE on no route (404).
+TRAITS_PUT: Final = VersionGate.method(versions.NODE_TRAITS, what="Setting node traits")
+TRAITS_DELETE: Final = VersionGate.route(versions.NODE_TRAITS, what="Removing node traits")
+
+
 def _since(needed: Version) -> None:
     """404 below *needed*: the sub-resource does not exist at the served version."""
     if common.api_version() < needed:
@@ -76,7 +82,7 @@ def list_traits(ident: str) -> Response:
 
 @bp.route("/v1/nodes/<ident>/traits", methods=["PUT"])
 def set_traits(ident: str) -> Response:
-    common.require("Node traits", versions.NODE_TRAITS)
+    TRAITS_PUT.check(request.environ)
     body = common.json_body(allow_empty=True)
     if body is not None:
         common.validate(body, TRAITS_BODY, "body")
@@ -88,12 +94,15 @@ def set_traits(ident: str) -> Response:
 
 @bp.route("/v1/nodes/<ident>/traits/<path:trait>", methods=["PUT"])
 def add_trait(ident: str, trait: str) -> Response:
-    common.require("Node traits", versions.NODE_TRAITS)
+    TRAITS_PUT.check(request.environ)
     if common.raw_body().strip():
         body = common.json_body()
         if body:
-            raise common.bad_request(_TRAITS_USAGE if isinstance(body, dict) and "traits" in body else
-                              "No body should be provided when adding a trait")
+            raise common.bad_request(
+                _TRAITS_USAGE
+                if isinstance(body, dict) and "traits" in body
+                else "No body should be provided when adding a trait"
+            )
     node = _features().add_trait(ident, trait, project_id=project_id(), if_match=if_match())
     headers = [common.location("nodes", ident, "traits", trait), *_etag_headers(node)]
     return common.empty_response(204, headers)
@@ -101,14 +110,14 @@ def add_trait(ident: str, trait: str) -> Response:
 
 @bp.route("/v1/nodes/<ident>/traits", methods=["DELETE"])
 def remove_traits(ident: str) -> Response:
-    common.require("Node traits", versions.NODE_TRAITS)
+    TRAITS_DELETE.check(request.environ)
     node = _features().remove_trait(ident, None, project_id=project_id(), if_match=if_match())
     return common.empty_response(204, _etag_headers(node))
 
 
 @bp.route("/v1/nodes/<ident>/traits/<path:trait>", methods=["DELETE"])
 def remove_trait(ident: str, trait: str) -> Response:
-    common.require("Node traits", versions.NODE_TRAITS)
+    TRAITS_DELETE.check(request.environ)
     node = _features().remove_trait(ident, trait, project_id=project_id(), if_match=if_match())
     return common.empty_response(204, _etag_headers(node))
 
@@ -162,6 +171,13 @@ def detach_vmedia(ident: str) -> Response:
     device_types = [d.strip() for value in raw for d in value.split(",") if d.strip()] or None
     _features().detach_vmedia(ident, device_types, project_id=project_id(), if_match=if_match())
     return common.empty_response(204)
+
+
+@bp.route("/v1/nodes/<ident>/vmedia", methods=["GET", "PUT", "PATCH"])
+def other_vmedia(ident: str) -> Response:
+    # a path that exists from 1.89 only: below it every method is a 404, as Ironic answers
+    _since(versions.NODE_VMEDIA)
+    raise MethodNotAllowed(valid_methods=["POST", "DELETE"])
 
 
 # -- firmware components --------------------------------------------------------------------------

@@ -334,8 +334,14 @@ def delete_node(ident: str) -> Response:
 @bp.route("/v1/nodes/<ident>/states", methods=["GET"])
 def get_states(ident: str) -> Response:
     node = service().get_node(ident, project_id=project_id())
-    shown = NODE_FIELDS.visible(serialize.NODE_STATE_FIELDS, common.api_version())
-    return common.json_response({name: serialize.get(node, name) for name in shown})
+    served = common.api_version()
+    doc = {
+        name: serialize.get(node, name) for name in NODE_FIELDS.visible(serialize.NODE_STATE_FIELDS, served)
+    }
+    doc["provision_state"] = serialize.shown_provision_state(
+        doc["provision_state"], before_available=served < versions.AVAILABLE_STATE
+    )
+    return common.json_response(doc)
 
 
 def _states_location(node_uuid: str) -> list[tuple[str, str]]:

@@ -16,13 +16,14 @@ endpoints.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import jsonpatch
 from flask import Blueprint, Response, request
 
-from apimw.errors import HTTPProblem
+from apimw import VersionGate
 from baremetal_service import schemas, versions
 from baremetal_service.handlers import common, masking, serialize
 from baremetal_service.handlers.context import if_match, project_id, service, token
@@ -36,10 +37,12 @@ LIST_ARGS: Final = frozenset({"fields", "limit", "marker", "sort_key", "sort_dir
 GET_ARGS: Final = frozenset({"fields"})
 
 _BUILTIN_KINDS: Final = frozenset({"node", "port", "portgroup", "chassis"})
+_LOGICAL_NAME: Final = re.compile(schemas.NAME_PATTERN)
 
 
-def _not_found() -> HTTPProblem:
-    return HTTPProblem(404, "request.not-found", "The resource could not be found.")
+#: Ironic's words for a resource a version does not have (the 404 of a read, the 405 of a write)
+VERSION_DENIED: Final = "The API version does not allow {what}"
+NOT_FOUND: Final = "The resource could not be found."
 
 
 class Endpoints:
@@ -52,6 +55,17 @@ class Endpoints:
         self.list_args: frozenset[str] = LIST_ARGS | filters | detail | set(decl.ignored_args)
         if decl.kind not in _BUILTIN_KINDS:
             serialize.register(decl.kind, decl.fields, defaults=decl.defaults)
+        #: the answers below the resource's version: reads 404 (the route does not exist yet),
+        #: writes 404 too or, declared so, 405
+        self.read_gate: VersionGate | None = None
+        self.write_gate: VersionGate | None = None
+        if decl.since > versions.MIN_VERSION:
+            what = f"{decl.name}s"
+            if decl.refuse_early_writes:
+                self.read_gate = VersionGate.route(decl.since, what=what, detail=VERSION_DENIED)
+                self.write_gate = VersionGate.method(decl.since, what=what, detail=VERSION_DENIED)
+            else:
+                self.read_gate = self.write_gate = VersionGate.route(decl.since, what=what, detail=NOT_FOUND)
 
     def __getattr__(self, name: str) -> Any:  # the declaration's attributes (kind, fields...)
         return getattr(self.decl, name)
@@ -60,9 +74,18 @@ class Endpoints:
         return service().crud[self.decl.kind]
 
     def gate(self) -> None:
-        if self.decl.since > versions.MIN_VERSION and common.api_version() < self.decl.since:
-            # Ironic answers 404 for a whole resource that does not exist yet at this version.
-            raise _not_found()
+        """The resource's version gate of the request's method (404 or 405 below its version)."""
+        gate = self.read_gate if request.method in ("GET", "HEAD") else self.write_gate
+        if gate is not None:
+            gate.check(request.environ)
+
+    def check_ident(self, ident: str) -> None:
+        """Ironic's 400 for an identifier that is neither a UUID nor a logical name."""
+        name = self.decl.ident_name
+        if name and not (common.UUID_RE.match(ident) or _LOGICAL_NAME.fullmatch(ident)):
+            raise common.bad_request(
+                f"Expected UUID or name for {name}: {common.shorten(ident)}", "request.invalid-identifier"
+            )
 
     def doc(self, obj: Any, fields: Sequence[str] | None = None) -> dict[str, Any]:
         decl = self.decl
@@ -136,6 +159,7 @@ class Endpoints:
     def get(self, ident: str) -> Response:
         decl = self.decl
         self.gate()
+        self.check_ident(ident)
         common.check_args(GET_ARGS)
         fields = common.parse_fields(decl.fields, decl.kind)
         obj = self.crud().get(ident, project_id=project_id())
@@ -156,6 +180,7 @@ class Endpoints:
     def patch(self, ident: str) -> Response:
         decl = self.decl
         self.gate()
+        self.check_ident(ident)
         patch = common.json_body()
         common.validate(patch, schemas.PATCH, "patch")
         allowed = set(decl.patchable)
@@ -200,6 +225,7 @@ class Endpoints:
 
     def delete(self, ident: str) -> Response:
         self.gate()
+        self.check_ident(ident)
         self.crud().delete(ident, project_id=project_id(), if_match=if_match())
         return common.empty_response(204)
 

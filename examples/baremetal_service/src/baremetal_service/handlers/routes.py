@@ -25,11 +25,13 @@ from baremetal_service.handlers import (
     allocations,
     conductors,
     drivers,
+    heartbeat,
     inspection_rules,
     node_features,
     node_history,
     node_management,
     nodes,
+    paths,
     portgroups,
     ports,
     resource_classes,
@@ -57,7 +59,7 @@ __all__ = ["create_flask_app"]
 #: declared resources (:func:`.resources.blueprints`), then those registered after them.
 _HANDLERS: Final = (root, nodes, node_features, ports, portgroups, drivers, resource_classes)
 _LATER_HANDLERS: Final = (
-    volume, inspection_rules, allocations, conductors, runbooks, node_management, node_history,
+    volume, inspection_rules, allocations, conductors, runbooks, node_management, node_history, heartbeat,
 )  # fmt: skip
 
 
@@ -91,6 +93,8 @@ def create_flask_app(
         app.register_blueprint(generated)
     for module in _LATER_HANDLERS:
         app.register_blueprint(module.bp)
+    # Ironic's paths without a version, .json suffixes and console alias, before routing
+    app.wsgi_app = paths.ironic_paths(app.wsgi_app)  # type: ignore[method-assign]
 
     @app.before_request
     def _acceptable() -> None:

@@ -260,9 +260,15 @@ def _render_source(
     for name, mask in plan.masked:
         value = value_of(name)
         doc[name] = mask(value, secrets) if value else default_for(name)
-    if plan.old_state and doc["provision_state"] == "available":
-        doc["provision_state"] = None  # before 1.2 AVAILABLE was called NOSTATE (null)
+    if plan.old_state:
+        doc["provision_state"] = shown_provision_state(doc["provision_state"], before_available=True)
     return doc
+
+
+def shown_provision_state(state: Any, *, before_available: bool) -> Any:
+    """A provision state as shown at a version before 1.2 (*before_available*) or later:
+    before 1.2 AVAILABLE was called NOSTATE (null)."""
+    return None if before_available and state == "available" else state
 
 
 def _source(plan: Plan, obj: Any) -> Mapping[str, Any]:

@@ -48,7 +48,8 @@ from baremetal_service.versions import ETAG_VERSION, FIRST, Fields
 if TYPE_CHECKING:
     from baremetal_service.objects.crud import Crud
 
-__all__ = ['AllocationService']
+__all__ = ["AllocationService"]
+
 
 def check_create(crud: Crud, row: dict[str, Any], project_id: str | None) -> None:
     crud.service.allocations.prepare_create(row, project_id)
@@ -80,6 +81,7 @@ ALLOCATIONS: Final = Resource(
     patchable=("name", "extra"),
     sort_keys=("uuid", "name", "created_at", "updated_at", "state", "resource_class"),
     since=versions.ALLOCATIONS,
+    refuse_early_writes=True,
     filters=(
         ("node", versions.ALLOCATIONS),
         ("resource_class", versions.ALLOCATIONS),
@@ -230,7 +232,11 @@ class AllocationService:
         allocations.delete(node["allocation_uuid"], project_id=project_id, if_match=if_match)
 
     def get_node_allocation(self, node_ident: str, *, project_id: str | None = None) -> dict[str, Any]:
-        node = self.db.get("node", node_ident, project_id=project_id)
+        try:
+            node = self.db.get("node", node_ident, project_id=project_id)
+        except exc.NodeNotFound as error:
+            error.status = 400  # Ironic's: the node is the request's parameter, not what it shows
+            raise
         if not node.get("allocation_uuid"):
             raise exc.AllocationNotFound(f"for node {node_ident}")
         return self.service.crud["allocation"].get(node["allocation_uuid"])

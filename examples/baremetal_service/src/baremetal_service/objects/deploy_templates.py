@@ -37,6 +37,7 @@ DEPLOY_TEMPLATES: Final = Resource(
     patchable=("extra", "name", "steps", "description"),
     sort_keys=("uuid", "name", "created_at", "updated_at"),
     since=versions.DEPLOY_TEMPLATES,
+    refuse_early_writes=True,
     defaults={"steps": []},
     updatable=frozenset({"name", "description", "steps", "extra"}),
     null_defaults={"extra": {}},

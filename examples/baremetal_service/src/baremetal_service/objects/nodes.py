@@ -31,6 +31,9 @@ Ironic's rules, as Ironic 39.0 answers them:
   ``baremetal.invalid-state``); ``retired=false`` clears ``retired_reason``; a
   reason without ``retired`` is 400; a retired node cannot be provided (400
   ``baremetal.node-retired``).
+* **protection** (1.48): ``protected=true`` only in ``active`` or ``rescue`` (409
+  ``baremetal.invalid-state``); ``protected=false`` clears ``protected_reason``; a reason
+  without ``protected`` is 400.
 * **instance names** (1.104): an ``instance_info`` change carrying
   ``display_name`` fills ``instance_name`` when the node has none.
 """
@@ -201,6 +204,20 @@ class TooManyTraits(exc.Invalid):
         )
 
 
+#: The provision states in which a node may be made protected (Ironic's).
+PROTECTED_STATES: Final = ("active", "rescue")
+
+
+class ProtectedInState(exc.Conflict):
+    error_code = "baremetal.invalid-state"
+
+    def __init__(self, node: str, state: str) -> None:
+        super().__init__(
+            f"Node {node} can only be made protected in provision states 'active' or 'rescue', "
+            f"the current state is '{state}'"
+        )
+
+
 class RetiredInAvailable(exc.Conflict):
     error_code = "baremetal.invalid-state"
 
@@ -241,6 +258,16 @@ def node_change_rules(current: Mapping[str, Any], out: dict[str, Any]) -> dict[s
     """Ironic's retirement and instance-name rules on a node change set (*out*, changed
     fields only); returns *out*, completed."""
     uuid = str(current.get("uuid"))
+    protected = bool(out.get("protected", current.get("protected")))
+    if "protected" in out:
+        if not out["protected"]:
+            out["protected_reason"] = None
+        elif current.get("provision_state") not in PROTECTED_STATES:
+            raise ProtectedInState(uuid, str(current.get("provision_state")))
+    if out.get("protected_reason") and not protected:
+        raise exc.InvalidParameterValue("The protected_reason field can only be set when protected is True")
+    if "protected_reason" in out and out["protected_reason"] == current.get("protected_reason"):
+        del out["protected_reason"]
     retired = bool(out.get("retired", current.get("retired")))
     if "retired" in out:
         if not out["retired"]:

@@ -44,10 +44,38 @@ def _portgroup_on_node(crud: Crud, port: dict[str, Any], project_id: str | None)
         raise exc.InvalidParameterValue("Port can not be added to a portgroup on a different node.")
 
 
+#: Most members of one port group read to learn its physical network (they all share one).
+_PHYSNET_SAMPLE: Final = 100
+
+
+def _portgroup_physnet(crud: Crud, port: dict[str, Any], project_id: str | None) -> None:
+    """A port in a port group is on the group's physical network: the group's own
+    ``physical_network`` and its other ports' (Ironic's 409 otherwise; ``None`` is a network
+    too, so a port without one cannot join a group whose ports have one)."""
+    pg_ident = port.get("portgroup_uuid")
+    if pg_ident is None:
+        return
+    portgroup = crud.db.get("portgroup", str(pg_ident), project_id=project_id)
+    members = crud.db.list(
+        "port", equals={"portgroup_id": portgroup["id"]}, fields=("physical_network",), limit=_PHYSNET_SAMPLE
+    )
+    physnets = {m.get("physical_network") for m in members if m["uuid"] != port.get("uuid")}
+    if portgroup.get("physical_network") is not None:
+        physnets.add(portgroup["physical_network"])
+    own = port.get("physical_network")
+    if physnets and own not in physnets:
+        theirs = sorted(map(str, physnets))[0]  # one, unless the group is inconsistent already
+        raise exc.Conflict(
+            f"Port with physical network {own} cannot become a member of port group "
+            f"{portgroup['uuid']} which has ports in physical network {theirs}."
+        )
+
+
 def check_create(crud: Crud, row: dict[str, Any], project_id: str | None) -> None:
     if "address" not in row or "node_uuid" not in row:
         raise exc.InvalidParameterValue("A port needs an address and a node_uuid.")
     _portgroup_on_node(crud, row, project_id)
+    _portgroup_physnet(crud, row, project_id)
 
 
 def check_update(
@@ -55,6 +83,8 @@ def check_update(
 ) -> None:
     if "portgroup_uuid" in changes or "node_uuid" in changes:
         _portgroup_on_node(crud, {**current, **changes}, project_id)
+    if "portgroup_uuid" in changes or "physical_network" in changes:
+        _portgroup_physnet(crud, {**current, **changes}, project_id)
 
 
 PORT_FIELDS: Final = Fields({
@@ -69,6 +99,7 @@ PORT_FIELDS: Final = Fields({
 
 PORTS: Final = Resource(
     kind="port",
+    ident_name="port_ident",
     fields=PORT_FIELDS,
     list_fields=("uuid", "address"),
     create_schema=schemas.PORT_CREATE,

@@ -66,7 +66,15 @@ class Resource:
     sort_keys: tuple[str, ...]
     #: the URL path under /v1/ ("" = kind + "s": "ports")
     collection: str = ""
+    #: an item's identifier must be a UUID or a logical name (RFC 3986 unreserved characters),
+    #: else a 400 "Expected UUID or name for <ident_name>: ..." (Ironic's, for ``port_ident``);
+    #: "": any identifier is looked up
+    ident_name: str = ""
     since: Version = versions.MIN_VERSION
+    #: below :attr:`since` a write is a 405 "The API version does not allow <resources>" (Ironic's
+    #: answer for allocations, deploy templates and runbooks), not the 404 of a route that does
+    #: not exist yet (a read is a 404 either way)
+    refuse_early_writes: bool = False
     sublinks: tuple[str, ...] = ()
     #: list query filters and the version each is accepted from
     filters: tuple[tuple[str, Version], ...] = ()

@@ -90,6 +90,7 @@ RUNBOOKS: Final = Resource(
     patchable=("disable_ramdisk", "extra", "name", "owner", "public", "steps", "description"),
     sort_keys=("uuid", "name", "created_at", "updated_at"),
     since=versions.RUNBOOKS,
+    refuse_early_writes=True,
     ignored_args=("project",),
     defaults={"steps": [], "public": False},
     updatable=frozenset({"name", "description", "steps", "extra", "public", "owner", "disable_ramdisk"}),

@@ -122,6 +122,7 @@ resource declaration's ``etag_ignored``: :func:`etag_ignored_fields`).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -161,6 +162,10 @@ NODE_CREATABLE: Final = NODE_UPDATABLE | {"uuid"}
 #: UPDATE conditions: no conductor lease / no lease and no queued work.
 _UNRESERVED: Final = {"reservation": None}
 _IDLE: Final = {"reservation": None, "pending_action": None}
+#: How long a request waits for the action running on its node to end before it is answered
+#: 409 NodeLocked (Ironic tries a locked node 3 times, 1 s apart) and how often it looks.
+NODE_LOCKED_WAIT: Final = 2.0
+NODE_LOCKED_POLL: Final = 0.05
 RESOURCE_CLASS_RE: Final = re.compile(r"^CUSTOM_[A-Z0-9_]+\Z")
 RESOURCE_CLASS_MAX_LENGTH: Final = 255
 _VALIDATE_INTERFACES: Final = (
@@ -540,6 +545,17 @@ class BaremetalService:
 
         return self._start_action(ident, mutate, "provision_set", project_id=project_id, if_match=if_match)
 
+    def wait_idle(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
+        """The node once no action runs on it, or as it is after :data:`NODE_LOCKED_WAIT`
+        seconds (a busy node is then the caller's 409): an action on a fake node ends at once,
+        so a request right after it finds the node as Ironic's lock retries would."""
+        deadline = time.monotonic() + NODE_LOCKED_WAIT
+        while True:
+            node = self.db.get("node", ident, project_id=project_id)
+            if not (node.get("reservation") or node.get("pending_action")) or time.monotonic() >= deadline:
+                return node
+            time.sleep(NODE_LOCKED_POLL)
+
     def _start_action(
         self,
         ident: str,
@@ -550,7 +566,8 @@ class BaremetalService:
         if_match: IfMatchArg,
     ) -> dict[str, Any]:
         """Record an action the conductor carries out (``baremetal.node.<event>.start``), on an
-        idle node only (a busy one is a 409), and wake the conductor."""
+        idle node only (a busy one is a 409, after :meth:`wait_idle`), and wake the conductor."""
+        self.wait_idle(ident, project_id=project_id)
         doc = self.db.update(
             "node", ident, mutate, if_match=if_match, project_id=project_id,
             event_type=f"baremetal.node.{event}.start",

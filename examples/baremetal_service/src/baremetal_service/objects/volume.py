@@ -52,7 +52,7 @@ def check_update(
 ) -> None:
     """A change needs the node powered off, and so does a move to another node."""
     label = crud.decl.name
-    node = crud.db.get("node", current["node_uuid"])
+    node = crud.service.wait_idle(current["node_uuid"])  # a power action under way ends first
     if node.get("power_state") != POWER_OFF:
         raise exc.NodeStateForbidsAction(f"{label} update", node["uuid"], node.get("power_state"))
     if "node_uuid" in changes:
@@ -66,7 +66,7 @@ def check_update(
 
 def check_delete(crud: Crud, current: dict[str, Any], project_id: str | None) -> None:
     """A delete needs the node powered off, or enroll, manageable or adopt failed."""
-    node = crud.db.get("node", current["node_uuid"])
+    node = crud.service.wait_idle(current["node_uuid"])
     state = node.get("power_state")
     if node["provision_state"] not in DELETE_STATES and state != POWER_OFF:
         raise exc.NodeStateForbidsAction(f"{crud.decl.name} deletion", node["uuid"], state)
