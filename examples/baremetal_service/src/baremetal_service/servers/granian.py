@@ -70,6 +70,8 @@ def request_threads(connection_limit: int, app_threads: int) -> int:
     application.  (512 before: from about 512 clients sending bodies slowly, a new client got
     no answer.)"""
     return max(connection_limit, app_threads)
+
+
 #: granian's limit for its header-read timeout, in seconds.
 MAX_IDLE_TIMEOUT = 60
 
