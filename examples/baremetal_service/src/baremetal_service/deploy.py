@@ -294,7 +294,7 @@ def auth_filter(conf: Mapping[str, Any]) -> Any:
     before the service is built.
     """
     if conf["auth_strategy"] == "keystone":
-        return keystone.auth_filter(keystone.load_config(conf["config_files"]))
+        return keystone.auth_filter(keystone.load_config(conf["config_files"], required=True))
     if conf["auth_strategy"] != "http_basic":
         return None
     kwargs: dict[str, Any] = {"user_file": conf["htpasswd"], "project_id": conf["auth_project"]}

@@ -81,10 +81,16 @@ _SERVICE_PROJECT_OPTS: Final = [
 ]
 
 
-def load_config(config_files: Sequence[str] = ()) -> cfg.ConfigOpts:
+def load_config(config_files: Sequence[str] = (), *, required: bool = False) -> cfg.ConfigOpts:
     """The oslo.config configuration read from *config_files* (else :data:`CONFIG_FILE` when it
-    exists); a file that does not exist is a :class:`apimw.errors.ConfigError`."""
+    exists); a file that does not exist, or none at all when *required*, is a
+    :class:`apimw.errors.ConfigError`."""
     files = list(config_files) or ([CONFIG_FILE] if os.path.exists(CONFIG_FILE) else [])
+    if required and not files:
+        raise ConfigError(
+            "keystone: no configuration file: give --config-file (or BAREMETAL_CONFIG_FILE) with the "
+            f"[keystone_authtoken] section, or write {CONFIG_FILE}"
+        )
     for path in files:
         if not os.path.isfile(path):
             raise ConfigError(f"keystone: the configuration file {path!r} does not exist")
@@ -142,4 +148,4 @@ def filter_factory(global_conf: Mapping[str, Any], **local_conf: str) -> Any:
     ``config_file = /etc/baremetal/baremetal.conf`` (several: comma separated): auth_token
     reading that file's ``[keystone_authtoken]``, and the public routes open."""
     files = [f.strip() for f in str(local_conf.get("config_file", "")).split(",") if f.strip()]
-    return auth_filter(load_config(files))
+    return auth_filter(load_config(files, required=True))
