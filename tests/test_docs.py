@@ -204,6 +204,7 @@ def _role(section: configparser.SectionProxy) -> str | None:
         ("request_id", "request_id"), ("RequestId", "request_id"),
         ("apimw#microversion", "microversion"),
         ("keystonemiddleware", "auth"), ("baremetal_service.auth", "auth"), ("noauth", "auth"),
+        ("baremetal_service.keystone", "auth"),
         ("apimw#idempotency", "idempotency"),
         ("apimw#etag", "etag"),
     ):  # fmt: skip

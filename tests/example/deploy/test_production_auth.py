@@ -396,8 +396,10 @@ def test_a_cached_login_never_lets_another_password_in(htpasswd: Path) -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        pytest.param({"BAREMETAL_AUTH_STRATEGY": "keystone"}, "BAREMETAL_AUTH_STRATEGY must be one of",
+        pytest.param({"BAREMETAL_AUTH_STRATEGY": "kerberos"}, "BAREMETAL_AUTH_STRATEGY must be one of",
                      id="strategy"),
+        pytest.param({"BAREMETAL_AUTH_STRATEGY": "keystone"}, "keystone: no configuration file",
+                     id="keystone-without-configuration"),
         pytest.param({"BAREMETAL_CONDUCTOR_WORKERS": "two"}, "must be an integer", id="conductors"),
         pytest.param({"BAREMETAL_HEALTHCHECK": "maybe"}, "must be true or false", id="flag"),
         pytest.param({"BAREMETAL_STORE": "memory://", "BAREMETAL_WORKER_PROCESSES": "3"},

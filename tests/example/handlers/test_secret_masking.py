@@ -66,7 +66,7 @@ def _driver_info() -> dict[str, Any]:
         **dict(SECRET_DRIVER_INFO),
         **PLAIN_DRIVER_INFO,
         # nested objects and lists, any depth
-        "bmc": {"auth": {"password": "sekrit-n1", "user": "root"}, "tls": [{"client_key": "sekrit-n2"}]},
+        "bmc": {"login": {"password": "sekrit-n1", "user": "root"}, "tls": [{"client_key": "sekrit-n2"}]},
         "consoles": [{"user": "u", "passwd": "sekrit-l1"}, [{"token": "sekrit-l2"}]],
         # credentials in URLs, and free text oslo's mask_password knows
         "deploy_ramdisk": "https://builder:sekrit-u1@images.example.com/ramdisk?x=1",
@@ -107,7 +107,7 @@ def _check_shown(node: dict[str, Any], internal_set: bool = True) -> None:
         for key, value in PLAIN_DRIVER_INFO.items():
             assert info[key] == value, key
         assert info["bmc"] == {
-            "auth": {"password": "******", "user": "root"},
+            "login": {"password": "******", "user": "root"},
             "tls": [{"client_key": "******"}],
         }
         assert info["consoles"] == [{"user": "u", "passwd": "******"}, [{"token": "******"}]]
@@ -209,7 +209,7 @@ def test_a_masked_value_sent_back_keeps_the_stored_secret(database_url: str) -> 
         shown = client.get(f"/v1/nodes/{uuid}", headers=LATEST).json
         info = shown["driver_info"]
         info["ipmi_address"] = "10.0.0.2"
-        info["bmc"]["auth"]["password"] = "new-one"
+        info["bmc"]["login"]["password"] = "new-one"
         instance = dict(shown["instance_info"], root_gb=20)
         patch = [{"op": "replace", "path": "/driver_info", "value": info},
                  {"op": "replace", "path": "/instance_info", "value": instance}]  # fmt: skip
@@ -218,7 +218,7 @@ def test_a_masked_value_sent_back_keeps_the_stored_secret(database_url: str) -> 
         stored = app.service.get_node(uuid)
         expected = _driver_info()
         expected["ipmi_address"] = "10.0.0.2"
-        expected["bmc"]["auth"]["password"] = "new-one"
+        expected["bmc"]["login"]["password"] = "new-one"
         assert stored["driver_info"] == expected
         assert stored["instance_info"] == dict(_instance_info(), root_gb=20)
     finally:

@@ -579,6 +579,26 @@ def test_clients_trickling_bodies_do_not_stop_the_service(
         _serves_normally(service.url)
 
 
+#: More clients sending a body slowly than granian had request threads (512) before.
+MANY_TRICKLERS = 1000
+
+
+@pytest.mark.serial
+def test_a_thousand_slow_bodies_do_not_stop_granian(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Each client sending its body slowly holds one of granian's request threads while the
+    service reads the body (servers/granian.py, ``BodyFirst``).  Before, granian had 512 of
+    them per worker: from about 512 such clients on, a new client got no answer in 10 s.  Now
+    it may start one per connection it holds, so they are bounded by the connection limit."""
+    _raise_own_nofile(2 * MANY_TRICKLERS + 1024)
+    with _served("granian", tmp_path, request) as service:
+        with _tricklers(service.port, MANY_TRICKLERS):
+            time.sleep(3)  # every one of them is on a request thread by now
+            for _ in range(5):
+                _answered_promptly(service.url)
+            assert service.running, service.output()
+        _serves_normally(service.url)
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 def test_five_thousand_idle_connections_do_not_stop_the_service(
     tmp_path: Path, shape: str, request: pytest.FixtureRequest

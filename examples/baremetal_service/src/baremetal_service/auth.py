@@ -81,7 +81,9 @@ _KSM_NAMES: Final = (
 )  # fmt: skip
 #: Every header auth_token sets (and its ``X-Service-*`` twins): removed from the client's request.
 IDENTITY_HEADERS: Final = frozenset(
-    {f"X-{name}" for name in _KSM_NAMES} | {f"X-Service-{name}" for name in _KSM_NAMES}
+    {f"X-{name}" for name in _KSM_NAMES}
+    | {f"X-Service-{name}" for name in _KSM_NAMES}
+    | {"OpenStack-System-Scope"}  # a system-scoped token's (keystonemiddleware's name for it)
 )
 _IDENTITY_ENVIRON: Final = frozenset("HTTP_" + h.upper().replace("-", "_") for h in IDENTITY_HEADERS)
 
@@ -93,7 +95,7 @@ _CACHE_MAX: Final = 1024
 
 def strip_identity(environ: WSGIEnvironment) -> None:
     """Remove every identity header a client may have sent (keystonemiddleware does the same)."""
-    for key in [k for k in environ if k.startswith("HTTP_X_") and k in _IDENTITY_ENVIRON]:
+    for key in [k for k in environ if k in _IDENTITY_ENVIRON]:
         del environ[key]
 
 
@@ -115,8 +117,7 @@ def load_htpasswd(path: str) -> dict[str, bytes]:
         if not digest.startswith(_BCRYPT_PREFIXES):
             # the hash itself is never echoed
             raise ConfigError(
-                f"http_basic: {path}:{number}: only bcrypt digests are supported for {user!r} "
-                "(htpasswd -B)"
+                f"http_basic: {path}:{number}: only bcrypt digests are supported for {user!r} (htpasswd -B)"
             )
         users[user] = digest.encode("ascii", "replace")
     return users

@@ -1,14 +1,18 @@
 """``baremetal-service``: run the bare-metal API (and its conductor worker) on one port.
 
     baremetal-service [--host 127.0.0.1] [--port 6385] [--database URL] [--store URL]
-                      [--auth-strategy noauth|http_basic --htpasswd FILE]
+                      [--auth-strategy noauth|http_basic|keystone] [--htpasswd FILE]
+                      [--config-file /etc/baremetal/baremetal.conf]
     baremetal-service openapi [--version 1.52|latest] [--output FILE]
 
 ``--database`` is a SQLAlchemy URL (default: a SQLite file ``baremetal.sqlite``
 in the current directory; ``postgresql+psycopg://...`` for PostgreSQL).
 ``--store`` is the idempotency replay store: ``memory://`` (default),
 ``redis://host:port/db`` or ``memcached://host:port``.  ``--paste FILE`` builds
-the pipeline from an ``api-paste.ini`` instead of in code.
+the pipeline from an ``api-paste.ini`` instead of in code.  ``--auth-strategy keystone``
+validates Keystone tokens and applies Ironic's access rules, configured by the
+``[keystone_authtoken]`` and ``[oslo_policy]`` sections of ``--config-file`` (as Ironic
+reads its own; :mod:`baremetal_service.keystone`).
 
 The server is waitress (``--server waitress``, the default: it reads each request
 whole before a thread sees it, so slow clients cost no thread) or granian
@@ -72,9 +76,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--paste", default=None, help="build the pipeline from this api-paste.ini")
     parser.add_argument(
         "--auth-strategy",
-        choices=("noauth", "http_basic"),
+        choices=defaults.AUTH_STRATEGIES,
         default=os.environ.get("BAREMETAL_AUTH_STRATEGY", defaults.AUTH_STRATEGY),
-        help="noauth (trusts X-Project-Id; default) or http_basic (htpasswd file with bcrypt entries)",
+        help="noauth (trusts X-Project-Id; default), http_basic (htpasswd file with bcrypt entries) or "
+        "keystone (keystonemiddleware auth_token and Ironic's access rules; needs the keystone extra)",
+    )
+    parser.add_argument(
+        "--config-file",
+        action="append",
+        default=None,
+        help="keystone: an oslo.config file with [keystone_authtoken] and [oslo_policy] (repeatable; "
+        "default: $BAREMETAL_CONFIG_FILE, else /etc/baremetal/baremetal.conf if it exists)",
     )
     parser.add_argument(
         "--htpasswd",
@@ -92,7 +104,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--threads", type=int, default=defaults.THREADS, help=f"worker threads (default {defaults.THREADS})"
     )
     parser.add_argument(
-        "--workers", type=int, default=1,
+        "--workers",
+        type=int,
+        default=1,
         help="granian: worker processes (default 1); more than one needs a shared --store (redis://, "
         "memcached://) and shares one etag key (--etag-key-file, BAREMETAL_ETAG_KEY, else one made at start)",
     )
@@ -129,7 +143,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="seconds between power-state syncs with the BMCs; 0 turns the sync off (default 60)",
     )
     parser.add_argument(
-        "--public-endpoint", default=os.environ.get("BAREMETAL_PUBLIC_ENDPOINT"),
+        "--public-endpoint",
+        default=os.environ.get("BAREMETAL_PUBLIC_ENDPOINT"),
         help="base URL of links and Location headers, e.g. https://baremetal.example.com:6385 "
         "(default: $BAREMETAL_PUBLIC_ENDPOINT, else the request's Host header)",
     )
@@ -190,6 +205,7 @@ def configure(args: argparse.Namespace) -> dict[str, Any]:
         store=args.configured["store_url"],
         paste_ini=args.paste,
         auth_strategy=args.auth_strategy,
+        config_files=args.config_file or conf["config_files"],
         htpasswd=args.htpasswd,
         etag_key=read_etag_key(args.etag_key_file, os.environ),
         public_endpoint=defaults.public_endpoint(args.public_endpoint),

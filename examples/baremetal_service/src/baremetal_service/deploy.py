@@ -3,7 +3,8 @@
     /healthcheck (baremetal_service.health)  database + replay store reachability, unauthenticated
     request_id (oslo.middleware)      x-openstack-request-id on every response
       -> apimw microversion            baremetal 1.1 .. 1.117, legacy X-OpenStack-Ironic-API-Version
-      -> auth (optional: http_basic)   verifies the caller, sets X-Project-Id
+      -> auth (optional)               verifies the caller, sets X-Project-Id: http_basic, or
+                                       keystone (auth_token; /, /v1 open; Ironic's access rules)
       -> noauth                        X-Project-Id -> environ["baremetal.project_id"]
       -> apimw idempotency             X-Client-Token replay of POSTs, per project
       -> apimw etag                    ETag / If-Match (412) from version 1.116
@@ -58,10 +59,10 @@ from apimw.errors import ConfigError
 from apimw.etag import ETagMiddleware
 from apimw.idempotency import IdempotencyMiddleware
 from apimw.microversion import MicroversionMiddleware
-from baremetal_service import openapi, settings, versions
+from baremetal_service import keystone, openapi, settings, versions
 from baremetal_service.auth import BasicAuthMiddleware
 from baremetal_service.conductor.power_sync import PowerSync
-from baremetal_service.handlers.noauth import NoAuthMiddleware
+from baremetal_service.handlers.noauth import NoAuthMiddleware, tenant_scope
 from baremetal_service.handlers.routes import create_flask_app
 from baremetal_service.health import BackendChecks, HealthRoute, make_health_app
 from baremetal_service.objects.service import BaremetalService
@@ -117,10 +118,11 @@ ETAG_OPTIONS: Final[dict[str, Any]] = {
     "enforces": "*",
 }
 
-#: The idempotency middleware's settings: tokens are scoped per project; requests without
-#: X-Project-Id (noauth, single tenant) share one scope instead of being refused.
+#: The idempotency middleware's settings: tokens are scoped per project, a system-scoped
+#: token's in a scope of its own (:func:`~baremetal_service.handlers.noauth.tenant_scope`);
+#: requests with neither (noauth, single tenant) share one scope instead of being refused.
 IDEMPOTENCY_OPTIONS: Final[dict[str, Any]] = {
-    "scope": "project",
+    "scope": tenant_scope,
     "missing_scope": "shared",
 }
 
@@ -133,9 +135,7 @@ class ServiceApp:
     database pool.
     """
 
-    def __init__(
-        self, wsgi: WSGIApplication, service: BaremetalService, closers: Iterable[Any] = ()
-    ) -> None:
+    def __init__(self, wsgi: WSGIApplication, service: BaremetalService, closers: Iterable[Any] = ()) -> None:
         self.wsgi = wsgi
         self.service = service
         self._closers = list(closers)
@@ -203,17 +203,20 @@ def create_app(service: Any, **options: Any) -> Flask:
 
 def wrap(flask_wsgi: WSGIApplication, *, store_url: str = settings.STORE,
          closers: list[Any] | None = None, auth: Any = None,
-         lease: float = settings.IDEMPOTENCY_LEASE) -> WSGIApplication:  # fmt: skip
+         lease: float = settings.IDEMPOTENCY_LEASE,
+         missing_scope: str = "shared") -> WSGIApplication:  # fmt: skip
     """The middleware stack around the Flask app's WSGI callable (closables go to *closers*).
 
     The order: request_id -> microversion -> *auth* -> noauth -> idempotency -> etag -> app.
     *auth*: a filter ``app -> app`` put between microversion and noauth, which then reads the
     verified X-Project-Id (:func:`auth_filter`).  *lease*: seconds a client-token claim lives
-    while the request runs (apimw's ``lease``).
+    while the request runs (apimw's ``lease``).  *missing_scope*: what a client token gets on a
+    request without a tenant (``shared``: one scope, for noauth; ``reject``: 400, behind Keystone).
     """
     app: WSGIApplication = flask_wsgi
     app = ETagMiddleware(app, **ETAG_OPTIONS)
-    idempotency = IdempotencyMiddleware(app, store=store_url, lease=lease, **IDEMPOTENCY_OPTIONS)
+    options = {**IDEMPOTENCY_OPTIONS, "missing_scope": missing_scope}
+    idempotency = IdempotencyMiddleware(app, store=store_url, lease=lease, **options)
     if closers is not None:
         closers.append(idempotency)
     app = idempotency
@@ -245,14 +248,18 @@ def build_app(
     auth: Any = None,
     lease: float = settings.IDEMPOTENCY_LEASE,
     public_endpoint: str | None = settings.PUBLIC_ENDPOINT,
+    authorizer: Any = None,
+    missing_scope: str = "shared",
 ) -> ServiceApp:
     """The whole service: domain facade, conductor workers, power sync, Flask app and pipeline.
 
     *run_conductor*: run *conductor_workers* conductor threads (and the power sync every
     *power_sync_interval* seconds, 0: never) in this process.  *healthcheck*: serve
-    ``/healthcheck`` in front of the stack.  *auth*, *lease*: see :func:`wrap`.
+    ``/healthcheck`` in front of the stack.  *auth*, *lease*, *missing_scope*: see :func:`wrap`.
     *public_endpoint*: the base URL of links and ``Location`` headers (``None``: the
     request's Host header; see :func:`baremetal_service.handlers.routes.create_flask_app`).
+    *authorizer*: the access rules applied before each handler (:func:`access_rules`; ``None``:
+    every caller may do everything, as Ironic without Keystone).
     """
     service = make_service(
         database_url,
@@ -264,8 +271,9 @@ def build_app(
     try:
         if run_conductor:
             closers.extend(start_power_sync(service, power_sync_interval))
-        flask_app = create_app(service, public_endpoint=public_endpoint)
-        wsgi = wrap(flask_app.wsgi_app, store_url=store_url, closers=closers, auth=auth, lease=lease)
+        flask_app = create_app(service, public_endpoint=public_endpoint, authorizer=authorizer)
+        wsgi = wrap(flask_app.wsgi_app, store_url=store_url, closers=closers, auth=auth, lease=lease,
+                    missing_scope=missing_scope)  # fmt: skip
         if healthcheck:
             wsgi = with_healthcheck(wsgi, service, closers)
     except BaseException:
@@ -280,10 +288,13 @@ def build_app(
 
 
 def auth_filter(conf: Mapping[str, Any]) -> Any:
-    """The auth filter the settings name (``http_basic``), or None (``noauth``).
+    """The auth filter the settings name (``http_basic``, ``keystone``), or None (``noauth``).
 
-    The user file is read now: a missing or bad file fails before the service is built.
+    The user file (or the keystone configuration) is read now: a missing or bad file fails
+    before the service is built.
     """
+    if conf["auth_strategy"] == "keystone":
+        return keystone.auth_filter(keystone.load_config(conf["config_files"], required=True))
     if conf["auth_strategy"] != "http_basic":
         return None
     kwargs: dict[str, Any] = {"user_file": conf["htpasswd"], "project_id": conf["auth_project"]}
@@ -293,6 +304,14 @@ def auth_filter(conf: Mapping[str, Any]) -> Any:
         return BasicAuthMiddleware(app, **kwargs)
 
     return _wrap
+
+
+def access_rules(conf: Mapping[str, Any]) -> Any:
+    """The access rules the settings call for: Ironic's policy with ``keystone``
+    (:func:`baremetal_service.keystone.authorizer`), else None."""
+    if conf["auth_strategy"] != "keystone":
+        return None
+    return keystone.authorizer(keystone.load_config(conf["config_files"]))
 
 
 class _WorkerPid:
@@ -326,6 +345,8 @@ def build(conf: Mapping[str, Any]) -> ServiceApp:
             run_conductor=conf["conductor_workers"] > 0,
             etag_key=conf["etag_key"],
             public_endpoint=conf["public_endpoint"],
+            auth_strategy=conf["auth_strategy"],
+            config_files=conf["config_files"],
         )
     else:
         built = build_app(
@@ -340,6 +361,9 @@ def build(conf: Mapping[str, Any]) -> ServiceApp:
             auth=auth_filter(conf),
             lease=conf["idempotency_lease"],
             public_endpoint=conf["public_endpoint"],
+            authorizer=access_rules(conf),
+            # behind Keystone every caller has a project or the system scope
+            missing_scope="reject" if conf["auth_strategy"] == "keystone" else "shared",
         )
     try:
         if conf["healthcheck"] and not isinstance(built.wsgi, HealthRoute):
@@ -406,8 +430,14 @@ def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp
 
     The etag key: the one :func:`load_paste_app` was given (``BAREMETAL_ETAG_KEY``,
     ``--etag-key-file``), else an ``etag_key`` ini value, else a random key per process.
+    ``auth_strategy = keystone`` (in the section, or ``--auth-strategy keystone``) applies
+    Ironic's access rules, with the ``[oslo_policy]`` of ``config_file`` (comma separated).
     """
     conf = {**global_conf, **local_conf}
+    files = [f.strip() for f in str(conf.get("config_file") or "").split(",") if f.strip()]
+    rules = access_rules(
+        {"auth_strategy": conf.get("auth_strategy", settings.AUTH_STRATEGY), "config_files": files}
+    )
     run_conductor = str(conf.get("run_conductor", settings.RUN_CONDUCTOR)).lower() in settings.TRUE_VALUES
     types = conf.get("enabled_hardware_types")
     interval = conf.get("power_sync_interval")
@@ -428,7 +458,9 @@ def app_factory(global_conf: Mapping[str, Any], **local_conf: str) -> ServiceApp
     )
     try:
         closers = start_power_sync(service, sync_interval) if run_conductor else []
-        app = ServiceApp(create_app(service, public_endpoint=endpoint).wsgi_app, service, closers)
+        app = ServiceApp(
+            create_app(service, public_endpoint=endpoint, authorizer=rules).wsgi_app, service, closers
+        )
     except BaseException:
         service.close()
         raise
@@ -453,9 +485,13 @@ def load_paste_app(
     name: str = "main",
     etag_key: str | bytes | None = None,
     public_endpoint: str | None = None,
+    auth_strategy: str | None = None,
+    config_files: Iterable[str] = (),
 ) -> ServiceApp:
     """Load the pipeline from *ini_path* with the given database, store and etag key (and the
-    public endpoint, which overrides the ini's ``public_endpoint``).
+    public endpoint, which overrides the ini's ``public_endpoint``).  *auth_strategy*
+    ``keystone`` applies Ironic's access rules in the app (the file brings auth_token) with
+    the ``[oslo_policy]`` of *config_files*; ``None`` leaves it to the file.
 
     A *database_url* or *store_url* given here overrides the file's ``[DEFAULT]``; one not given
     leaves the file's own ``[DEFAULT] database`` / ``store`` in force, and the built-in default
@@ -473,6 +509,10 @@ def load_paste_app(
             global_conf[key] = fallback
     if public_endpoint:
         global_conf["public_endpoint"] = public_endpoint
+    if auth_strategy:
+        global_conf["auth_strategy"] = auth_strategy
+    if config_files:
+        global_conf["config_file"] = ",".join(config_files)
     if etag_key is not None:
         _ETAG_KEYS[instance] = etag_key
     try:

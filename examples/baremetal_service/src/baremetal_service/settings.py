@@ -17,7 +17,15 @@ environment variable               default                         meaning
                                                                    answers 409 until then); keep it above the
                                                                    worker timeout (paste: the ini's lease)
 ``BAREMETAL_AUTH_STRATEGY``        ``noauth``                      ``noauth`` (trusts ``X-Project-Id``),
-                                                                   ``http_basic`` (htpasswd + bcrypt)
+                                                                   ``http_basic`` (htpasswd + bcrypt),
+                                                                   ``keystone`` (auth_token and Ironic's
+                                                                   access rules, :mod:`.keystone`)
+``BAREMETAL_CONFIG_FILE``          (none)                          ``keystone``: the oslo.config file(s),
+                                                                   comma separated, with
+                                                                   ``[keystone_authtoken]`` and
+                                                                   ``[oslo_policy]`` (none: the file
+                                                                   ``/etc/baremetal/baremetal.conf``
+                                                                   if it exists)
 ``BAREMETAL_HTPASSWD``             ``/etc/baremetal/htpasswd``     the ``http_basic`` user file
 ``BAREMETAL_AUTH_PROJECT``         (none)                          ``http_basic``: project of every user
 ``BAREMETAL_PASTE_INI``            (none)                          build the pipeline from this api-paste.ini
@@ -82,9 +90,10 @@ STORE: Final = "memory://"
 #: Seconds a client-token claim lives while the request runs (apimw's ``lease``): after a
 #: worker crash, retries get 409 until it ends.  Keep it above the worker timeout.
 IDEMPOTENCY_LEASE: Final = 300.0
-#: ``noauth`` (trusts X-Project-Id) or ``http_basic`` (htpasswd file, bcrypt entries).
+#: ``noauth`` (trusts X-Project-Id), ``http_basic`` (htpasswd file, bcrypt entries) or
+#: ``keystone`` (keystonemiddleware's auth_token and Ironic's access rules).
 AUTH_STRATEGY: Final = "noauth"
-AUTH_STRATEGIES: Final = ("noauth", "http_basic")
+AUTH_STRATEGIES: Final = ("noauth", "http_basic", "keystone")
 HTPASSWD: Final = "/etc/baremetal/htpasswd"
 #: Hardware types enabled.
 HARDWARE_TYPES: Final[tuple[str, ...]] = ("fake-hardware",)
@@ -232,8 +241,7 @@ def from_environ(env: Mapping[str, str] | None = None, *, check_processes: bool 
     strategy = env.get("BAREMETAL_AUTH_STRATEGY", "").strip().lower() or AUTH_STRATEGY
     if strategy not in AUTH_STRATEGIES:
         raise ConfigError(
-            f"BAREMETAL_AUTH_STRATEGY must be one of {', '.join(AUTH_STRATEGIES)}, got {strategy!r} "
-            "(keystone: use BAREMETAL_PASTE_INI with an auth_token pipeline)"
+            f"BAREMETAL_AUTH_STRATEGY must be one of {', '.join(AUTH_STRATEGIES)}, got {strategy!r}"
         )
     conf: dict[str, Any] = {
         "database": env.get("BAREMETAL_DATABASE") or None,
@@ -242,6 +250,7 @@ def from_environ(env: Mapping[str, str] | None = None, *, check_processes: bool 
         "auth_strategy": strategy,
         "htpasswd": env.get("BAREMETAL_HTPASSWD") or HTPASSWD,
         "auth_project": env.get("BAREMETAL_AUTH_PROJECT") or None,
+        "config_files": [f.strip() for f in env.get("BAREMETAL_CONFIG_FILE", "").split(",") if f.strip()],
         "paste_ini": env.get("BAREMETAL_PASTE_INI") or None,
         "etag_key": _etag_key(env),
         "public_endpoint": _public_endpoint(env),

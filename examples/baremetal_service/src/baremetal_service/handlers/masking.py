@@ -7,14 +7,16 @@ Ironic 39 (``node_sanitize`` in ``ironic/api/controllers/v1/node.py``) masks
 module masks at least that, and what ``mask_dict_password`` misses:
 
 * a value whose key names a secret (:data:`SECRET_KEY_PATTERN`, a superset of oslo's key
-  list: ``passwd``, ``pass``, ``pwd``, ``ipmi_kg``, ``ssh_key_contents``,
-  ``snmp_community``...), at any depth, in nested objects and in lists -- the whole value,
-  an object or a list under such a key too (``mask_dict_password`` descends into it);
+  list: ``passwd``, ``pass``, ``pwd``, ``pw``, ``ipmi_kg``, ``ssh_key_contents``,
+  ``snmp_community``, ``creds``, ``auth``...), at any depth, in nested objects and in
+  lists -- the whole value, an object or a list under such a key too
+  (``mask_dict_password`` descends into it);
 * the keys the node's driver declares secret (``HardwareType.secret_fields``);
-* credentials inside URLs in any string: ``https://user:pw@host/`` becomes
-  ``https://user:******@host/``, and a query parameter whose name says secret, token,
-  key, password, signature... (a Swift temp URL's ``temp_url_sig``, S3's
-  ``X-Amz-Signature``) keeps its name with ``******`` as its value;
+* credentials inside URLs in any string, scheme-relative ones too: ``https://user:pw@host/``
+  becomes ``https://user:******@host/`` (``//user:pw@host/``: ``//user:******@host/``), and
+  a query parameter whose name says secret, token, key, password, auth, signature... (a
+  Swift temp URL's ``temp_url_sig``, S3's ``X-Amz-Signature``, ``?auth=``) keeps its name
+  with ``******`` as its value;
 * secrets written into free text (``"--password x"``, ``"password=x"``): oslo's own
   ``strutils.mask_password``, the function ``mask_dict_password`` applies to strings.
 
@@ -48,10 +50,11 @@ MASK: Final = "******"
 #: A key (lower-cased) whose value is secret when this matches anywhere in it.  Every key of
 #: oslo.utils' list contains one of these parts (a test checks it).  ``pass`` is not
 #: followed by ``thr`` (``passthru``, ``passthrough`` are not secrets); ``kg`` (IPMI's
-#: K_g key) and ``psk`` are whole words.
+#: K_g key), ``psk`` and ``pw`` are whole words; ``auth`` is the whole key or its last
+#: word (``bmc_auth``; not ``redfish_auth_type``, ``author``).
 SECRET_KEY_PATTERN: Final = re.compile(
-    r"pass(?!thr)|pwd|pswd|secret|token|key|credential|community|configdrive|cookie|fsid|hashsuffix|kek"
-    r"|(?:^|[_.-])(?:kg|psk)(?:\Z|[_.-])"
+    r"pass(?!thr)|pwd|pswd|secret|token|key|cred|community|configdrive|cookie|fsid|hashsuffix|kek"
+    r"|(?:^|[_.-])(?:kg|psk|pw)(?:\Z|[_.-])|(?:^|[_.-])auth\Z"
 )
 #: What free text must contain (lower-cased) before oslo's ``mask_password`` can change it
 #: (its keys' parts).  Substring tests: several times faster than one regex on long text.
@@ -67,11 +70,12 @@ _TEXT_HINTS: Final = (
     "hashsuffix",
     "kek",
 )
-#: ``scheme://user:password@`` (the password is masked; a user name alone is kept).
-_URL_PASSWORD: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@?#]*:)[^/\s@?#]*@")
+#: ``scheme://user:password@`` or scheme-relative ``//user:password@`` (the password is
+#: masked; a user name alone is kept).
+_URL_PASSWORD: Final = re.compile(r"(?i)((?:\b[a-z][a-z0-9+.-]*:)?//[^/\s:@?#]*:)[^/\s@?#]*@")
 #: A URL query parameter whose name says secret: its value is masked.
 _URL_SECRET_PARAM: Final = re.compile(
-    r"(?i)([?&;][^=&;#\s]*(?:pass|pwd|secret|token|key|credential|sig)[^=&;#\s]*=)[^&;#\s]*"
+    r"(?i)([?&;][^=&;#\s]*(?:pass|pwd|secret|token|key|cred|sig|auth(?!or))[^=&;#\s]*=)[^&;#\s]*"
 )
 _MASKED_URL: Final = r"\g<1>" + MASK + "@"
 _MASKED_PARAM: Final = r"\g<1>" + MASK
@@ -100,12 +104,17 @@ def _names_a_secret(text: str) -> bool:
     return any(hint in low for hint in _TEXT_HINTS)
 
 
+def _may_hold_url_secrets(text: str) -> bool:
+    """Whether *text* may hold a URL's credentials (``//``) or query parameters (``?``)."""
+    return "//" in text or "?" in text
+
+
 def _masked_text(text: str, texts: list[str] | None) -> str:
     """*text* with URL credentials masked, and oslo's free-text secrets unless *texts* is a
     list (then *text* is added to it: the caller checks them all at once).  The same object
     when nothing is masked."""
     out = text
-    if "://" in out:
+    if _may_hold_url_secrets(out):
         if "@" in out:
             out = _URL_PASSWORD.sub(_MASKED_URL, out)
         if "=" in out:
@@ -136,7 +145,7 @@ def _masked(value: Any, texts: list[str] | None) -> Any:
             if secret:
                 new = MASK
             elif kind is str:
-                if texts is not None and "://" not in item:  # (the common case, inlined)
+                if texts is not None and "//" not in item and "?" not in item:  # (the common case)
                     texts.append(item)
                     continue
                 new = _masked_text(item, texts)

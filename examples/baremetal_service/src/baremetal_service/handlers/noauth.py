@@ -7,7 +7,9 @@ then reads a trustworthy value.  The project lands in
 ``environ["baremetal.project_id"]``; the API scopes every node, port and portgroup
 read and write to it (a project sees the nodes it owns or leases; a node it creates
 is owned by it).  A request **without** a project is unscoped, like an admin:
-fine for a single-tenant lab, which is why production replaces noauth.
+fine for a single-tenant lab, which is why production replaces noauth.  (Behind
+Keystone a system-scoped token has no project either: it sees every node, as on
+Ironic, while its roles decide what it may do, :mod:`baremetal_service.handlers.authorize`.)
 
 One project per request, read once: ``X-Project-Id``, else the legacy
 ``X-Tenant-Id`` alias (oslo.context's order; keystonemiddleware sets both to
@@ -33,6 +35,31 @@ _HEADER_ENVIRON: Final = ENVIRON_PROJECT_ID
 #: The legacy alias of X-Project-Id (read when X-Project-Id is absent or empty).
 _TENANT_ENVIRON: Final = ENVIRON_TENANT_ID
 _PROJECT_RE: Final = re.compile(r"^[A-Za-z0-9_\-.:@]{1,255}\Z")
+
+
+#: The replay scope of a system-scoped token (keystonemiddleware's ``OpenStack-System-Scope: all``): one
+#: tenant of its own, never every project's.  A ``/`` cannot appear in a project id.
+SYSTEM_SCOPE: Final = "system/all"
+_SYSTEM_ENVIRON: Final = "HTTP_OPENSTACK_SYSTEM_SCOPE"
+_IDENTITY_STATUS_ENVIRON: Final = "HTTP_X_IDENTITY_STATUS"
+
+
+def tenant_scope(environ: Mapping[str, Any]) -> str | None:
+    """The idempotency middleware's scope (``scope = baremetal_service.handlers.noauth:tenant_scope``):
+    the caller's project, else :data:`SYSTEM_SCOPE` for a system-scoped token, else ``None``.
+
+    A request auth_token marked unverified (``X-Identity-Status`` other than ``Confirmed``)
+    has none: its headers are not an identity.
+    """
+    status = environ.get(_IDENTITY_STATUS_ENVIRON)
+    if status is not None and status != "Confirmed":
+        return None
+    project = environ.get(_HEADER_ENVIRON) or environ.get(_TENANT_ENVIRON)
+    if isinstance(project, str) and project:
+        return project
+    if environ.get(_SYSTEM_ENVIRON) == "all":
+        return SYSTEM_SCOPE
+    return None
 
 
 class NoAuthMiddleware:

@@ -11,6 +11,7 @@ through :func:`apimw.errors.render_problem`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -68,6 +69,7 @@ def create_flask_app(
     *,
     max_body_bytes: int = MAX_BODY_BYTES,
     public_endpoint: str | None = settings.PUBLIC_ENDPOINT,
+    authorizer: Callable[[], None] | None = None,
 ) -> Flask:
     """The Flask app serving the v1 API from *service* (the domain facade).
 
@@ -76,6 +78,9 @@ def create_flask_app(
     *public_endpoint*: the URL links and ``Location`` headers start with (Ironic's
     ``public_endpoint``, :func:`baremetal_service.settings.public_endpoint` checks it);
     ``None``: the request's own scheme, Host header and script name, as Ironic does.
+    *authorizer*: called before each request's handler to apply the access rules
+    (:class:`baremetal_service.handlers.authorize.Authorizer`); ``None``: every caller is
+    an operator of the whole deployment (``noauth``, ``http_basic``), as on Ironic.
     """
 
     if max_body_bytes <= 0:
@@ -112,6 +117,9 @@ def create_flask_app(
             raise HTTPProblem(
                 406, "request.not-acceptable", f"Only application/json is available, not {accept}."
             )
+
+    if authorizer is not None:
+        app.before_request(authorizer)
 
     @app.errorhandler(HTTPProblem)
     def _problem(problem: HTTPProblem) -> Response:

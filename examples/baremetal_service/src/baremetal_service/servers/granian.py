@@ -28,8 +28,11 @@ How the command runs it:
   An idle connection costs a descriptor and no thread; the command raises the descriptor
   soft limit as for waitress, and beyond the limit new connections wait in the listen
   backlog until others close.
-* A request waits for its body on one of :data:`BODY_THREADS` threads, then takes one of
-  the ``--threads`` application slots (:class:`BodyFirst`).
+* A request waits for its body on a request thread of its own, then takes one of the
+  ``--threads`` application slots (:class:`BodyFirst`).  granian may start one request
+  thread per connection it holds (``--connection-limit``), on demand, and retires them
+  after :data:`IDLE_THREAD_SECONDS` unused: clients sending their bodies slowly are bounded
+  by the connection limit, as with waitress, not by a thread count.
 * A request granian cannot parse gets its own ``400 Bad Request`` with an empty body
   and ``connection: close``; everything else reaches the application.
 """
@@ -57,10 +60,18 @@ SETTINGS_ENV = "BAREMETAL_SERVICE_SETTINGS"
 #: Variables holding secrets that granian would otherwise copy into every request's environ
 #: (its WSGI environ starts from ``os.environ``): the worker drops them once built.
 SECRET_ENV = ("BAREMETAL_ETAG_KEY", SETTINGS_ENV)
-#: granian's request threads per worker: each holds a request until its body is complete
-#: (:class:`BodyFirst`), so this many clients sending bodies slowly are needed to make a new
-#: client wait; ``--threads`` of them run the application.
-BODY_THREADS = 512
+#: Seconds an unused request thread lives before granian retires it.
+IDLE_THREAD_SECONDS = 30
+
+
+def request_threads(connection_limit: int, app_threads: int) -> int:
+    """granian's request threads per worker: one per connection it may hold, since each holds
+    a request until its body is complete (:class:`BodyFirst`); ``--threads`` of them run the
+    application.  (512 before: from about 512 clients sending bodies slowly, a new client got
+    no answer.)"""
+    return max(connection_limit, app_threads)
+
+
 #: granian's limit for its header-read timeout, in seconds.
 MAX_IDLE_TIMEOUT = 60
 
@@ -111,8 +122,9 @@ class BodyFirst:
     granian calls the application on a request thread as soon as the headers are in, and the
     body arrives while the application reads it: a client sending its body one byte a second
     held a thread for as long, and ``--threads`` such clients stopped the service.  The body is
-    read on one of granian's :data:`BODY_THREADS` threads instead (the GIL is released while it
-    waits), and only a complete body takes one of the ``--threads`` application slots.  A body
+    read on one of granian's request threads instead (:func:`request_threads`; the GIL is
+    released while it waits), and only a complete body takes one of the ``--threads``
+    application slots.  A body
     declared larger than *limit* is not read: the application refuses it at once (413).
     """
 
@@ -185,7 +197,9 @@ def serve(
         port=args.port,
         interface=Interfaces.WSGI,
         workers=args.workers,
-        blocking_threads=max(BODY_THREADS, args.threads),
+        blocking_threads=request_threads(connection_limit, args.threads),
+        blocking_threads_idle_timeout=IDLE_THREAD_SECONDS,
+        runtime_blocking_threads=request_threads(connection_limit, args.threads),
         backlog=1024,
         # granian's backpressure is the most connections a worker holds at once (its default,
         # backlog / workers, let 1,024 idle connections lock every other client out)
