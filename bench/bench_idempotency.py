@@ -5,7 +5,7 @@
 For each store it measures, in the same run: a plain store round trip (``GET``
 of one key with the raw client) as the baseline; the app alone; the app behind
 the middleware for a first POST (a new token each time) and for a replay (the
-same token).  It prints the added latency (median) against the issue's targets:
+same token).  It prints the added latency (median) against its targets:
 
 * replay     <= 1 round trip + 30 us
 * first POST <= 2 round trips + 50 us

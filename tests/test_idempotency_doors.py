@@ -316,7 +316,7 @@ def test_asgi_an_app_that_returns_without_its_last_body_message_is_not_stored() 
 
 def test_asgi_an_app_that_returns_without_an_answer_after_a_disconnect_does_not_raise() -> None:
     """What an inner middleware holding a JSON answer does when its client left: nothing sent.
-    (An app that answers nothing to a client still there is an error: tests/test_asgi_outsider.py.)"""
+    (An app that answers nothing to a client still there is an error: tests/test_asgi_over_http.py.)"""
     counted = Counted()
     created = asgi_created(counted)
 

@@ -33,7 +33,7 @@ NOT_STORED = ("Idempotency-Status", "not-stored")
 
 
 class EchoApp:
-    """Answers 400 with a body of *size* bytes (the issue: a long bad name quoted back three times)."""
+    """Answers 400 with a body of *size* bytes (a long bad name quoted back three times)."""
 
     def __init__(self, size: int, status: str = "400 Bad Request") -> None:
         self.size = size
@@ -98,7 +98,7 @@ def test_memory_store_default_budget_is_64_mib_and_configurable() -> None:
 
 
 def test_many_large_unique_token_answers_stay_within_the_byte_budget() -> None:
-    """The issue's attack: unique tokens, 720 KB answers; the store keeps at most its budget."""
+    """Unique tokens, 720 KB answers; the store keeps at most its budget."""
     budget = 8 * MIB
     store = open_store(f"memory://?max_bytes={budget}")
     assert isinstance(store, MemoryStore)

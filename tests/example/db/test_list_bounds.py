@@ -158,7 +158,7 @@ def test_the_default_budget_keeps_a_full_detail_page_of_ordinary_nodes(database_
     "ignore::openstack.warnings.OpenStackDeprecationWarning",
 )
 def test_four_parallel_largest_pages_grow_the_server_by_at_most_150_mb(tmp_path: Path) -> None:
-    """1,000 nodes of ~100 KB each (the issue's 102 MB detail page); four clients walk
+    """1,000 nodes of ~100 KB each (a 102 MB detail page); four clients walk
     ``/v1/nodes/detail?limit=1000`` at once, following ``next``: the serving process grows by
     at most 150 MB and each client sees every node once."""
     with cli_service(tmp_path, "--no-conductor") as service:

@@ -310,7 +310,7 @@ def test_values_that_cannot_be_in_a_header_are_refused_before_any_write(
 
 
 def test_put_resource_class_with_a_newline_is_a_400_and_stores_nothing(api: Api) -> None:
-    # the case: the row was written, then the Location header failed (500)
+    # the row was written, then the Location header failed (500)
     for method, url, body in [
         ("PUT", "/v1/resource_classes/CUSTOM_X%0A", None),
         ("POST", "/v1/resource_classes", {"name": "CUSTOM_X\n"}),

@@ -23,7 +23,7 @@ def test_history_ends_at_the_served_maximum_with_our_features_above_ironic() -> 
     assert versions.HISTORY[-1][0] == versions.MAX_VERSION
     assert MICROVERSION_OPTIONS["max_version"] == str(versions.MAX_VERSION)
     assert versions.IRONIC_MAX_VERSION < versions.ETAG_VERSION < versions.RESOURCE_CLASS_VERSION
-    # Ironic's own numbers for the fields the issue names.
+    # Ironic's own numbers for these fields.
     assert NODE_FIELDS.since("name") == versions.NODE_NAME == (1, 5)
     assert NODE_FIELDS.since("description") == (1, 51)
     assert NODE_FIELDS.since("resource_class") == (1, 21)

@@ -3,7 +3,7 @@
 ``DriverRegistry(enabled=("fake-hardware",), extra=(MyHardware(),))`` knows the
 in-tree ``fake-hardware``, any hardware type given in *extra* and those published
 under the ``baremetal_service.hardware_types`` entry point group (a Redfish
-hardware type, issue 6, plugs in there); only the *enabled* ones can be used by
+hardware type plugs in there); only the *enabled* ones can be used by
 nodes.  See :mod:`baremetal_service.drivers.base` for the interface.
 """
 

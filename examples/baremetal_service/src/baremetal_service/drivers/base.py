@@ -13,7 +13,7 @@ Every interface method receives a :class:`Task`: a snapshot of the node
 (``task.node``, a read-only mapping with Ironic field names, ``driver_info``
 unmasked), a mutable ``task.driver_internal_info`` the conductor persists after
 the step, and ``task.deadline`` (a ``time.monotonic()`` value) that a driver
-talking to a real BMC must respect (issue 6: a Redfish driver waits for the BMC
+talking to a real BMC must respect (a Redfish driver waits for the BMC
 to apply a power change, up to a configurable timeout, never past the deadline).
 
 Methods are blocking and called from conductor worker threads, one node at a
