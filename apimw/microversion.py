@@ -16,7 +16,7 @@ they can be tested without WSGI; the :class:`Version` value is in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from apimw import _wsgi
