@@ -294,9 +294,10 @@ def pg_strict(
 
 
 def race(
-    engine: Engine, tokens: Table, things: Table, writers: int, tok: ClientToken, retries: int = 5
+    engine: Engine, tokens: Table, things: Table, writers: int, tok: ClientToken, retries: int = 5,
+    hold: float = 0.05,
 ) -> tuple[list[Any], list[Any]]:
-    """*writers* threads create with *tok* at once, each holding its transaction a moment."""
+    """*writers* threads create with *tok* at once, each holding its transaction *hold* seconds."""
     barrier = threading.Barrier(writers)
     answers: list[Any] = []
     errors: list[BaseException] = []
@@ -304,7 +305,7 @@ def race(
     def writer() -> None:
         try:
             barrier.wait(10)
-            answers.append(create(engine, tokens, things, tok, "raced", hold=0.05, retries=retries))
+            answers.append(create(engine, tokens, things, tok, "raced", hold=hold, retries=retries))
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -338,7 +339,9 @@ def test_without_retries_the_losers_get_a_409_to_retry_never_a_database_error(
     """The retry is bounded: a create that lost every attempt is 409 + Retry-After (the
     middleware releases its claim on a 409, so the client's retry runs again)."""
     engine, tokens, things = pg_strict
-    answers, errors = race(engine, tokens, things, 4, token("bounded"), retries=0)
+    # the winner holds its transaction a second: on a loaded machine the other three have
+    # started theirs by then, so each of them loses (none begins after the commit)
+    answers, errors = race(engine, tokens, things, 4, token("bounded"), retries=0, hold=1.0)
     assert len(answers) == 1 and len(errors) == 3
     assert all(isinstance(e, CreateContended) for e in errors), errors
     problem = errors[0]

@@ -131,6 +131,11 @@ ROUTES: Final[dict[str, dict[str, Route]]] = {
     "node_features.detach_vif": {"DELETE": _node("baremetal:node:vif:detach")},
     "node_features.attach_vmedia": {"POST": _node("baremetal:node:vmedia:attach")},
     "node_features.detach_vmedia": {"DELETE": _node("baremetal:node:vmedia:detach")},
+    # the methods /vmedia has only to answer Ironic's 404/405: checked as a read of the node
+    "node_features.other_vmedia": {m: _node("baremetal:node:vmedia:get") for m in ("GET", "PUT", "PATCH")},
+    # the deploy agent's heartbeat: Ironic's rule is open (the agent proves itself by its token)
+    "heartbeat.heartbeat": {"POST": Route("baremetal:node:ipa_heartbeat")},
+    "heartbeat.heartbeat_node": {"POST": Route("baremetal:node:ipa_heartbeat")},
     "node_features.list_firmware": {"GET": _node("baremetal:node:firmware:get")},
     "node_history.list_history": {"GET": _node("baremetal:node:history:get")},
     "node_history.get_history_entry": {"GET": _node("baremetal:node:history:get")},
@@ -164,7 +169,9 @@ ROUTES: Final[dict[str, dict[str, Route]]] = {
     "declared_portgroup.create": {"POST": Route("baremetal:portgroup:create", "create")},
     **_on("declared_portgroup", "portgroup", "baremetal:portgroup"),
     "portgroups.list_node_portgroups": {"GET": _list("baremetal:portgroup", parent="node_ident")},
+    "portgroups.list_node_portgroups_detail": {"GET": _list("baremetal:portgroup", parent="node_ident")},
     "portgroups.list_portgroup_ports": {"GET": _list("baremetal:port", parent="portgroup")},
+    "portgroups.list_portgroup_ports_detail": {"GET": _list("baremetal:port", parent="portgroup")},
     # volume connectors and targets
     "volume.volume_index": {"GET": Route("baremetal:volume:get")},
     "volume.node_volume_index": {"GET": Route("baremetal:volume:get", "node", "node_ident")},

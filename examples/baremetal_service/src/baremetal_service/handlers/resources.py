@@ -16,7 +16,6 @@ endpoints.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -27,6 +26,7 @@ from apimw import VersionGate
 from baremetal_service import schemas, versions
 from baremetal_service.handlers import common, masking, serialize
 from baremetal_service.handlers.context import if_match, project_id, service, token
+from baremetal_service.handlers.json_schema import ecma_regex
 from baremetal_service.objects.catalog import declarations
 from baremetal_service.objects.resource import Resource
 
@@ -37,7 +37,7 @@ LIST_ARGS: Final = frozenset({"fields", "limit", "marker", "sort_key", "sort_dir
 GET_ARGS: Final = frozenset({"fields"})
 
 _BUILTIN_KINDS: Final = frozenset({"node", "port", "portgroup", "chassis"})
-_LOGICAL_NAME: Final = re.compile(schemas.NAME_PATTERN)
+_LOGICAL_NAME: Final = ecma_regex(schemas.NAME_PATTERN)
 
 
 #: Ironic's words for a resource a version does not have (the 404 of a read, the 405 of a write)
