@@ -82,6 +82,7 @@ def test_the_wal_stays_bounded_under_steady_writes(tmp_path: Path) -> None:
         if label == "restart":
             assert checkpointer.restarts > 0
     # measured: 11.8 MiB against 390 MiB on a quiet machine, 15.4 against 265 under a full test
-    # run; the bound scales with how fast this machine writes, as the unbounded one does
-    assert sizes["restart"] * 8 < sizes["passive only"], sizes
+    # run, 33 against 252 at load 10 on 2 cores; the bound scales with how fast this machine
+    # writes, as the unbounded one does
+    assert sizes["restart"] * 4 < sizes["passive only"], sizes
     assert sizes["restart"] < 64 * 1024 * 1024, sizes
