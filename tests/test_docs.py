@@ -771,9 +771,75 @@ def test_every_relative_link_reaches_a_file_of_the_repository(page: Path) -> Non
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_installs_are_from_the_checkout(page: Path) -> None:
-    """apimw is not on a package index: a page installs it from the checkout (``pip install .``)."""
+    """apimw and the example service are on no package index: a page installs them from the
+    checkout (``pip install .``, ``pip install ./examples/baremetal_service``)."""
     text = page.read_text(encoding="utf-8")
-    assert not re.search(r"pip install ['\"]?apimw\b", text), page.relative_to(ROOT)
+    assert not re.search(r"pip install ['\"]?(apimw|baremetal-service)\b", text), page.relative_to(ROOT)
+
+
+#: what a sample imports (a top-level module, or a dotted prefix) or an ini names -> the words
+#: one of which an install line next to it holds
+_BROUGHT_BY = {
+    "flask": ("flask", "examples/baremetal_service"),
+    "werkzeug": ("flask", "examples/baremetal_service"),
+    "webob": ("webob",),
+    "sqlalchemy": ("sqlalchemy", "examples/baremetal_service"),
+    "prometheus_client": ("prometheus",),
+    "opentelemetry.sdk": ("opentelemetry-sdk",),
+    "opentelemetry": ("otel",),
+    "fastapi": ("fastapi",),
+    "starlette": ("starlette", "fastapi"),
+    "httpx": ("httpx",),
+    "redis": ("redis",),
+    "pymemcache": ("memcached",),
+    "requests": ("client", "examples/baremetal_service"),
+    "bcrypt": ("examples/baremetal_service",),
+    "baremetal_service": ("examples/baremetal_service",),
+    "openstack": ("openstacksdk",),
+    "egg:apimw#": ("paste", "examples/baremetal_service"),
+    "egg:oslo.middleware#": ("oslo.middleware", "examples/baremetal_service"),
+}
+_IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_][\w.]*)", re.M)
+_PIP = re.compile(r"pip install [^`\n]*")
+
+
+def _needs(sample: Sample) -> set[str]:
+    """The keys of ``_BROUGHT_BY`` the sample depends on (the longest matching prefix)."""
+    names = set(_IMPORT.findall(sample.text)) if sample.lang == "python" else set()
+    names |= {m.group(0) for m in re.finditer(r"egg:[\w.]+#", sample.text)}
+    names |= {"baremetal_service"} if "baremetal_service." in sample.text else set()
+    found: set[str] = set()
+    for name in names:
+        keys = [k for k in _BROUGHT_BY if name == k or name.startswith(k if k.endswith("#") else k + ".")]
+        if keys:
+            found.add(max(keys, key=len))
+    return found
+
+
+def _installs_near(page: Path, sample: Sample) -> str:
+    """The install lines a reader of the sample has in front of them: the page's introduction
+    (before its first ``##`` heading) and the text from the nearest heading to the sample."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    before = lines[: sample.line - 1]
+    first_h2 = next((i for i, x in enumerate(lines) if x.startswith("## ")), len(lines))
+    heading = max((i for i, x in enumerate(before) if re.match(r"#{1,6} ", x)), default=0)
+    text = "\n".join(lines[: min(first_h2, sample.line - 1)] + before[heading:])
+    return "\n".join(_PIP.findall(text))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_sample_states_its_installs_next_to_it(page: Path) -> None:
+    """What a runnable sample imports beyond the standard library and apimw's core is installed
+    by a ``pip install`` line of its section (or of the page's introduction)."""
+    missing = []
+    for sample in _runnable(page):
+        if sample.fragment:
+            continue
+        installs = _installs_near(page, sample)
+        for need in sorted(_needs(sample)):
+            if not any(word in installs for word in _BROUGHT_BY[need]):
+                missing.append(f"{sample.where}: {need} (installed by none of {installs.splitlines()})")
+    assert not missing, "\n".join(missing)
 
 
 # -- docs/client.md's bmctl walk-through runs as written, twice ----------------------------------
