@@ -24,6 +24,7 @@ import gc
 import io
 import json
 import re
+import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -767,6 +768,27 @@ def test_every_relative_link_reaches_a_file_of_the_repository(page: Path) -> Non
         path = (page.parent / target.split("#", 1)[0]).resolve()
         assert path.is_relative_to(ROOT) and path.exists(), f"{page.relative_to(ROOT)}: {target}"
     assert "../shared" not in text, f"{page.relative_to(ROOT)} names a path outside the repository"
+
+
+def test_no_product_file_names_a_path_outside_the_repository_or_a_tracker() -> None:
+    """Sources, tests, benchmarks, docs and packaging point a reader at nothing beside the checkout:
+    no sibling folder, no tracker number a reader cannot look up."""
+    product = ["apimw", "examples", "tests", "bench", "docs", "scripts",
+               "README.md", "README-pypi.md", "CHANGES.md", "pyproject.toml", "MANIFEST.in"]  # fmt: skip
+    listed = subprocess.run(["git", "ls-files", "-z", *product], cwd=ROOT, capture_output=True,
+                            check=True, timeout=60).stdout  # fmt: skip
+    outside = re.compile(r"\.\./shared\b|\b(?:issue|turn) #?\d+\b|outsider", re.IGNORECASE)
+    found = []
+    for name in filter(None, listed.decode().split("\0")):
+        path = ROOT / name
+        if outside.search(name):
+            found.append(name)
+        if path == Path(__file__) or path.suffix in (".png", ".json") or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if outside.search(line):
+                found.append(f"{name}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
