@@ -897,6 +897,39 @@ def test_bmctl_walk_through_runs_twice_against_one_service(tmp_path: Path) -> No
         server.stop()
 
 
+def test_curl_walk_through_replays_a_create_and_refuses_a_stale_etag(tmp_path: Path) -> None:
+    """docs/example/baremetal-service.md's curl lines, as written but for the service's address:
+    a create sent twice with one token is one node (the second answer replayed), a stale
+    If-Match is 412; run twice against one service (a fresh token each run)."""
+    import shutil
+
+    import requests
+
+    from baremetal_service.deploy import build_app
+    from tests.example.handlers.conftest import Server
+
+    assert shutil.which("curl"), "the page's walk-through uses curl"
+    page = samples_of(DOCS / "example" / "baremetal-service.md")
+    (script,) = [s.text for s in page if s.lang == "sh" and "X-Client-Token" in s.text]
+    server = Server(build_app(database_url=f"sqlite:///{tmp_path / 'svc.db'}", store_url="memory://")).start()
+    try:
+        script = script.replace("http://127.0.0.1:6385", server.url)
+        for run_number in range(1, 3):
+            done = subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True,
+                                  timeout=120, cwd=tmp_path)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            statuses = re.findall(r"^HTTP/1\.1 (\d{3})", done.stdout, flags=re.M)
+            assert statuses == ["201", "201", "412"], done.stdout
+            assert len(re.findall(r"^Idempotent-Replayed: true", done.stdout, flags=re.M | re.I)) == 1
+            uuids = set(re.findall(r'"uuid": ?"([0-9a-f-]{36})"', done.stdout))
+            assert len(uuids) == 1, uuids  # the two printed answers are the one node
+            latest = {"X-OpenStack-Ironic-API-Version": "latest"}
+            listed = requests.get(f"{server.url}/v1/nodes", headers=latest, timeout=10).json()["nodes"]
+            assert len(listed) == run_number  # one node per run, however often its create was sent
+    finally:
+        server.stop()
+
+
 def test_readme_extras_table_names_every_extra() -> None:
     import tomllib
 
