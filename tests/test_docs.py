@@ -630,6 +630,39 @@ def test_readme_port_command_serves_on_that_port(tmp_path: Path) -> None:
         assert documented.isdigit() and f"serving on http://{HOST}:{service.port}" in service.output()
 
 
+def test_readme_paste_sample_served_by_the_command_replays_the_curl_create(tmp_path: Path) -> None:
+    """The README's api-paste.ini served with ``baremetal-service --paste api-paste.ini`` (on a
+    free port), and its curl create sent twice: one node, the second answer the first, replayed."""
+    import shlex
+    import sys
+
+    import requests
+
+    from tests.servers import Service
+
+    write_ini(_readme_sample("[pipeline:main]"), tmp_path).rename(tmp_path / "api-paste.ini")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (line,) = re.findall(r"`baremetal-service (--paste [^`]+)`", readme)
+    args = shlex.split(line)
+    assert args == ["--paste", "api-paste.ini"]
+    shell = [s.text for s in samples_of(ROOT / "README.md") if s.lang == "sh"]
+    (curl,) = [text for text in shell if "X-Client-Token" in text]
+
+    def argv(port: int) -> list[str]:
+        return [sys.executable, "-m", "baremetal_service.cli", *args, "--port", str(port)]
+
+    with Service(tmp_path, argv, ready_path="/v1/nodes", cwd=tmp_path) as service:
+        script = curl.replace("http://127.0.0.1:6385", service.url)
+        answers = [subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True, timeout=60,
+                                  check=True).stdout for _ in range(2)]  # fmt: skip
+        assert [re.findall(r"^HTTP/1\.1 (\d{3})", a, flags=re.M) for a in answers] == [["201"], ["201"]]
+        assert re.search(r"^Idempotent-Replayed: true", answers[1], flags=re.M | re.I), answers[1]
+        bodies = [json.loads(a.split("\n\n", 1)[1]) for a in answers]  # text mode: CRLF read as LF
+        assert bodies[0]["uuid"] == bodies[1]["uuid"]
+        latest = {"X-OpenStack-Ironic-API-Version": "latest"}
+        assert len(requests.get(f"{service.url}/v1/nodes", headers=latest, timeout=10).json()["nodes"]) == 1
+
+
 # -- docs/example/production.md's recipes run as written ------------------------------------------
 
 
