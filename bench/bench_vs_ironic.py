@@ -1,6 +1,6 @@
 """The example service against real Ironic 39.0: every figure of docs/example/performance.md, with plots.
 
-    IRONIC_PORT=6399 bash ../shared/peers/ironic_up.sh        # real Ironic 39.0 (once)
+    # first an Ironic 39.0 on 127.0.0.1:6399 (tests/test_ironic_hook.py installs and starts one)
     python bench/bench_vs_ironic.py --ironic http://127.0.0.1:6399 \\
         --plots docs/example/perf --json docs/example/perf/results.json
 
@@ -13,8 +13,8 @@ sqlite:///<tmp>/fresh.db`` (its default server, threads and store), started by t
 -- or ``--service URL`` (already running; ``--service-pid`` for its memory,
 ``--service-database`` for a fast cost-growth set-up), or ``--service-cmd`` (another
 server: a shell-style command with ``{python}``, ``{host}``, ``{port}``, ``{database}``).
-Ironic is the all-in-one ``ironic`` process of ``ironic_up.sh`` (API + conductor, SQLite,
-noauth, fake-hardware).  Both get ``X-OpenStack-Ironic-API-Version: latest`` (the
+Ironic is an all-in-one ``ironic`` process (API + conductor, SQLite, noauth,
+fake-hardware).  Both get ``X-OpenStack-Ironic-API-Version: latest`` (the
 negotiated versions are printed: Ironic 39.0 stops at 1.115).
 
 1. Sequential (one keep-alive connection; 100 nodes created on each side by the bench
@@ -97,7 +97,7 @@ GOAL = 20.0
 MAX_PAGE = 1000  # baremetal_service.handlers.common.MAX_LIMIT, Ironic's [api]max_limit default
 BASE_NODES = 100
 CONCURRENT_CLIENTS = 8
-IRONIC_CONF = Path("/tmp/peer/ironic.conf")  # noqa: S108 - where ironic_up.sh writes it
+IRONIC_CONF = Path("/tmp/peer/ironic.conf")  # noqa: S108 - read when present: its [api] api_workers
 IRONIC_PIDFILE = Path("/tmp/peer/ironic.pid")  # noqa: S108
 
 SEQ_CASES = {
@@ -708,7 +708,7 @@ def start_two_workers(args: argparse.Namespace, workdir: Path, processes: list[P
 
 
 def ironic_settings() -> str:
-    """What the Ironic peer runs with (from its config, when it is the ironic_up.sh one)."""
+    """What the Ironic peer runs with (from its config at IRONIC_CONF, when there is one)."""
     workers = "unset"
     with contextlib.suppress(OSError):
         section = ""

@@ -24,6 +24,7 @@ import gc
 import io
 import json
 import re
+import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -629,6 +630,39 @@ def test_readme_port_command_serves_on_that_port(tmp_path: Path) -> None:
         assert documented.isdigit() and f"serving on http://{HOST}:{service.port}" in service.output()
 
 
+def test_readme_paste_sample_served_by_the_command_replays_the_curl_create(tmp_path: Path) -> None:
+    """The README's api-paste.ini served with ``baremetal-service --paste api-paste.ini`` (on a
+    free port), and its curl create sent twice: one node, the second answer the first, replayed."""
+    import shlex
+    import sys
+
+    import requests
+
+    from tests.servers import Service
+
+    write_ini(_readme_sample("[pipeline:main]"), tmp_path).rename(tmp_path / "api-paste.ini")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (line,) = re.findall(r"`baremetal-service (--paste [^`]+)`", readme)
+    args = shlex.split(line)
+    assert args == ["--paste", "api-paste.ini"]
+    shell = [s.text for s in samples_of(ROOT / "README.md") if s.lang == "sh"]
+    (curl,) = [text for text in shell if "X-Client-Token" in text]
+
+    def argv(port: int) -> list[str]:
+        return [sys.executable, "-m", "baremetal_service.cli", *args, "--port", str(port)]
+
+    with Service(tmp_path, argv, ready_path="/v1/nodes", cwd=tmp_path) as service:
+        script = curl.replace("http://127.0.0.1:6385", service.url)
+        answers = [subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True, timeout=60,
+                                  check=True).stdout for _ in range(2)]  # fmt: skip
+        assert [re.findall(r"^HTTP/1\.1 (\d{3})", a, flags=re.M) for a in answers] == [["201"], ["201"]]
+        assert re.search(r"^Idempotent-Replayed: true", answers[1], flags=re.M | re.I), answers[1]
+        bodies = [json.loads(a.split("\n\n", 1)[1]) for a in answers]  # text mode: CRLF read as LF
+        assert bodies[0]["uuid"] == bodies[1]["uuid"]
+        latest = {"X-OpenStack-Ironic-API-Version": "latest"}
+        assert len(requests.get(f"{service.url}/v1/nodes", headers=latest, timeout=10).json()["nodes"]) == 1
+
+
 # -- docs/example/production.md's recipes run as written ------------------------------------------
 
 
@@ -769,11 +803,98 @@ def test_every_relative_link_reaches_a_file_of_the_repository(page: Path) -> Non
     assert "../shared" not in text, f"{page.relative_to(ROOT)} names a path outside the repository"
 
 
+def test_no_product_file_names_a_path_outside_the_repository_or_a_tracker() -> None:
+    """Sources, tests, benchmarks, docs and packaging point a reader at nothing beside the checkout:
+    no sibling folder, no tracker number a reader cannot look up."""
+    product = ["apimw", "examples", "tests", "bench", "docs", "scripts",
+               "README.md", "README-pypi.md", "CHANGES.md", "pyproject.toml", "MANIFEST.in"]  # fmt: skip
+    listed = subprocess.run(["git", "ls-files", "-z", *product], cwd=ROOT, capture_output=True,
+                            check=True, timeout=60).stdout  # fmt: skip
+    outside = re.compile(r"\.\./shared\b|\b(?:issue|turn) #?\d+\b|outsider", re.IGNORECASE)
+    found = []
+    for name in filter(None, listed.decode().split("\0")):
+        path = ROOT / name
+        if outside.search(name):
+            found.append(name)
+        if path == Path(__file__) or path.suffix in (".png", ".json") or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if outside.search(line):
+                found.append(f"{name}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_installs_are_from_the_checkout(page: Path) -> None:
-    """apimw is not on a package index: a page installs it from the checkout (``pip install .``)."""
+    """apimw and the example service are on no package index: a page installs them from the
+    checkout (``pip install .``, ``pip install ./examples/baremetal_service``)."""
     text = page.read_text(encoding="utf-8")
-    assert not re.search(r"pip install ['\"]?apimw\b", text), page.relative_to(ROOT)
+    assert not re.search(r"pip install ['\"]?(apimw|baremetal-service)\b", text), page.relative_to(ROOT)
+
+
+#: what a sample imports (a top-level module, or a dotted prefix) or an ini names -> the words
+#: one of which an install line next to it holds
+_BROUGHT_BY = {
+    "flask": ("flask", "examples/baremetal_service"),
+    "werkzeug": ("flask", "examples/baremetal_service"),
+    "webob": ("webob",),
+    "sqlalchemy": ("sqlalchemy", "examples/baremetal_service"),
+    "prometheus_client": ("prometheus",),
+    "opentelemetry.sdk": ("opentelemetry-sdk",),
+    "opentelemetry": ("otel",),
+    "fastapi": ("fastapi",),
+    "starlette": ("starlette", "fastapi"),
+    "httpx": ("httpx",),
+    "redis": ("redis",),
+    "pymemcache": ("memcached",),
+    "requests": ("client", "examples/baremetal_service"),
+    "bcrypt": ("examples/baremetal_service",),
+    "baremetal_service": ("examples/baremetal_service",),
+    "openstack": ("openstacksdk",),
+    "egg:apimw#": ("paste", "examples/baremetal_service"),
+    "egg:oslo.middleware#": ("oslo.middleware", "examples/baremetal_service"),
+}
+_IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_][\w.]*)", re.M)
+_PIP = re.compile(r"pip install [^`\n]*")
+
+
+def _needs(sample: Sample) -> set[str]:
+    """The keys of ``_BROUGHT_BY`` the sample depends on (the longest matching prefix)."""
+    names = set(_IMPORT.findall(sample.text)) if sample.lang == "python" else set()
+    names |= {m.group(0) for m in re.finditer(r"egg:[\w.]+#", sample.text)}
+    names |= {"baremetal_service"} if "baremetal_service." in sample.text else set()
+    found: set[str] = set()
+    for name in names:
+        keys = [k for k in _BROUGHT_BY if name == k or name.startswith(k if k.endswith("#") else k + ".")]
+        if keys:
+            found.add(max(keys, key=len))
+    return found
+
+
+def _installs_near(page: Path, sample: Sample) -> str:
+    """The install lines a reader of the sample has in front of them: the page's introduction
+    (before its first ``##`` heading) and the text from the nearest heading to the sample."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    before = lines[: sample.line - 1]
+    first_h2 = next((i for i, x in enumerate(lines) if x.startswith("## ")), len(lines))
+    heading = max((i for i, x in enumerate(before) if re.match(r"#{1,6} ", x)), default=0)
+    text = "\n".join(lines[: min(first_h2, sample.line - 1)] + before[heading:])
+    return "\n".join(_PIP.findall(text))
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_sample_states_its_installs_next_to_it(page: Path) -> None:
+    """What a runnable sample imports beyond the standard library and apimw's core is installed
+    by a ``pip install`` line of its section (or of the page's introduction)."""
+    missing = []
+    for sample in _runnable(page):
+        if sample.fragment:
+            continue
+        installs = _installs_near(page, sample)
+        for need in sorted(_needs(sample)):
+            if not any(word in installs for word in _BROUGHT_BY[need]):
+                missing.append(f"{sample.where}: {need} (installed by none of {installs.splitlines()})")
+    assert not missing, "\n".join(missing)
 
 
 # -- docs/client.md's bmctl walk-through runs as written, twice ----------------------------------
@@ -805,6 +926,39 @@ def test_bmctl_walk_through_runs_twice_against_one_service(tmp_path: Path) -> No
             latest = {"X-OpenStack-Ironic-API-Version": "latest"}
             listed = requests.get(f"{server.url}/v1/nodes", headers=latest, timeout=10)
             assert listed.json() == {"nodes": []}  # the walk-through deletes the one node it made
+    finally:
+        server.stop()
+
+
+def test_curl_walk_through_replays_a_create_and_refuses_a_stale_etag(tmp_path: Path) -> None:
+    """docs/example/baremetal-service.md's curl lines, as written but for the service's address:
+    a create sent twice with one token is one node (the second answer replayed), a stale
+    If-Match is 412; run twice against one service (a fresh token each run)."""
+    import shutil
+
+    import requests
+
+    from baremetal_service.deploy import build_app
+    from tests.example.handlers.conftest import Server
+
+    assert shutil.which("curl"), "the page's walk-through uses curl"
+    page = samples_of(DOCS / "example" / "baremetal-service.md")
+    (script,) = [s.text for s in page if s.lang == "sh" and "X-Client-Token" in s.text]
+    server = Server(build_app(database_url=f"sqlite:///{tmp_path / 'svc.db'}", store_url="memory://")).start()
+    try:
+        script = script.replace("http://127.0.0.1:6385", server.url)
+        for run_number in range(1, 3):
+            done = subprocess.run(["bash", "-e", "-c", script], capture_output=True, text=True,
+                                  timeout=120, cwd=tmp_path)  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            statuses = re.findall(r"^HTTP/1\.1 (\d{3})", done.stdout, flags=re.M)
+            assert statuses == ["201", "201", "412"], done.stdout
+            assert len(re.findall(r"^Idempotent-Replayed: true", done.stdout, flags=re.M | re.I)) == 1
+            uuids = set(re.findall(r'"uuid": ?"([0-9a-f-]{36})"', done.stdout))
+            assert len(uuids) == 1, uuids  # the two printed answers are the one node
+            latest = {"X-OpenStack-Ironic-API-Version": "latest"}
+            listed = requests.get(f"{server.url}/v1/nodes", headers=latest, timeout=10).json()["nodes"]
+            assert len(listed) == run_number  # one node per run, however often its create was sent
     finally:
         server.stop()
 

@@ -55,7 +55,7 @@ VENV = Path(os.environ.get("APIMW_TEST_IRONIC_VENV", REPO / "build" / "ironic-ve
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(__name__)]  # one Ironic venv and server
 
-# -- the configuration: the deployment's base (../shared/peers/ironic_up.sh's) + the doc's blocks --
+# -- the configuration: an all-in-one deployment's base + the doc's blocks -----------------------
 
 #: Minimum for an all-in-one Ironic to start and run nodes without hardware, neutron or
 #: keystone (the peers script's configuration, found by reading Ironic's start-up errors).

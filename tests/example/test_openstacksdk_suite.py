@@ -2,8 +2,8 @@
 
 The suite ships inside the openstacksdk package (``openstack/tests/functional/baremetal``)
 and is what OpenStack runs against a real Ironic.  Here it runs, unchanged, against a
-fresh service started from its CLI on loopback, with ``auth_type: none`` (as
-``../shared/peers/sdk_functional.sh`` does): every test must pass.  Real Ironic 39.0
+fresh service started from its CLI on loopback, with ``auth_type: none`` (no
+Keystone): every test must pass.  Real Ironic 39.0
 passes 95 of these 96 on the same machine (its all-in-one conductor reports
 ``alive: false``).
 """

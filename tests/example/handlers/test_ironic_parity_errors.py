@@ -1,7 +1,7 @@
 """Error bodies and statuses where real Ironic 39.0 answers differently from a plain router.
 
-Facts from ../shared/reference/ironic-39-wire.md ("Error body format", "DELETE on the
-collection") and from Ironic 39.0 itself, side by side (ironic/api/controllers/v1/utils.py
+Facts from Ironic 39.0's wire format (its error body format, DELETE on the
+collection), checked against Ironic 39.0 itself, side by side (ironic/api/controllers/v1/utils.py
 ``get_request_return_fields``; pecan's RestController for a collection without an id).
 """
 

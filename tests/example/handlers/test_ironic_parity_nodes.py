@@ -3,7 +3,7 @@
 Ironic's own source is the reference (ironic/api/controllers/v1/node.py ``get_all``,
 utils.py ``check_*``, ironic/common/args.py ``validate`` for "Unexpected arguments",
 ironic/db/sqlalchemy/api.py ``_add_nodes_filters``), checked side by side against
-Ironic 39.0 (../shared/peers/ironic_up.sh, fake-hardware).
+an all-in-one Ironic 39.0 (SQLite, fake-hardware, noauth: tests/test_ironic_hook.py starts one).
 """
 
 from __future__ import annotations

@@ -42,10 +42,10 @@ def test_a_port_joins_a_port_group_only_on_its_physical_network(api: Api) -> Non
         {"op": "replace", "path": "/physical_network", "value": "physnet2"},
     ])  # fmt: skip
     assert moved.status_code == 409, moved.text
-    outsider = api.post(
+    stray = api.post(
         "/v1/ports", {"node_uuid": node["uuid"], "address": MAC, "physical_network": "physnet3"}
     )
-    joined = api.patch(f"/v1/ports/{outsider.json()['uuid']}", [
+    joined = api.patch(f"/v1/ports/{stray.json()['uuid']}", [
         {"op": "add", "path": "/portgroup_uuid", "value": group["uuid"]},
     ])  # fmt: skip
     assert joined.status_code == 409, joined.text
