@@ -1,7 +1,7 @@
 """apimw's ASGI middlewares end to end: FastAPI under uvicorn, loaded by ``wrk``, in one run.
 
     pip install 'apimw[redis]' -r bench/requirements.txt   # and Debian's wrk: apt-get install wrk
-    python bench/bench_asgi.py [--rounds 8] [--seconds 2] [--connections 8]
+    python bench/bench_asgi.py [--rounds 16] [--seconds 1] [--connections 8]
 
 Every case is a FastAPI app served by uvicorn (one worker, its own process, on a free
 loopback port), loaded by ``wrk`` (one thread, ``--connections`` keep-alive connections, so
@@ -408,8 +408,8 @@ def print_store_work(url: str, ports: dict[str, int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--seconds", type=int, default=2, help="wrk's duration per case and round")
+    parser.add_argument("--rounds", type=int, default=16)
+    parser.add_argument("--seconds", type=int, default=1, help="wrk's duration per case and round")
     parser.add_argument("--connections", type=int, default=8, help="wrk's keep-alive connections")
     args = parser.parse_args()
     wrk = subprocess.run([wrk_binary(), "-v"], capture_output=True, text=True, check=False).stdout.split()
