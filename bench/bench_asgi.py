@@ -1,7 +1,7 @@
 """apimw's ASGI middlewares end to end: FastAPI under uvicorn, loaded by ``wrk``, in one run.
 
     pip install 'apimw[redis]' -r bench/requirements.txt   # and Debian's wrk: apt-get install wrk
-    python bench/bench_asgi.py [--rounds 16] [--seconds 1] [--connections 8]
+    python bench/bench_asgi.py [--rounds 16] [--seconds 1] [--connections 8] [--breakdown]
 
 Every case is a FastAPI app served by uvicorn (one worker, its own process, on a free
 loopback port), loaded by ``wrk`` (one thread, ``--connections`` keep-alive connections, so
@@ -24,6 +24,11 @@ once, one after the other, and each ratio is the median of the ratios taken with
   sequence of requests from one keep-alive client: a ``POST`` with a new token each time
   (goal: one round trip for the claim and one for the completion) and a replay (goal: one).
 
+``--breakdown`` also prints where the plain ``GET``'s added time goes: the same FastAPI app
+called in process (no server, no socket), CPU time of this thread per request (best of 7
+batches), without middleware, with the three, and with each alone (the etag middleware
+behind the microversion middleware, which serves it the version its etags need).
+
 Each round of a group takes ``--seconds`` per case; the defaults keep the whole run under
 two minutes.  The machine is shared with other work: the ratios matter more than the
 throughputs, which depend on the machine and its load.
@@ -32,6 +37,7 @@ throughputs, which depend on the machine and its load.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
 import os
@@ -47,7 +53,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from importlib.metadata import version
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -99,13 +105,25 @@ def bare_app() -> FastAPI:
     return app
 
 
-def apimw_app() -> FastAPI:
-    """The three middlewares in the pipeline order (the last added runs first)."""
+MICROVERSION = (
+    MicroversionMiddleware,
+    {"service_type": "baremetal", "min_version": "1.1", "max_version": "1.9"},
+)
+IDEMPOTENCY = (IdempotencyMiddleware, {"store": "memory://", "scope": "shared"})
+ETAG = (ETagMiddleware, {"min_version": "1.2"})
+
+
+def with_middleware(*middleware: tuple[type, dict[str, str]]) -> FastAPI:
+    """:func:`bare_app` with *middleware*, innermost first (the last added runs first)."""
     app = bare_app()
-    app.add_middleware(ETagMiddleware, min_version="1.2")
-    app.add_middleware(IdempotencyMiddleware, store="memory://", scope="shared")
-    app.add_middleware(MicroversionMiddleware, service_type="baremetal", min_version="1.1", max_version="1.9")
+    for cls, options in middleware:
+        app.add_middleware(cls, **options)
     return app
+
+
+def apimw_app() -> FastAPI:
+    """The three middlewares in the pipeline order: microversion -> idempotency -> etag."""
+    return with_middleware(ETAG, IDEMPOTENCY, MICROVERSION)
 
 
 def apimw_redis_app() -> FastAPI:
@@ -406,11 +424,63 @@ def print_store_work(url: str, ports: dict[str, int]) -> None:
             print(f"  {name + ', ' + kind:36} round trips {trips:4.2f} (commands: {commands}){goal}")
 
 
+def breakdown() -> None:
+    """Where the plain GET's added time goes: the app called in process, CPU time."""
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+        "scheme": "http", "path": GET_PATH, "raw_path": GET_PATH.encode(), "root_path": "",
+        "query_string": b"", "client": (HOST, 50000), "server": (HOST, 8000),
+        "headers": [(b"host", b"127.0.0.1:8000"), (b"openstack-api-version", VERSION.encode())],
+    }  # fmt: skip
+    statuses: list[int] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    async def batch(app: FastAPI, number: int) -> None:
+        for _ in range(number):
+            await app(dict(scope, headers=list(scope["headers"]), state={}), receive, send)
+
+    apps = {
+        "FastAPI app without middleware": bare_app(),
+        "with apimw's three middlewares": apimw_app(),
+        "microversion alone": with_middleware(MICROVERSION),
+        "idempotency alone": with_middleware(IDEMPOTENCY),
+        "etag behind microversion": with_middleware(ETAG, MICROVERSION),
+    }
+    loop = asyncio.new_event_loop()
+    best = dict.fromkeys(apps, float("inf"))
+    try:
+        for app in apps.values():
+            loop.run_until_complete(batch(app, 500))  # warm up
+        for _ in range(7):
+            for name, app in apps.items():
+                start = time.thread_time_ns()
+                loop.run_until_complete(batch(app, 2000))
+                best[name] = min(best[name], (time.thread_time_ns() - start) / 2000 / 1000)
+    finally:
+        loop.close()
+    if set(statuses) != {200}:
+        raise SystemExit(f"the in-process GET answered {sorted(set(statuses))}")
+    bare, *others = best
+    print("\nthe plain GET in process, no server (CPU us per request, best of 7 batches; added)")
+    print(f"  {bare:52} {best[bare]:8.1f}")
+    for name in others:
+        print(f"  {name:52} {best[name]:8.1f} {best[name] - best[bare]:+7.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--seconds", type=int, default=1, help="wrk's duration per case and round")
     parser.add_argument("--connections", type=int, default=8, help="wrk's keep-alive connections")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also the GET in process, each middleware alone"
+    )
     args = parser.parse_args()
     wrk = subprocess.run([wrk_binary(), "-v"], capture_output=True, text=True, check=False).stdout.split()
     print(
@@ -424,6 +494,8 @@ def main() -> None:
         url = stack.enter_context(redis_server())
         ports = measure_replay(args, stack, workdir, url)
         print_store_work(url, ports)
+    if args.breakdown:
+        breakdown()
 
 
 if __name__ == "__main__":
