@@ -10,8 +10,8 @@
 ``memcached://``
     The :class:`~apimw._stores.memcached_store.MemcachedStore`, each call in a worker
     thread of the store's own (:class:`ThreadedStore`), as many threads as the store has
-    connections (``max_pool_size`` per server).  Chosen by measurement over ``aiomcache`` 0.8
-    (``bench/bench_asgi.py --memcached``): the thread hop costs less than the extra
+    connections (``max_pool_size`` per server).  Chosen by measurement over ``aiomcache`` 0.8:
+    the thread hop costs less than the extra
     round trip ``aiomcache`` needs (it cannot pipeline ``add`` with ``gets``), and the
     claim, cas and reply parsing stay written once.
 ``redis://`` and the other Redis schemes
