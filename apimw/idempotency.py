@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
+from apimw import _wsgi
 from apimw._config import (
     Option,
     as_bool,
@@ -76,16 +77,11 @@ from apimw._idempotency_rules import (
     IDEMPOTENCY_KEY_HEADER as IDEMPOTENCY_KEY_HEADER,
 )
 from apimw._stores import Store, mask_url, open_store
-from apimw._wsgi import WrappedApp
 from apimw.errors import ConfigError, HTTPProblem, StoreError
 from apimw.metrics import Metrics, as_metrics
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
-
-    ExcInfo = tuple[type[BaseException], BaseException, TracebackType] | tuple[None, None, None]
 
 __all__ = [
     "ENVIRON_IDENTITY_STATUS",
@@ -227,7 +223,7 @@ class IdempotencyMiddleware:
         metrics: Metrics | str | None = None,
         **options: Any,
     ) -> None:
-        self.app = app  # the property below: also sets self._call_app
+        self.app = app
         self.metrics = as_metrics(metrics)
         if isinstance(store, str):
             if store_timeout <= 0:
@@ -237,11 +233,6 @@ class IdempotencyMiddleware:
         self.rules = IdempotencyRules(store_name=store.name, metrics=self.metrics, **options)
         self.store = store
         probe_store(store, self.rules)
-
-    app = WrappedApp()  # the wrapped WSGI app (may be replaced)
-    _call_app: WSGIApplication  # what calls it, bound by WrappedApp
-
-    _app = app  # the name before ``app``, kept
 
     def __repr__(self) -> str:
         return f"<IdempotencyMiddleware store={self.store.name} methods={sorted(self.rules.methods)}>"
@@ -269,15 +260,15 @@ class IdempotencyMiddleware:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         rules = self.rules
         if not rules.protects(environ.get("REQUEST_METHOD", "")):
-            return self._call_app(environ, start_response)
+            return self.app(environ, start_response)
         client_token = environ.get(ENVIRON_CLIENT_TOKEN)
         key_header = environ.get(ENVIRON_IDEMPOTENCY_KEY) if rules.accept_key else None
         if client_token is None and key_header is None and not rules.require_token:
-            return self._call_app(environ, start_response)
+            return self.app(environ, start_response)
         facts = cgi_facts(rules, environ, client_token, key_header)
         admitted = rules.admit(facts)
         if isinstance(admitted, Pass):
-            return self._call_app(environ, start_response)
+            return self.app(environ, start_response)
         decision: Reply | Claimed | Unprotected
         if isinstance(admitted, Admitted):
             body = read_body(environ, rules.max_request)
@@ -292,29 +283,18 @@ class IdempotencyMiddleware:
             start_response(decision.status, decision.headers)
             return [decision.body] if decision.body else []
         if isinstance(decision, Claimed):
-            exchange = Exchange(self._call_app, self._calls, self._renewer, rules.keeping, environ,
+            exchange = Exchange(self.app, self._calls, self._renewer, rules.keeping, environ,
                                 start_response, decision.claim, decision.token)  # fmt: skip
             try:
                 return exchange.run()
             finally:
                 rules.exchanged(environ, exchange.replayed)
-        return self._call_app(environ, _marked(start_response))  # Unprotected
+        return self.app(environ, _wsgi.StartResponse(start_response, _marked))  # Unprotected
 
 
-def _marked(start_response: StartResponse) -> StartResponse:
-    """*start_response* adding ``Idempotency-Status: unprotected`` to the answer."""
-    started = False
-
-    def marked_start_response(
-        status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
-    ) -> Callable[[bytes], object]:
-        nonlocal started
-        if started:  # replacing: exc_info as PEP 3333 says (the caller re-raises if sent)
-            return start_response(status, [*headers, UNPROTECTED_MARK], exc_info)
-        started = True  # nothing to replace: webob's get_response would re-raise exc_info
-        return start_response(status, [*headers, UNPROTECTED_MARK])
-
-    return marked_start_response
+def _marked(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """*headers* with ``Idempotency-Status: unprotected``."""
+    return [*headers, UNPROTECTED_MARK]
 
 
 def probe_store(store: Any, rules: IdempotencyRules) -> None:
