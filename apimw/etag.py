@@ -51,7 +51,6 @@ from apimw._etag_conditions import (
     format_etag,
     parse_if_match,
     parse_if_none_match,
-    precondition_failed,
     split_etag,
 )
 from apimw._etag_decisions import (
@@ -125,7 +124,6 @@ __all__ = [
     "oslo_hook",
     "parse_if_match",
     "parse_if_none_match",
-    "precondition_failed",
     "set_response_etag",
     "split_etag",
     "wrap_flask",
@@ -404,6 +402,5 @@ ETagMiddleware.__doc__ = f"{ETagMiddleware.__doc__}{OPTION_DOCS}"
 # == configuration: paste.deploy, oslo.config, Flask ==============================================
 
 GROUP: Final = "apimw_etag"
-OSLO_GROUP: Final = GROUP  # the name before GROUP, kept
 
 filter_factory, wrap_flask, list_opts, oslo_hook, __getattr__ = integration(ETagMiddleware, OPTIONS, GROUP)

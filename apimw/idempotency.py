@@ -76,7 +76,9 @@ from apimw._idempotency_rules import (
 from apimw._idempotency_rules import (
     IDEMPOTENCY_KEY_HEADER as IDEMPOTENCY_KEY_HEADER,
 )
-from apimw._stores import Store, mask_url, open_store
+from apimw._stores import Store as Store
+from apimw._stores import mask_url
+from apimw._stores import open_store as open_store
 from apimw.errors import ConfigError, HTTPProblem, StoreError
 from apimw.metrics import Metrics, as_metrics
 
@@ -95,12 +97,11 @@ __all__ = [
     "OPTIONS",
     "ClientToken",
     "IdempotencyMiddleware",
-    "ReplayStore",
-    "check_replay_store",
+    "Store",
     "client_token",
     "filter_factory",
     "list_opts",
-    "open_replay_store",
+    "open_store",
     "oslo_hook",
     "wrap_flask",
 ]
@@ -209,7 +210,7 @@ class IdempotencyMiddleware:
     """Replay the stored answer of a POST retried with the same ``X-Client-Token``.
 
     Keyword options (paste ini keys and oslo.config options of the same names; the
-    ``store`` may also be a :class:`~apimw._stores.Store` object, ``scope`` a callable of
+    ``store`` may also be a :class:`Store` object (:func:`open_store`), ``scope`` a callable of
     the environ, ``metrics`` a :class:`~apimw.metrics.Metrics`):
 
     """
@@ -376,29 +377,3 @@ def ironic_hook(app: WSGIApplication) -> WSGIApplication:
             "Ironic's authentication, any caller can send; set scope = shared (noauth: one tenant)"
         )
     return built
-
-
-#: What the middleware stores replays in (Redis, memcached, in-process memory): the object
-#: :func:`open_replay_store` returns (``get``, ``claim``, ``complete``, ``release``,
-#: ``extend``, ``close``).
-ReplayStore = Store
-
-#: The key :func:`check_replay_store` reads (never written by the middleware).
-PROBE_KEY: Final = "apimw:healthcheck:probe"
-
-
-def open_replay_store(url: str, *, timeout: float = 0.5) -> ReplayStore:
-    """The replay store of *url* (``memory://``, ``redis://host:6379/0``, ``memcached://...``).
-
-    The same stores the middleware's ``store`` option opens; *timeout* is the socket
-    timeout unless the URL sets its own.  No connection is made here.  Raises
-    :class:`~apimw.errors.ConfigError` for an unknown scheme or a malformed URL.
-    Close it with ``store.close()``.
-    """
-    return open_store(url, timeout=timeout)
-
-
-def check_replay_store(store: ReplayStore) -> None:
-    """One read of a probe key: returns when the store answers, raises its error when not
-    (for health checks: a :class:`~apimw.errors.StoreError` or the client's connection error)."""
-    store.get(PROBE_KEY)

@@ -60,7 +60,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from apimw.asgi import ETagMiddleware, IdempotencyMiddleware, MicroversionMiddleware, open_replay_store
+from apimw.asgi import ETagMiddleware, IdempotencyMiddleware, MicroversionMiddleware, open_async_store
 
 NODE = {"uuid": "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", "name": "node-1", "provision_state": "available"}
 BODY = b'{"name": "node-1", "driver": "ipmi"}'
@@ -392,7 +392,7 @@ def stage_times(loop: asyncio.AbstractEventLoop, store: Any, number: int = 3000)
 
 def print_stages(loop: asyncio.AbstractEventLoop, redis_store: Any) -> None:
     print("\nwhere a replay's wall time goes, around apimw's idempotency middleware (us, medians)")
-    for name, store in (("memory://", open_replay_store("memory://")), ("redis://", redis_store)):
+    for name, store in (("memory://", open_async_store("memory://")), ("redis://", redis_store)):
         times = stage_times(loop, store)
         print(f"  {name:10} " + "  ".join(f"{stage} {value:6.2f}" for stage, value in times.items()))
     alone: list[int] = []
@@ -421,7 +421,7 @@ def main() -> None:
     if url is None:
         proc, url, workdir = start_redis()
     loop = asyncio.new_event_loop()
-    redis_store = open_replay_store(url)
+    redis_store = open_async_store(url)
     try:
         timed = cases(redis_store, url)
         rounds: list[dict[str, float]] = []

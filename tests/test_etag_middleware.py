@@ -17,10 +17,10 @@ from apimw.etag import (
     ETagGenerator,
     ETagMiddleware,
     IfMatch,
+    StaleEtag,
     etags_enabled,
     generator_from_environ,
     mark_enforced,
-    precondition_failed,
     set_response_etag,
 )
 from apimw.microversion import MicroversionMiddleware
@@ -106,7 +106,7 @@ class NodeApp:
         if cond is not None and self.enforce:
             cond.mark_enforced()
             if not cond.matches(None if node is None else node["etag"]):
-                raise precondition_failed()
+                raise StaleEtag()
         self.writes += 1
         if method == "DELETE":
             del self.nodes[name]

@@ -21,9 +21,9 @@ from apimw.etag import (
     ENVIRON_IF_UNMODIFIED_SINCE,
     ETagMiddleware,
     IfUnmodifiedSince,
+    StaleEtag,
     format_etag,
     mark_enforced,
-    precondition_failed,
     set_response_etag,
 )
 from apimw.microversion import MicroversionMiddleware
@@ -72,11 +72,11 @@ class Resources:
                 mark_enforced(environ)  # the checks below and the write are one step here
             current = None if thing is None else thing["etag"]
             if if_match is not None and not if_match.matches(current):
-                raise precondition_failed()
+                raise StaleEtag()
             if unmodified is not None and thing is not None and not unmodified.holds(thing["modified"]):
-                raise precondition_failed()
+                raise StaleEtag()
             if if_none_match is not None and if_none_match.matches(current):
-                raise precondition_failed()  # §13.1.2: If-None-Match: * on a PUT creates only
+                raise StaleEtag()  # §13.1.2: If-None-Match: * on a PUT creates only
             self.writes += 1
             body = json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)) or b"{}")
             thing = self.save(name, {**(thing["doc"] if thing and method == "PATCH" else {}), **body})

@@ -1,4 +1,4 @@
-"""The idempotency middleware for ASGI (:class:`IdempotencyMiddleware`) and :func:`open_replay_store`.
+"""The idempotency middleware for ASGI (:class:`IdempotencyMiddleware`).
 
 The ASGI door of the rules in :mod:`apimw._idempotency_rules` (the WSGI door is
 :mod:`apimw.idempotency`): it reads the request's facts from the scope, awaits the
@@ -43,7 +43,7 @@ from apimw._idempotency_rules import (
     cgi_facts,
 )
 from apimw._stores import Store, open_store
-from apimw._stores.aio import AsyncStore, asyncio_twin, is_async_store, open_async_store
+from apimw._stores.aio import AsyncStore, asyncio_twin, is_async_store
 from apimw.asgi._glue import (
     ASGIApp,
     Message,
@@ -83,15 +83,6 @@ _TOKEN: bytes = CLIENT_TOKEN_HEADER.lower().encode("latin-1")
 _KEY: bytes = IDEMPOTENCY_KEY_HEADER.lower().encode("latin-1")
 #: the settlements under way whose request was cancelled (a strong reference until they end)
 _SETTLING: set[asyncio.Future[Any]] = set()
-
-
-def open_replay_store(url: str, *, timeout: float = 0.5) -> AsyncStore:
-    """The asyncio replay store of *url* (``memory://``, ``redis://...``, ``memcached://...``).
-
-    Pass it as the middleware's ``store`` to close it yourself at shutdown (a lifespan
-    handler: ``await store.aclose()``).  No connection is made here.
-    """
-    return open_async_store(url, timeout=timeout)
 
 
 async def shielded(work: Awaitable[_T]) -> _T:
