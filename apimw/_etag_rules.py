@@ -55,9 +55,11 @@ from apimw._etag_options import (
     DEFAULT_IGNORED_LIST,
     DEFAULT_MAX_BODY_BYTES,
     as_callable,
+    as_compat,
     as_enforces,
     as_ignored,
     as_positive_int,
+    compat_switches,
 )
 from apimw._etag_policy import (
     parse_policy,
@@ -154,12 +156,13 @@ class ETagRules:
         require_if_match: Iterable[str] = (),
         enforces: Iterable[str] | str | Callable[[Any], bool] = (),
         strict_rfc9110: bool = False,
-        accept_unquoted: bool = False,
+        compat: str = "rfc9110",
+        accept_unquoted: bool | None = None,
         ignore_suffixes: Iterable[str] = (),
-        not_modified: bool = False,
-        if_none_match_on_writes: bool = False,
-        if_unmodified_since_on_writes: bool = False,
-        etag_on_put: bool = True,
+        not_modified: bool | None = None,
+        if_none_match_on_writes: bool | None = None,
+        if_unmodified_since_on_writes: bool | None = None,
+        etag_on_put: bool | None = None,
         etag_from_body: bool = True,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         current_etag: Callable[[Any], Any] | str | None = None,
@@ -195,12 +198,21 @@ class ETagRules:
                 )
         self.strict = bool(strict_rfc9110)
         self.suffixes = tuple(s for s in ignore_suffixes if s)
-        self.accept_unquoted = bool(accept_unquoted)
+        switches = compat_switches(compat, {
+            "accept_unquoted": accept_unquoted,
+            "etag_on_put": etag_on_put,
+            "not_modified": not_modified,
+            "if_none_match_on_writes": if_none_match_on_writes,
+            "if_unmodified_since_on_writes": if_unmodified_since_on_writes,
+        })  # fmt: skip
+        #: the compatibility profile's name, and the switches it set (with their overrides)
+        self.compat = as_compat(compat)
+        self.accept_unquoted = switches["accept_unquoted"]
         self._cache = _cache_for(self.accept_unquoted, self.suffixes)
-        self.not_modified = bool(not_modified)
-        self.if_none_match_on_writes = bool(if_none_match_on_writes)
-        self.if_unmodified_since_on_writes = bool(if_unmodified_since_on_writes)
-        self.etag_on_put = bool(etag_on_put)
+        self.not_modified = switches["not_modified"]
+        self.if_none_match_on_writes = switches["if_none_match_on_writes"]
+        self.if_unmodified_since_on_writes = switches["if_unmodified_since_on_writes"]
+        self.etag_on_put = switches["etag_on_put"]
         self.etag_from_body = bool(etag_from_body)
         self.max_body_bytes = as_positive_int(max_body_bytes)
         self.current_etag = as_callable(current_etag)
