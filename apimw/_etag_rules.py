@@ -69,9 +69,11 @@ from apimw._etag_policy import (
     uncovered,
 )
 from apimw._etag_response import ETAG_HEADER, body_etag_wanted, etag_in_body, header_value, with_etag
+from apimw._microversion_core import wraps_microversion
 from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw.errors import ConfigError, HTTPProblem, check_profile
 from apimw.metrics import Metrics, as_metrics, problem_outcome
+from apimw.microversion import VersionGate
 
 LOG = logging.getLogger("apimw.etag")
 
@@ -118,22 +120,16 @@ def _date_malformed(header: str) -> HTTPProblem:
     )
 
 
-def check_order(app: object, *outer: type) -> None:
-    """:class:`ConfigError` when the chain of middlewares below *app* (``.app``) holds one of
-    the *outer* kinds (a microversion middleware): the etag middleware must sit inside it."""
-    seen: set[int] = set()
-    todo = [app]
-    while todo and len(seen) < 64:  # bounded: a chain is short, and cycles end here
-        obj = todo.pop()
-        if obj is None or id(obj) in seen:
-            continue
-        if isinstance(obj, outer):
-            raise ConfigError(
-                "the etag middleware wraps a MicroversionMiddleware: put it inside the microversion "
-                "middleware (order: microversion -> ... -> etag -> app), or it never sees the served version"
-            )
-        seen.add(id(obj))
-        todo.append(getattr(obj, "app", None))
+def check_order(app: object) -> None:
+    """:class:`ConfigError` when a microversion middleware is below *app* (the app the etag
+    middleware is given): the etag middleware must sit inside it, next to the app."""
+    if wraps_microversion(app):
+        raise ConfigError(
+            "the etag middleware is outside the microversion middleware (e.g. 'pipeline = etag ... "
+            "microversion ... app'): put it inside the microversion middleware, next to the app "
+            "(order: request_id -> microversion -> auth -> idempotency -> etag -> app), or it never "
+            "sees the served version"
+        )
 
 
 # == the rules ===================================================================================
@@ -172,8 +168,6 @@ class ETagRules:
         error_profile: str | None = None,
         metrics: Metrics | str | None = None,
     ) -> None:
-        from apimw.microversion import VersionGate  # here, not at import: apimw.etag stays cheap
-
         self.metrics = as_metrics(metrics)
         self._gate = VersionGate(min_version, what="etags (If-Match, If-None-Match, ETag)")
         self._warned_no_version = False
@@ -497,8 +491,6 @@ class ETagRules:
 
     def too_old(self, header: str, served: object) -> HTTPProblem:
         """406: *header* below ``min_version`` (the microversion middleware's answer)."""
-        from apimw.microversion import VersionGate  # loaded by __init__ already
-
         try:
             VersionGate(self.min_version, what=f"The {header} header").check({ENVIRON_VERSION: served})
         except HTTPProblem as problem:

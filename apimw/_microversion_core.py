@@ -37,6 +37,7 @@ __all__ = [
     "MicroversionOptions",
     "Refuse",
     "Serve",
+    "wraps_microversion",
 ]
 
 #: At most this many decisions are kept (then the cache starts again).
@@ -216,3 +217,30 @@ class MicroversionCore:
         assert self.discovery is not None  # noqa: S101 - Discover comes only with discovery on
         headers, body = self.discovery.document(decision.kind, method, base_url, decision.serve.version)
         return self.response_headers(headers, decision.serve), body
+
+
+#: The attributes a middleware keeps the app it wraps in (``app``; oslo.middleware's
+#: ``application``; Flask's ``wsgi_app``): :func:`wraps_microversion` follows them.
+APP_ATTRIBUTES: Final = ("app", "application", "wsgi_app")
+
+
+def wraps_microversion(app: object) -> bool:
+    """Whether a microversion middleware (WSGI or ASGI: an object holding a
+    :class:`MicroversionCore` as its ``core``) is below *app* in its chain of middlewares.
+
+    For an inner apimw middleware to refuse, when the pipeline is built, being placed outside
+    the microversion middleware (it would never see a served version).  The chain is followed
+    through :data:`APP_ATTRIBUTES`; a middleware that keeps its app under another name is not
+    seen through.
+    """
+    seen: set[int] = set()
+    todo = [app]
+    while todo and len(seen) < 64:  # bounded: a chain is short, and cycles end here
+        obj = todo.pop()
+        if obj is None or id(obj) in seen:
+            continue
+        if isinstance(getattr(obj, "core", None), MicroversionCore):
+            return True
+        seen.add(id(obj))
+        todo.extend(getattr(obj, name, None) for name in APP_ATTRIBUTES)
+    return False

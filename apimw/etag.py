@@ -290,9 +290,7 @@ class ETagMiddleware:
     """
 
     def __init__(self, app: WSGIApplication, **options: Any) -> None:
-        from apimw.microversion import MicroversionMiddleware  # here, not at import: apimw.etag stays cheap
-
-        check_order(app, MicroversionMiddleware)
+        check_order(app)
         self.rules = ETagRules(**options)
         self.app = app
 

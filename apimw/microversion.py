@@ -29,6 +29,7 @@ from apimw._config import (
     integration,
 )
 from apimw._microversion_core import Discover, MicroversionCore, MicroversionOptions, Refuse, Serve
+from apimw._microversion_core import wraps_microversion as wraps_microversion
 from apimw._microversion_negotiation import (
     CODE_MALFORMED,
     CODE_UNSUPPORTED,
@@ -398,28 +399,6 @@ class MicroversionMiddleware:
             # App code raised a gate or another apimw problem: render it here, replacing the
             # answer the app had started (if any; only then is exc_info passed).
             return respond_with_problem(environ, start, problem, exc_info=start.exc_info())
-
-
-def wraps_microversion(app: object) -> bool:
-    """Whether a microversion middleware (WSGI or ASGI) is below *app* in its chain of
-    middlewares: for an inner apimw middleware to refuse, when the pipeline is built, being
-    placed outside the microversion middleware (it would never see a served version).
-
-    The chain is followed through the attributes middlewares keep their app in (``app``,
-    ``application`` as oslo.middleware's, ``_app``, ``wsgi_app``); a middleware that hides its
-    app is not seen through.
-    """
-    seen: set[int] = set()
-    todo = [app]
-    while todo and len(seen) < 64:  # bounded: a chain is short, and cycles end here
-        obj = todo.pop()
-        if obj is None or id(obj) in seen:
-            continue
-        if isinstance(getattr(obj, "core", None), MicroversionCore):
-            return True
-        seen.add(id(obj))
-        todo.extend(getattr(obj, name, None) for name in ("app", "application", "_app", "wsgi_app"))
-    return False
 
 
 # -- integration ------------------------------------------------------------------------

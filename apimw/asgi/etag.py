@@ -49,9 +49,7 @@ from apimw.asgi._glue import (
 from apimw.asgi._glue import (
     Send as SendCallable,
 )
-from apimw.asgi.microversion import MicroversionMiddleware
 from apimw.errors import HTTPProblem, problem_answer
-from apimw.microversion import MicroversionMiddleware as WSGIMicroversionMiddleware
 
 
 def if_match(scope: MutableMapping[str, Any]) -> IfMatch | None:
@@ -176,7 +174,7 @@ class ETagMiddleware:
     """
 
     def __init__(self, app: ASGIApp, **options: Any) -> None:
-        check_order(app, MicroversionMiddleware, WSGIMicroversionMiddleware)
+        check_order(app)
         self.app = app
         self.rules = ETagRules(**options)
         lookup = self.rules.current_etag
