@@ -284,7 +284,8 @@ class ETagMiddleware:
     :class:`apimw.asgi.ETagMiddleware`, takes the same options and runs the same rules
     (:class:`ETagRules`).  See ``docs/etag.md`` and ``docs/conformance/etag.md``.
 
-    No option is required; the common case sets ``min_version``, ``enforces`` and ``hmac_key``.
+    No option is required; the common case sets ``min_version``, ``enforces`` and ``hmac_key``
+    (and ``compat="ironic"`` for a service speaking Ironic's wire).
 
     :param app: the WSGI app to wrap.
     """

@@ -25,18 +25,11 @@ that drops them.  The ASGI door matches header names exactly itself.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from apimw import _wsgi
 from apimw._config import (
-    Option,
-    as_bool,
-    as_float,
-    as_int,
-    as_list,
-    as_optional_str,
-    as_str,
     integration,
     oslo_config,
 )
@@ -45,15 +38,13 @@ from apimw._idempotency_capture import Exchange, run_ops
 from apimw._idempotency_identity import ClientToken as ClientToken
 from apimw._idempotency_lease import Renewer
 from apimw._idempotency_metered import MeteredStore
+from apimw._idempotency_options import OPTION_DOCS, OPTIONS
 from apimw._idempotency_records import NOT_STORED as NOT_STORED
 from apimw._idempotency_records import STATUS_HEADER
 from apimw._idempotency_rules import (
     CLIENT_TOKEN_HEADER as CLIENT_TOKEN_HEADER,
 )
 from apimw._idempotency_rules import (
-    DEFAULT_FINGERPRINT_HEADERS,
-    DEFAULT_RELEASE_STATUSES,
-    DEFAULT_REQUEST_ID_HEADERS,
     ENVIRON_IDENTITY_STATUS,
     ENVIRON_PROJECT_ID,
     ENVIRON_REPLAYED,
@@ -61,7 +52,6 @@ from apimw._idempotency_rules import (
     ENVIRON_TENANT_ID,
     ENVIRON_TOKEN,
     ENVIRON_USER_ID,
-    REPLAYED_HEADER,
     UNPROTECTED_MARK,
     Admitted,
     Claimed,
@@ -69,13 +59,13 @@ from apimw._idempotency_rules import (
     Pass,
     Reply,
     Unprotected,
-    as_status_list,
     cgi_facts,
     shared_scope,
 )
 from apimw._idempotency_rules import (
     IDEMPOTENCY_KEY_HEADER as IDEMPOTENCY_KEY_HEADER,
 )
+from apimw._idempotency_rules import REPLAYED_HEADER as REPLAYED_HEADER
 from apimw._stores import Store as Store
 from apimw._stores import mask_url
 from apimw._stores import open_store as open_store
@@ -129,90 +119,12 @@ def client_token(request: Any) -> ClientToken | None:
     return found if isinstance(found, ClientToken) else None
 
 
-def _choice(*allowed: str) -> Callable[[str], str]:
-    def convert(value: str) -> str:
-        text = value.strip().lower().replace("-", "_")
-        if text not in allowed:
-            raise ConfigError(f"expected one of {', '.join(allowed)}; got {value!r}")
-        return text
-
-    return convert
-
-
-OPTIONS: Final = (
-    Option("store", as_str, "memory://",
-           "Record store URL: memory://[name][?max_items=N&max_bytes=N], memcached://host:port[,host:port], "
-           "redis://[:password@]host:port/db, rediss://..., unix://..., redis+cluster://h:p[,h:p], "
-           "redis+sentinel://h:p[,h:p]/service[/db]. Secret: it may carry a password.", secret=True),
-    Option("store_timeout", as_float, 0.5,
-           "Socket timeout (seconds) for the store, unless the URL sets its own."),
-    Option("methods", as_list, ["POST"], "HTTP methods protected by a token.", kind="list"),
-    Option("accept_idempotency_key", as_bool, True,
-           "Also accept the IETF Idempotency-Key header (quoted sf-string or bare).", kind="bool"),
-    Option("require_token", as_bool, False,
-           "Answer 400 to a protected method without a token.", kind="bool"),
-    Option("scope", as_str, "project",
-           "Whose tokens are separate: project (X-Project-Id / X-Tenant-Id from auth_token), "
-           "user (project and X-User-Id), shared (one scope, no-auth deployments), or module:function."),
-    Option("missing_scope", _choice("reject", "shared"), "reject",
-           "A token-bearing request without a scope: reject (400) or use the shared scope."),
-    Option("fingerprint_headers", as_list, list(DEFAULT_FINGERPRINT_HEADERS),
-           "Request headers that are part of the request's identity (* matches); the microversion "
-           "headers by default.", kind="list"),
-    Option("lease", as_float, 300.0,
-           "Seconds a claim lives while the app runs; keep it above the API worker timeout.",
-           kind="float"),
-    Option("renew_lease", as_bool, False,
-           "While the app runs, renew the claim every lease/3 seconds (owner-checked), so a slow "
-           "request keeps its token past the lease.", kind="bool"),
-    Option("retention", as_float, 86400.0,
-           "Seconds a stored response is replayed (the spec's memcache_expiration).", kind="float"),
-    Option("max_request_bytes", as_int, 1024 * 1024,
-           "Largest request body buffered for the fingerprint; larger -> 413.", kind="int"),
-    Option("max_response_bytes", as_int, 900 * 1024,
-           "Largest stored record (body + headers; memcached items are 1 MiB); a larger answer is sent "
-           "with Idempotency-Status: not-stored and a tombstone is stored.",
-           kind="int"),
-    Option("store_5xx", as_bool, False,
-           "Store 5xx answers too (at-most-once); by default they release the claim.", kind="bool"),
-    Option("release_statuses", as_status_list, list(DEFAULT_RELEASE_STATUSES),
-           "Transient statuses that release the claim so a retry runs again.", kind="list"),
-    Option("on_store_error", _choice("fail_closed", "fail_open"), "fail_closed",
-           "Store unreachable: fail_closed answers 503; fail_open runs the app unprotected."),
-    Option("retry_after", as_int, 1, "Retry-After seconds on 409 in-flight and 503.", kind="int"),
-    Option("mismatch_status", as_int, 409,
-           "Status for a reused token with a different request: 409 (OpenStack) or 422 (IETF draft).",
-           kind="int"),
-    Option("replay_header", as_str, REPLAYED_HEADER,
-           "Header added (value true) to a replayed answer."),
-    Option("replay_user_headers", as_bool, False,
-           "Replay the per-user response headers too (X-Auth-Token, X-Subject-Token, Authentication-Info, "
-           "Set-Cookie, WWW-Authenticate): off, a replay may reach another user of the project.",
-           kind="bool"),
-    Option("drop_headers", as_list, [], "More response headers never stored or replayed.", kind="list"),
-    Option("request_id_headers", as_list, list(DEFAULT_REQUEST_ID_HEADERS),
-           "Response headers that carry the request id: a replay gets a new one in each (the outer "
-           "request_id middleware's, else a new req-<uuid4>).", kind="list"),
-    Option("key_prefix", as_str, "apimw:", "Prefix of every store key."),
-    Option("error_profile", as_optional_str, None,
-           "Error body profile (ironic, api-sig); default: the outer middleware's, else api-sig."),
-    Option("metrics", as_metrics, None,
-           "'package.module:attribute' naming an apimw.metrics.Metrics object told each outcome and "
-           "each store call's duration (e.g. apimw.metrics_prometheus:METRICS).", oslo=False),
-)  # fmt: skip
-
-
-def _options_doc() -> str:
-    return "\n".join(f"``{o.name}`` (default ``{o.default!r}``)\n    {o.help}" for o in OPTIONS)
-
-
 class IdempotencyMiddleware:
-    """Replay the stored answer of a POST retried with the same ``X-Client-Token``.
+    """Replay the stored answer of a POST retried with the same ``X-Client-Token`` (WSGI).
 
-    Keyword options (paste ini keys and oslo.config options of the same names; the
     ``store`` may also be a :class:`Store` object (:func:`open_store`), ``scope`` a callable of
-    the environ, ``metrics`` a :class:`~apimw.metrics.Metrics`):
-
+    the environ.  The ASGI twin, :class:`apimw.asgi.IdempotencyMiddleware`, takes the same
+    options and runs the same rules.
     """
 
     def __init__(
@@ -331,9 +243,7 @@ def probe_store(store: Any, rules: IdempotencyRules) -> None:
     )  # fmt: skip
 
 
-IdempotencyMiddleware.__doc__ = (IdempotencyMiddleware.__doc__ or "").rstrip(" ") + "\n".join(
-    "    " + line for line in _options_doc().splitlines()
-)
+IdempotencyMiddleware.__doc__ = f"{IdempotencyMiddleware.__doc__}{OPTION_DOCS}"
 
 
 # -- configuration --------------------------------------------------------------------------

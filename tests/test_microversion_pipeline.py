@@ -61,18 +61,6 @@ def test_a_cycle_ends() -> None:
     assert not wraps_microversion(Loop())
 
 
-def test_help_shows_every_option_and_marks_the_required_ones() -> None:
-    import pydoc
-
-    from apimw.microversion import OPTIONS
-
-    text = pydoc.render_doc(MicroversionMiddleware, renderer=pydoc.plaintext)
-    for option in OPTIONS:
-        assert option.name in text, option.name
-    for name in ("service_type", "min_version, max_version"):
-        assert f"{name} (required)" in text
-
-
 # -- the etag middleware outside the microversion middleware: refused when the pipeline is built --
 
 ETAG_OUTSIDE = "etag request_id microversion app"

@@ -163,8 +163,8 @@ class _Exchange:
 
 
 class ETagMiddleware:
-    """:class:`apimw.etag.ETagMiddleware` for ASGI: the same options (documented there) and
-    the same rules (:class:`apimw.etag.ETagRules`).
+    """:class:`apimw.etag.ETagMiddleware` for ASGI: the same options (below) and the same
+    rules (:class:`apimw.etag.ETagRules`).
 
     ``current_etag`` may also be an ``async def`` of the scope (a database lookup);
     ``current_etag`` and an ``enforces`` callable are given the ASGI scope.  What the

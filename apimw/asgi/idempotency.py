@@ -29,6 +29,7 @@ from apimw._idempotency_body import read_body
 from apimw._idempotency_capture import Answering
 from apimw._idempotency_lease import Renewer
 from apimw._idempotency_metered import MeteredStore
+from apimw._idempotency_options import OPTION_DOCS
 from apimw._idempotency_records import NOT_STORED
 from apimw._idempotency_rules import (
     CLIENT_TOKEN_HEADER,
@@ -120,8 +121,7 @@ class IdempotencyMiddleware:
     blocking store, or an asyncio store.  Its calls are awaited: ``memory://`` inline,
     Redis through ``redis.asyncio``, memcached in worker threads.  ``renew_lease``
     renews from its thread through the blocking store of the same URL (never on the
-    event loop).  Every other option is documented on the WSGI class
-    (``help(apimw.idempotency.IdempotencyMiddleware)``).
+    event loop).
     """
 
     def __init__(
@@ -323,3 +323,6 @@ class IdempotencyMiddleware:
         finally:
             answering.unrenew()
             rules.exchanged(scope, answering.replayed)
+
+
+IdempotencyMiddleware.__doc__ = f"{IdempotencyMiddleware.__doc__}{OPTION_DOCS}"
