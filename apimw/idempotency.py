@@ -40,7 +40,6 @@ from apimw._idempotency_lease import Renewer
 from apimw._idempotency_metered import MeteredStore
 from apimw._idempotency_options import OPTION_DOCS, OPTIONS
 from apimw._idempotency_records import NOT_STORED as NOT_STORED
-from apimw._idempotency_records import STATUS_HEADER
 from apimw._idempotency_rules import (
     CLIENT_TOKEN_HEADER as CLIENT_TOKEN_HEADER,
 )
@@ -99,11 +98,6 @@ __all__ = [
 LOG = logging.getLogger("apimw.idempotency")
 
 GROUP: Final = "apimw_idempotency"
-FLASK_CONFIG_KEY: Final = "APIMW_IDEMPOTENCY"
-
-#: ``unprotected`` on an answer the app gave unprotected (store down, ``fail_open``), and
-#: ``not-stored`` (:data:`NOT_STORED`) on a first answer that will not be replayed.
-UNPROTECTED_HEADER: Final = STATUS_HEADER
 
 # environ keys: the request headers read
 ENVIRON_CLIENT_TOKEN: Final = "HTTP_X_CLIENT_TOKEN"  # noqa: S105 - an environ key
