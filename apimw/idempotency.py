@@ -24,7 +24,6 @@ that drops them.  The ASGI door matches header names exactly itself.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -39,6 +38,7 @@ from apimw._idempotency_identity import ClientToken as ClientToken
 from apimw._idempotency_lease import Renewer
 from apimw._idempotency_metered import MeteredStore
 from apimw._idempotency_options import OPTION_DOCS, OPTIONS
+from apimw._idempotency_probe import probe_store
 from apimw._idempotency_records import NOT_STORED as NOT_STORED
 from apimw._idempotency_rules import (
     CLIENT_TOKEN_HEADER as CLIENT_TOKEN_HEADER,
@@ -66,9 +66,8 @@ from apimw._idempotency_rules import (
 )
 from apimw._idempotency_rules import REPLAYED_HEADER as REPLAYED_HEADER
 from apimw._stores import Store as Store
-from apimw._stores import mask_url
 from apimw._stores import open_store as open_store
-from apimw.errors import ConfigError, HTTPProblem, StoreError
+from apimw.errors import ConfigError, HTTPProblem
 from apimw.metrics import Metrics, as_metrics
 
 if TYPE_CHECKING:
@@ -94,8 +93,6 @@ __all__ = [
     "oslo_hook",
     "wrap_flask",
 ]
-
-LOG = logging.getLogger("apimw.idempotency")
 
 GROUP: Final = "apimw_idempotency"
 
@@ -202,39 +199,6 @@ class IdempotencyMiddleware:
 def _marked(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """*headers* with ``Idempotency-Status: unprotected``."""
     return [*headers, UNPROTECTED_MARK]
-
-
-def probe_store(store: Any, rules: IdempotencyRules) -> None:
-    """One quick, bounded look at a network store at startup: a warning if it cannot be reached.
-
-    The middleware keeps running either way (the store may come up later); meanwhile
-    requests with a token get 503 (fail_closed) or run unprotected (fail_open).
-    """
-    ping = getattr(store, "ping", None)
-    if not callable(ping):
-        return
-    try:
-        ping()
-    except StoreError as exc:
-        reason = str(exc)
-    except Exception as exc:  # noqa: BLE001 - a custom store's probe must not stop the service
-        reason = type(exc).__name__  # its text might quote a URL with a password
-    else:
-        item_max = getattr(store, "item_size_max", None)
-        max_response = rules.keeping.max_response
-        if isinstance(item_max, int) and max_response + 512 > item_max:
-            LOG.warning(
-                "idempotency: the store %s takes items of at most %d bytes, below max_response_bytes "
-                "(%d): larger answers are sent with Idempotency-Status: not-stored and not replayed",
-                store.name, item_max, max_response,
-            )  # fmt: skip
-        return
-    LOG.warning(
-        "idempotency: the store %s cannot be reached at startup (%s); until it can, requests with "
-        "a token %s", mask_url(store.name), reason,
-        "run unprotected (on_store_error = fail_open)" if rules.fail_open
-        else "get 503 idempotency.store-unavailable (on_store_error = fail_closed)",
-    )  # fmt: skip
 
 
 IdempotencyMiddleware.__doc__ = f"{IdempotencyMiddleware.__doc__}{OPTION_DOCS}"

@@ -30,6 +30,7 @@ from apimw._idempotency_capture import Answering
 from apimw._idempotency_lease import Renewer
 from apimw._idempotency_metered import MeteredStore
 from apimw._idempotency_options import OPTION_DOCS
+from apimw._idempotency_probe import probe_store
 from apimw._idempotency_records import NOT_STORED
 from apimw._idempotency_rules import (
     CLIENT_TOKEN_HEADER,
@@ -71,7 +72,6 @@ from apimw.errors import (
     problem_answer,
     status_line,
 )
-from apimw.idempotency import probe_store
 from apimw.metrics import as_metrics
 
 try:  # Starlette and FastAPI run on anyio: its cancel scopes cancel every await inside them
