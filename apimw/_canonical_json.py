@@ -6,12 +6,12 @@ runs once, the first time a document is encoded.
 
 from __future__ import annotations
 
-import _thread
 import datetime as _dt
 import json
 import logging
 import math
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -389,7 +389,7 @@ def _fast_agrees(dumps: Callable[..., bytes] | None = None) -> bool:
 
 
 _fast_loaded = False
-_fast_lock: Final = _thread.allocate_lock()  # _thread, not threading: no import cost
+_fast_lock: Final = threading.Lock()
 _orjson: Any = None
 _orjson_imported = False
 

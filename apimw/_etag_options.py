@@ -15,6 +15,46 @@ from apimw.metrics import as_metrics
 
 DEFAULT_MAX_BODY_BYTES: Final = 1024 * 1024
 
+#: The compatibility profiles (the ``compat`` option): the wire behaviour each sets.
+#: ``rfc9110`` (the default) is RFC 9110's; ``ironic`` is what Ironic's etag spec and its
+#: clients expect: unquoted ``W/<hex>`` tolerated in If-Match, an ``ETag`` on a 2xx PUT, and
+#: no If-None-Match / If-Unmodified-Since on writes nor 304 on reads (Ironic supports neither).
+COMPAT_PROFILES: Final[Mapping[str, Mapping[str, bool]]] = {
+    "rfc9110": {
+        "accept_unquoted": False,
+        "etag_on_put": False,
+        "not_modified": True,
+        "if_none_match_on_writes": True,
+        "if_unmodified_since_on_writes": True,
+    },
+    "ironic": {
+        "accept_unquoted": True,
+        "etag_on_put": True,
+        "not_modified": False,
+        "if_none_match_on_writes": False,
+        "if_unmodified_since_on_writes": False,
+    },
+}
+#: The switches a profile sets; each one given alone overrides its profile's value.
+COMPAT_SWITCHES: Final = tuple(COMPAT_PROFILES["rfc9110"])
+
+
+def as_compat(value: str) -> str:
+    """A compatibility profile's name (``rfc9110`` or ``ironic``)."""
+    name = str(value).strip().lower()
+    if name not in COMPAT_PROFILES:
+        raise ConfigError(f"compat must be one of {', '.join(COMPAT_PROFILES)}; got {value!r}")
+    return name
+
+
+def compat_switches(compat: str, overrides: Mapping[str, bool | str | None]) -> dict[str, bool]:
+    """The switches of profile *compat*, each overridden where *overrides* gives it (not ``None``)."""
+    switches = dict(COMPAT_PROFILES[as_compat(compat)])
+    for name, value in overrides.items():
+        if value is not None:
+            switches[name] = as_bool(value)
+    return switches
+
 
 def as_callable(value: str | Callable[..., Any] | None) -> Callable[..., Any] | None:
     """A callable, or the ``package.module:function`` that names one (paste, oslo.config)."""
@@ -85,23 +125,31 @@ OPTIONS: Final = (
            "entries 'METHOD' or 'METHOD /path/prefix' ('*' for every write method), or one "
            "'module:function' f(request) -> bool. A precondition on any other write is refused "
            "(400) before the app runs.", "list"),
+    Option("compat", as_compat, "rfc9110",
+           "Compatibility profile: rfc9110 (RFC 9110's preconditions: 304 on reads, If-None-Match and "
+           "If-Unmodified-Since handed to the app on writes, no ETag on a PUT answer) or ironic (Ironic's "
+           "etag spec: unquoted W/<hex> in If-Match, ETag on a 2xx PUT, those refused or ignored). "
+           "accept_unquoted, etag_on_put, not_modified, if_none_match_on_writes and "
+           "if_unmodified_since_on_writes override it one by one."),
     Option("strict_rfc9110", as_bool, False,
            "Strong If-Match comparison as RFC 9110 13.1.1 says (then emit strong etags).", "bool"),
-    Option("accept_unquoted", as_bool, False,
-           "Tolerate the Ironic spec's unquoted W/<hex> and bare <hex> in If-Match.", "bool"),
+    Option("accept_unquoted", as_bool, None,
+           "Override of compat: tolerate the Ironic spec's unquoted W/<hex> and bare <hex> in If-Match.",
+           "bool"),
     Option("ignore_suffixes", as_list, [],
            "Suffixes proxies append to etags (e.g. -gzip) that If-Match may carry.", "list"),
-    Option("not_modified", as_bool, False,
-           "Answer If-None-Match (weak match) and If-Modified-Since on GET/HEAD with 304 (opt-in).",
+    Option("not_modified", as_bool, None,
+           "Override of compat: answer If-None-Match (weak match) and If-Modified-Since on GET/HEAD "
+           "with 304.", "bool"),
+    Option("if_none_match_on_writes", as_bool, None,
+           "Override of compat: hand If-None-Match on writes to the app where it enforces "
+           "(If-None-Match: * on a PUT: create only) instead of answering 400.", "bool"),
+    Option("if_unmodified_since_on_writes", as_bool, None,
+           "Override of compat: hand If-Unmodified-Since on writes (without If-Match) to the app "
+           "where it enforces, instead of answering 400.", "bool"),
+    Option("etag_on_put", as_bool, None,
+           "Override of compat: send ETag on 2xx PUT responses (RFC 9110 9.3.4 deviation, see docs).",
            "bool"),
-    Option("if_none_match_on_writes", as_bool, False,
-           "Hand If-None-Match on writes to the app where it enforces (If-None-Match: * on a PUT: "
-           "create only) instead of answering 400.", "bool"),
-    Option("if_unmodified_since_on_writes", as_bool, False,
-           "Hand If-Unmodified-Since on writes (without If-Match) to the app where it enforces, "
-           "instead of answering 400.", "bool"),
-    Option("etag_on_put", as_bool, True,
-           "Send ETag on 2xx PUT responses (RFC 9110 9.3.4 deviation, see docs).", "bool"),
     Option("etag_from_body", as_bool, True,
            "Take the ETag header from the top-level 'etag' field of an application/json (or "
            "+json) response body when the app did not set apimw.etag.response.", "bool"),
@@ -140,21 +188,33 @@ OPTION_DOCS: Final = """
         ``"module:function"`` ``f(request) -> bool`` (*request*: the environ or the ASGI
         scope).  A precondition on any other write is refused (400) before the app runs.
         Default ``()``: nowhere.
+    :param compat: compatibility profile.  ``"rfc9110"`` (default): RFC 9110's preconditions
+        (304 on GET/HEAD for If-None-Match / If-Modified-Since; If-None-Match and
+        If-Unmodified-Since on writes handed to the app where it enforces; no ``ETag`` on a PUT
+        answer, §9.3.4; If-Match quoted).  ``"ironic"``: Ironic's etag spec and its clients
+        (unquoted ``W/<hex>`` tolerated in If-Match; ``ETag`` on a 2xx PUT; If-None-Match and
+        If-Unmodified-Since on writes refused, 400; no 304, a 200).  The five options below it
+        marked *override of compat* change one of these alone.
     :param strict_rfc9110: strong If-Match comparison as RFC 9110 §13.1.1 says (then emit
         strong etags).  Default ``False``: weak comparison, the Ironic spec's weak etags.
-    :param accept_unquoted: tolerate the Ironic spec's unquoted ``W/<hex>`` and bare
-        ``<hex>`` in If-Match.  Default ``False``.
+    :param accept_unquoted: override of compat: tolerate the Ironic spec's unquoted
+        ``W/<hex>`` and bare ``<hex>`` in If-Match.  Default ``None``: the profile's (ironic:
+        on).
     :param ignore_suffixes: suffixes proxies append to etags (``-gzip``) that If-Match may
         carry.  Default ``()``.
-    :param not_modified: answer If-None-Match (weak match) and If-Modified-Since on GET/HEAD
-        with 304.  Default ``False`` (the Ironic spec supports no If-None-Match): a 200.
-    :param if_none_match_on_writes: hand If-None-Match on writes to the app where it enforces
-        (``If-None-Match: *`` on a PUT creates only) as ``apimw.etag.if_none_match``.
-        Default ``False``: 400 ``etag.if-none-match-unsupported``.
-    :param if_unmodified_since_on_writes: hand If-Unmodified-Since on writes without
-        If-Match to the app where it enforces, as ``apimw.etag.if_unmodified_since``.
-        Default ``False``: 400 ``etag.if-unmodified-since-unsupported``.
-    :param etag_on_put: send ``ETag`` on a 2xx PUT.  Default ``True``.
+    :param not_modified: override of compat: answer If-None-Match (weak match) and
+        If-Modified-Since on GET/HEAD with 304 (off: a 200).  Default ``None``: the profile's
+        (rfc9110: on).
+    :param if_none_match_on_writes: override of compat: hand If-None-Match on writes to the
+        app where it enforces (``If-None-Match: *`` on a PUT creates only) as
+        ``apimw.etag.if_none_match`` (off: 400 ``etag.if-none-match-unsupported``).
+        Default ``None``: the profile's (rfc9110: on).
+    :param if_unmodified_since_on_writes: override of compat: hand If-Unmodified-Since on
+        writes without If-Match to the app where it enforces, as
+        ``apimw.etag.if_unmodified_since`` (off: 400 ``etag.if-unmodified-since-unsupported``).
+        Default ``None``: the profile's (rfc9110: on).
+    :param etag_on_put: override of compat: send ``ETag`` on a 2xx PUT.  Default ``None``:
+        the profile's (ironic: on).
     :param etag_from_body: take the ``ETag`` from the top-level ``etag`` field of an
         ``application/json`` (or ``+json``) body when the app set no etag.  Default ``True``.
     :param max_body_bytes: the most of a JSON answer held to read its etag; a longer answer

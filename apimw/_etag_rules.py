@@ -55,9 +55,11 @@ from apimw._etag_options import (
     DEFAULT_IGNORED_LIST,
     DEFAULT_MAX_BODY_BYTES,
     as_callable,
+    as_compat,
     as_enforces,
     as_ignored,
     as_positive_int,
+    compat_switches,
 )
 from apimw._etag_policy import (
     parse_policy,
@@ -67,9 +69,11 @@ from apimw._etag_policy import (
     uncovered,
 )
 from apimw._etag_response import ETAG_HEADER, body_etag_wanted, etag_in_body, header_value, with_etag
+from apimw._microversion_core import wraps_microversion
 from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw.errors import ConfigError, HTTPProblem, check_profile
 from apimw.metrics import Metrics, as_metrics, problem_outcome
+from apimw.microversion import VersionGate
 
 LOG = logging.getLogger("apimw.etag")
 
@@ -116,22 +120,16 @@ def _date_malformed(header: str) -> HTTPProblem:
     )
 
 
-def check_order(app: object, *outer: type) -> None:
-    """:class:`ConfigError` when the chain of middlewares below *app* (``.app``) holds one of
-    the *outer* kinds (a microversion middleware): the etag middleware must sit inside it."""
-    seen: set[int] = set()
-    todo = [app]
-    while todo and len(seen) < 64:  # bounded: a chain is short, and cycles end here
-        obj = todo.pop()
-        if obj is None or id(obj) in seen:
-            continue
-        if isinstance(obj, outer):
-            raise ConfigError(
-                "the etag middleware wraps a MicroversionMiddleware: put it inside the microversion "
-                "middleware (order: microversion -> ... -> etag -> app), or it never sees the served version"
-            )
-        seen.add(id(obj))
-        todo.append(getattr(obj, "app", None))
+def check_order(app: object) -> None:
+    """:class:`ConfigError` when a microversion middleware is below *app* (the app the etag
+    middleware is given): the etag middleware must sit inside it, next to the app."""
+    if wraps_microversion(app):
+        raise ConfigError(
+            "the etag middleware is outside the microversion middleware (e.g. 'pipeline = etag ... "
+            "microversion ... app'): put it inside the microversion middleware, next to the app "
+            "(order: request_id -> microversion -> auth -> idempotency -> etag -> app), or it never "
+            "sees the served version"
+        )
 
 
 # == the rules ===================================================================================
@@ -154,12 +152,13 @@ class ETagRules:
         require_if_match: Iterable[str] = (),
         enforces: Iterable[str] | str | Callable[[Any], bool] = (),
         strict_rfc9110: bool = False,
-        accept_unquoted: bool = False,
+        compat: str = "rfc9110",
+        accept_unquoted: bool | None = None,
         ignore_suffixes: Iterable[str] = (),
-        not_modified: bool = False,
-        if_none_match_on_writes: bool = False,
-        if_unmodified_since_on_writes: bool = False,
-        etag_on_put: bool = True,
+        not_modified: bool | None = None,
+        if_none_match_on_writes: bool | None = None,
+        if_unmodified_since_on_writes: bool | None = None,
+        etag_on_put: bool | None = None,
         etag_from_body: bool = True,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         current_etag: Callable[[Any], Any] | str | None = None,
@@ -169,8 +168,6 @@ class ETagRules:
         error_profile: str | None = None,
         metrics: Metrics | str | None = None,
     ) -> None:
-        from apimw.microversion import VersionGate  # here, not at import: apimw.etag stays cheap
-
         self.metrics = as_metrics(metrics)
         self._gate = VersionGate(min_version, what="etags (If-Match, If-None-Match, ETag)")
         self._warned_no_version = False
@@ -195,12 +192,21 @@ class ETagRules:
                 )
         self.strict = bool(strict_rfc9110)
         self.suffixes = tuple(s for s in ignore_suffixes if s)
-        self.accept_unquoted = bool(accept_unquoted)
+        switches = compat_switches(compat, {
+            "accept_unquoted": accept_unquoted,
+            "etag_on_put": etag_on_put,
+            "not_modified": not_modified,
+            "if_none_match_on_writes": if_none_match_on_writes,
+            "if_unmodified_since_on_writes": if_unmodified_since_on_writes,
+        })  # fmt: skip
+        #: the compatibility profile's name, and the switches it set (with their overrides)
+        self.compat = as_compat(compat)
+        self.accept_unquoted = switches["accept_unquoted"]
         self._cache = _cache_for(self.accept_unquoted, self.suffixes)
-        self.not_modified = bool(not_modified)
-        self.if_none_match_on_writes = bool(if_none_match_on_writes)
-        self.if_unmodified_since_on_writes = bool(if_unmodified_since_on_writes)
-        self.etag_on_put = bool(etag_on_put)
+        self.not_modified = switches["not_modified"]
+        self.if_none_match_on_writes = switches["if_none_match_on_writes"]
+        self.if_unmodified_since_on_writes = switches["if_unmodified_since_on_writes"]
+        self.etag_on_put = switches["etag_on_put"]
         self.etag_from_body = bool(etag_from_body)
         self.max_body_bytes = as_positive_int(max_body_bytes)
         self.current_etag = as_callable(current_etag)
@@ -485,8 +491,6 @@ class ETagRules:
 
     def too_old(self, header: str, served: object) -> HTTPProblem:
         """406: *header* below ``min_version`` (the microversion middleware's answer)."""
-        from apimw.microversion import VersionGate  # loaded by __init__ already
-
         try:
             VersionGate(self.min_version, what=f"The {header} header").check({ENVIRON_VERSION: served})
         except HTTPProblem as problem:

@@ -14,10 +14,11 @@ WSGI middleware); ``apimw.asgi`` awaits the same ops on an asyncio store.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Generator, Iterable, MutableMapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from apimw import _idempotency_records as records
+from apimw import _wsgi
 from apimw._stores import RecordTooLarge, Store
 from apimw.errors import ENVIRON_MIDDLEWARE_ANSWER, HTTPProblem, StoreError, respond_with_problem
 
@@ -417,14 +418,14 @@ class Exchange(Answering):
                         self.go_streaming()
                         break
             if self.streaming:
-                return Streamed(self.take(), iterator, result)
+                return _wsgi.ClosingIterable(self.take(), iterator, result)
         except BaseException:
             if not self.streaming:
                 self.release()
-            close(result)
+            _wsgi.close(result)
             raise
         try:
-            close(result)
+            _wsgi.close(result)
         except BaseException:
             self.release()
             raise
@@ -434,29 +435,3 @@ class Exchange(Answering):
         status, headers, body = run_ops(self.finishing(), self.store)
         self.real_start_response(status, headers)
         return [body] if body else []
-
-
-def close(result: Iterable[bytes]) -> None:
-    close_result = getattr(result, "close", None)
-    if close_result is not None:
-        close_result()
-
-
-class Streamed:
-    """The rest of an answer too large to store: buffered head, then the app's iterator."""
-
-    def __init__(self, head: list[bytes], rest: Iterator[bytes], result: Iterable[bytes]) -> None:
-        self._head = head
-        self._rest = rest
-        self._result = result
-        self._closed = False
-
-    def __iter__(self) -> Iterator[bytes]:
-        head, self._head = self._head, []
-        yield from head
-        yield from self._rest
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            close(self._result)

@@ -65,41 +65,33 @@ class RecordError(ValueError):
     """A stored record cannot be decoded."""
 
 
+def _json(value: object) -> bytes:
+    """*value* as compact JSON (orjson; the stdlib for what orjson refuses, such as a lone
+    surrogate, ASCII-escaped)."""
+    orjson = orjson_module()
+    if orjson is not None:
+        try:
+            out: bytes = orjson.dumps(value)
+        except TypeError:
+            pass
+        else:
+            return out
+    return _COMPACT.encode(value).encode()
+
+
 def _encode(owner: bytes, state: bytes, meta: dict[str, object], body: bytes = b"") -> bytes:
     assert len(owner) == PREFIX_LEN - 1  # noqa: S101 - internal invariant
-    head = _COMPACT.encode(meta).encode()
-    return owner + state + head + b"\n" + body
+    return owner + state + _json(meta) + b"\n" + body
 
 
 def encode_pending(owner: bytes, fp: str, scope: str, claimed_at: float) -> bytes:
-    # the hot path of every first POST: formatted by hand (fp is hex; the scope is JSON-escaped)
-    return b'%bP{"v":1,"fp":"%b","sc":%b,"t":%.3f}\n' % (owner, fp.encode(), _json_str(scope), claimed_at)
-
-
-@functools.lru_cache(maxsize=1024)
-def _json_str(text: str) -> bytes:
-    return json.dumps(text, ensure_ascii=True).encode()
-
-
-def _json_headers(headers: list[tuple[str, str]]) -> bytes:
-    """The headers as a JSON array of pairs (orjson; the stdlib for what orjson refuses)."""
-    orjson = orjson_module()
-    if orjson is None:
-        return _COMPACT.encode(headers).encode()
-    try:
-        out: bytes = orjson.dumps(headers)
-    except TypeError:  # a lone surrogate, a str subclass: ASCII-escaped by the stdlib encoder
-        return _COMPACT.encode(headers).encode()
-    return out
+    return _encode(owner, PENDING, {"v": 1, "fp": fp, "sc": scope, "t": round(claimed_at, 3)})
 
 
 def encode_complete(
     owner: bytes, fp: str, scope: str, status: str, headers: Iterable[tuple[str, str]], body: bytes
 ) -> bytes:
-    # by hand around one encoder call: the hot path of every first POST
-    return b"%bC{\"v\":1,\"fp\":\"%b\",\"sc\":%b,\"s\":%b,\"h\":%b}\n%b" % (
-        owner, fp.encode(), _json_str(scope), _json_str(status), _json_headers(list(headers)), body,
-    )  # fmt: skip
+    return _encode(owner, COMPLETE, {"v": 1, "fp": fp, "sc": scope, "s": status, "h": list(headers)}, body)
 
 
 def encode_tombstone(owner: bytes, fp: str, scope: str, status: str, location: str | None) -> bytes:

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from types import FunctionType, MethodType
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from _typeshed import OptExcInfo
     from _typeshed.wsgi import StartResponse as ServerStartResponse
-    from _typeshed.wsgi import WSGIApplication
 
-__all__ = ["ClosingIterable", "StartResponse", "close", "direct_call", "WrappedApp"]
+__all__ = ["ClosingIterable", "StartResponse", "close"]
 
 Headers = list[tuple[str, str]]
 
@@ -92,31 +90,3 @@ class ClosingIterable:
     def close(self) -> None:
         source, self._source = self._source, None
         close(source)
-
-
-def direct_call(app: WSGIApplication) -> WSGIApplication:
-    """*app*, or its bound ``__call__`` when it is an instance of a Python class (another
-    middleware).  Kept for the etag and idempotency middlewares until they call their app
-    plainly; new code calls ``self.app``."""
-    call: Any = type(app).__call__
-    if isinstance(call, FunctionType):
-        return MethodType(call, app)
-    return app
-
-
-class WrappedApp:
-    """A middleware's ``app`` attribute that also binds ``_call_app`` (:func:`direct_call`).
-    Kept for the etag and idempotency middlewares until they call their app plainly."""
-
-    @overload
-    def __get__(self, obj: None, objtype: type | None = None) -> WrappedApp: ...
-    @overload
-    def __get__(self, obj: object, objtype: type | None = None) -> WSGIApplication: ...
-    def __get__(self, obj: object | None, objtype: type | None = None) -> Any:
-        if obj is None:
-            return self
-        return obj.__dict__["_app"]
-
-    def __set__(self, obj: object, app: WSGIApplication) -> None:
-        obj.__dict__["_app"] = app
-        obj.__dict__["_call_app"] = direct_call(app)

@@ -32,9 +32,10 @@ the RFC 9110 conformance table in ``docs/conformance/etag.md``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
+from apimw import _wsgi
 from apimw._canonical_json import (
     CODE_CANONICALIZATION,
     CODE_UNSUPPORTED_TYPE,
@@ -50,7 +51,6 @@ from apimw._etag_conditions import (
     format_etag,
     parse_if_match,
     parse_if_none_match,
-    precondition_failed,
     split_etag,
 )
 from apimw._etag_decisions import (
@@ -81,7 +81,6 @@ from apimw._etag_rules import (
     check_order,
 )
 from apimw._microversion_type import ENVIRON_VERSION
-from apimw._wsgi import WrappedApp
 from apimw.errors import ConfigError, HTTPProblem, respond_with_problem
 
 if TYPE_CHECKING:
@@ -125,7 +124,6 @@ __all__ = [
     "oslo_hook",
     "parse_if_match",
     "parse_if_none_match",
-    "precondition_failed",
     "set_response_etag",
     "split_etag",
     "wrap_flask",
@@ -171,31 +169,6 @@ def generator_from_environ(environ: WSGIEnvironment) -> ETagGenerator:
 
 
 # == the WSGI glue ===============================================================================
-
-
-def _close(iterable: Iterable[bytes] | None) -> None:
-    close = getattr(iterable, "close", None)
-    if close is not None:
-        close()
-
-
-class _Body:
-    """Iterable handed to the server: chunks read ahead, then the rest; ``close()`` exactly once."""
-
-    __slots__ = ("_head", "_rest", "_source")
-
-    def __init__(self, head: list[bytes], rest: Iterator[bytes], source: Iterable[bytes]) -> None:
-        self._head = head
-        self._rest = rest
-        self._source: Iterable[bytes] | None = source
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._head
-        yield from self._rest
-
-    def close(self) -> None:
-        source, self._source = self._source, None
-        _close(source)
 
 
 #: The states of one :class:`_Exchange`.
@@ -246,6 +219,11 @@ class _Exchange:
             response_etag=environ.get(ENVIRON_RESPONSE_ETAG),
         )
         return self._apply(self.treatment)
+
+    def exc_info(self) -> Any:
+        """What to pass with an error answer rendered for an exception the app raised:
+        ``sys.exc_info()`` once the app's answer went to the server (it replaces it), else ``None``."""
+        return sys.exc_info() if self.state == _SENT else None
 
     def _apply(self, treatment: Treatment) -> Callable[[bytes], object]:
         if type(treatment) is Send:
@@ -306,20 +284,16 @@ class ETagMiddleware:
     :class:`apimw.asgi.ETagMiddleware`, takes the same options and runs the same rules
     (:class:`ETagRules`).  See ``docs/etag.md`` and ``docs/conformance/etag.md``.
 
-    No option is required; the common case sets ``min_version``, ``enforces`` and ``hmac_key``.
+    No option is required; the common case sets ``min_version``, ``enforces`` and ``hmac_key``
+    (and ``compat="ironic"`` for a service speaking Ironic's wire).
 
     :param app: the WSGI app to wrap.
     """
 
     def __init__(self, app: WSGIApplication, **options: Any) -> None:
-        from apimw.microversion import MicroversionMiddleware  # here, not at import: apimw.etag stays cheap
-
-        check_order(app, MicroversionMiddleware)
+        check_order(app)
         self.rules = ETagRules(**options)
-        self.app = app  # WrappedApp: also binds self._call_app
-
-    app = WrappedApp()  # the wrapped WSGI app (may be replaced)
-    _call_app: WSGIApplication  # what calls it, bound by WrappedApp
+        self.app = app
 
     @property
     def min_version(self) -> Version | None:
@@ -370,32 +344,21 @@ class ETagMiddleware:
 
     def _direct(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """Call the app with nothing to add; render an :class:`HTTPProblem` it raises."""
-        started = False
-
-        def tracked(
-            status: str, headers: list[tuple[str, str]], exc_info: Any = None
-        ) -> Callable[[bytes], object]:
-            nonlocal started
-            if started:
-                return start_response(status, headers, exc_info)
-            started = True  # nothing to replace yet: no exc_info (see respond_with_problem)
-            return start_response(status, headers)
-
+        start = _wsgi.StartResponse(start_response)
         try:
-            return self._call_app(environ, tracked)
+            return self.app(environ, start)
         except HTTPProblem as problem:
-            return self._ours(environ, start_response, Refuse(problem), sys.exc_info() if started else None)
+            return self._ours(environ, start_response, Refuse(problem), start.exc_info())
 
     def _watched(self, environ: WSGIEnvironment, start_response: StartResponse, run: Run) -> Iterable[bytes]:
         """Call the app and treat its answer by the rules: sent on at its start_response when
         they can decide there (the usual case: nothing held), else held up to the cap."""
         exchange = _Exchange(self.rules, run, environ, start_response)
         try:
-            app_iter = self._call_app(environ, exchange.start_response)
+            app_iter = self.app(environ, exchange.start_response)
         except HTTPProblem as problem:
             # Raised by the app or its data layer (StaleEtag, ResourceGone...).
-            sent = exchange.state == _SENT
-            return self._ours(environ, start_response, Refuse(problem), sys.exc_info() if sent else None)
+            return self._ours(environ, start_response, Refuse(problem), exchange.exc_info())
         if exchange.state == _SENT:
             return app_iter
         head: list[bytes] = []
@@ -419,19 +382,18 @@ class ETagMiddleware:
                 exchange.finish()  # the whole answer, within the cap
                 if exchange.state == _SENT:
                     head = exchange.held
-                    _close(app_iter)
+                    _wsgi.close(app_iter)
                     return head
         except HTTPProblem as problem:
-            _close(app_iter)
-            sent = exchange.state == _SENT
-            return self._ours(environ, start_response, Refuse(problem), sys.exc_info() if sent else None)
+            _wsgi.close(app_iter)
+            return self._ours(environ, start_response, Refuse(problem), exchange.exc_info())
         except BaseException:
-            _close(app_iter)
+            _wsgi.close(app_iter)
             raise
         if exchange.state == _OURS:
-            _close(app_iter)
+            _wsgi.close(app_iter)
             return self._ours(environ, start_response, exchange.treatment)  # type: ignore[arg-type]
-        return _Body(head, rest, app_iter)
+        return _wsgi.ClosingIterable(head, rest, app_iter)
 
 
 ETagMiddleware.__doc__ = f"{ETagMiddleware.__doc__}{OPTION_DOCS}"
@@ -439,6 +401,5 @@ ETagMiddleware.__doc__ = f"{ETagMiddleware.__doc__}{OPTION_DOCS}"
 # == configuration: paste.deploy, oslo.config, Flask ==============================================
 
 GROUP: Final = "apimw_etag"
-OSLO_GROUP: Final = GROUP  # the name before GROUP, kept
 
 filter_factory, wrap_flask, list_opts, oslo_hook, __getattr__ = integration(ETagMiddleware, OPTIONS, GROUP)

@@ -24,18 +24,11 @@ that drops them.  The ASGI door matches header names exactly itself.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
+from apimw import _wsgi
 from apimw._config import (
-    Option,
-    as_bool,
-    as_float,
-    as_int,
-    as_list,
-    as_optional_str,
-    as_str,
     integration,
     oslo_config,
 )
@@ -44,15 +37,13 @@ from apimw._idempotency_capture import Exchange, run_ops
 from apimw._idempotency_identity import ClientToken as ClientToken
 from apimw._idempotency_lease import Renewer
 from apimw._idempotency_metered import MeteredStore
+from apimw._idempotency_options import OPTION_DOCS, OPTIONS
+from apimw._idempotency_probe import probe_store
 from apimw._idempotency_records import NOT_STORED as NOT_STORED
-from apimw._idempotency_records import STATUS_HEADER
 from apimw._idempotency_rules import (
     CLIENT_TOKEN_HEADER as CLIENT_TOKEN_HEADER,
 )
 from apimw._idempotency_rules import (
-    DEFAULT_FINGERPRINT_HEADERS,
-    DEFAULT_RELEASE_STATUSES,
-    DEFAULT_REQUEST_ID_HEADERS,
     ENVIRON_IDENTITY_STATUS,
     ENVIRON_PROJECT_ID,
     ENVIRON_REPLAYED,
@@ -60,7 +51,6 @@ from apimw._idempotency_rules import (
     ENVIRON_TENANT_ID,
     ENVIRON_TOKEN,
     ENVIRON_USER_ID,
-    REPLAYED_HEADER,
     UNPROTECTED_MARK,
     Admitted,
     Claimed,
@@ -68,24 +58,20 @@ from apimw._idempotency_rules import (
     Pass,
     Reply,
     Unprotected,
-    as_status_list,
     cgi_facts,
     shared_scope,
 )
 from apimw._idempotency_rules import (
     IDEMPOTENCY_KEY_HEADER as IDEMPOTENCY_KEY_HEADER,
 )
-from apimw._stores import Store, mask_url, open_store
-from apimw._wsgi import WrappedApp
-from apimw.errors import ConfigError, HTTPProblem, StoreError
+from apimw._idempotency_rules import REPLAYED_HEADER as REPLAYED_HEADER
+from apimw._stores import Store as Store
+from apimw._stores import open_store as open_store
+from apimw.errors import ConfigError, HTTPProblem
 from apimw.metrics import Metrics, as_metrics
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
-
-    ExcInfo = tuple[type[BaseException], BaseException, TracebackType] | tuple[None, None, None]
 
 __all__ = [
     "ENVIRON_IDENTITY_STATUS",
@@ -99,24 +85,16 @@ __all__ = [
     "OPTIONS",
     "ClientToken",
     "IdempotencyMiddleware",
-    "ReplayStore",
-    "check_replay_store",
+    "Store",
     "client_token",
     "filter_factory",
     "list_opts",
-    "open_replay_store",
+    "open_store",
     "oslo_hook",
     "wrap_flask",
 ]
 
-LOG = logging.getLogger("apimw.idempotency")
-
 GROUP: Final = "apimw_idempotency"
-FLASK_CONFIG_KEY: Final = "APIMW_IDEMPOTENCY"
-
-#: ``unprotected`` on an answer the app gave unprotected (store down, ``fail_open``), and
-#: ``not-stored`` (:data:`NOT_STORED`) on a first answer that will not be replayed.
-UNPROTECTED_HEADER: Final = STATUS_HEADER
 
 # environ keys: the request headers read
 ENVIRON_CLIENT_TOKEN: Final = "HTTP_X_CLIENT_TOKEN"  # noqa: S105 - an environ key
@@ -132,90 +110,12 @@ def client_token(request: Any) -> ClientToken | None:
     return found if isinstance(found, ClientToken) else None
 
 
-def _choice(*allowed: str) -> Callable[[str], str]:
-    def convert(value: str) -> str:
-        text = value.strip().lower().replace("-", "_")
-        if text not in allowed:
-            raise ConfigError(f"expected one of {', '.join(allowed)}; got {value!r}")
-        return text
-
-    return convert
-
-
-OPTIONS: Final = (
-    Option("store", as_str, "memory://",
-           "Record store URL: memory://[name][?max_items=N&max_bytes=N], memcached://host:port[,host:port], "
-           "redis://[:password@]host:port/db, rediss://..., unix://..., redis+cluster://h:p[,h:p], "
-           "redis+sentinel://h:p[,h:p]/service[/db]. Secret: it may carry a password.", secret=True),
-    Option("store_timeout", as_float, 0.5,
-           "Socket timeout (seconds) for the store, unless the URL sets its own."),
-    Option("methods", as_list, ["POST"], "HTTP methods protected by a token.", kind="list"),
-    Option("accept_idempotency_key", as_bool, True,
-           "Also accept the IETF Idempotency-Key header (quoted sf-string or bare).", kind="bool"),
-    Option("require_token", as_bool, False,
-           "Answer 400 to a protected method without a token.", kind="bool"),
-    Option("scope", as_str, "project",
-           "Whose tokens are separate: project (X-Project-Id / X-Tenant-Id from auth_token), "
-           "user (project and X-User-Id), shared (one scope, no-auth deployments), or module:function."),
-    Option("missing_scope", _choice("reject", "shared"), "reject",
-           "A token-bearing request without a scope: reject (400) or use the shared scope."),
-    Option("fingerprint_headers", as_list, list(DEFAULT_FINGERPRINT_HEADERS),
-           "Request headers that are part of the request's identity (* matches); the microversion "
-           "headers by default.", kind="list"),
-    Option("lease", as_float, 300.0,
-           "Seconds a claim lives while the app runs; keep it above the API worker timeout.",
-           kind="float"),
-    Option("renew_lease", as_bool, False,
-           "While the app runs, renew the claim every lease/3 seconds (owner-checked), so a slow "
-           "request keeps its token past the lease.", kind="bool"),
-    Option("retention", as_float, 86400.0,
-           "Seconds a stored response is replayed (the spec's memcache_expiration).", kind="float"),
-    Option("max_request_bytes", as_int, 1024 * 1024,
-           "Largest request body buffered for the fingerprint; larger -> 413.", kind="int"),
-    Option("max_response_bytes", as_int, 900 * 1024,
-           "Largest stored record (body + headers; memcached items are 1 MiB); a larger answer is sent "
-           "with Idempotency-Status: not-stored and a tombstone is stored.",
-           kind="int"),
-    Option("store_5xx", as_bool, False,
-           "Store 5xx answers too (at-most-once); by default they release the claim.", kind="bool"),
-    Option("release_statuses", as_status_list, list(DEFAULT_RELEASE_STATUSES),
-           "Transient statuses that release the claim so a retry runs again.", kind="list"),
-    Option("on_store_error", _choice("fail_closed", "fail_open"), "fail_closed",
-           "Store unreachable: fail_closed answers 503; fail_open runs the app unprotected."),
-    Option("retry_after", as_int, 1, "Retry-After seconds on 409 in-flight and 503.", kind="int"),
-    Option("mismatch_status", as_int, 409,
-           "Status for a reused token with a different request: 409 (OpenStack) or 422 (IETF draft).",
-           kind="int"),
-    Option("replay_header", as_str, REPLAYED_HEADER,
-           "Header added (value true) to a replayed answer."),
-    Option("replay_user_headers", as_bool, False,
-           "Replay the per-user response headers too (X-Auth-Token, X-Subject-Token, Authentication-Info, "
-           "Set-Cookie, WWW-Authenticate): off, a replay may reach another user of the project.",
-           kind="bool"),
-    Option("drop_headers", as_list, [], "More response headers never stored or replayed.", kind="list"),
-    Option("request_id_headers", as_list, list(DEFAULT_REQUEST_ID_HEADERS),
-           "Response headers that carry the request id: a replay gets a new one in each (the outer "
-           "request_id middleware's, else a new req-<uuid4>).", kind="list"),
-    Option("key_prefix", as_str, "apimw:", "Prefix of every store key."),
-    Option("error_profile", as_optional_str, None,
-           "Error body profile (ironic, api-sig); default: the outer middleware's, else api-sig."),
-    Option("metrics", as_metrics, None,
-           "'package.module:attribute' naming an apimw.metrics.Metrics object told each outcome and "
-           "each store call's duration (e.g. apimw.metrics_prometheus:METRICS).", oslo=False),
-)  # fmt: skip
-
-
-def _options_doc() -> str:
-    return "\n".join(f"``{o.name}`` (default ``{o.default!r}``)\n    {o.help}" for o in OPTIONS)
-
-
 class IdempotencyMiddleware:
-    """Replay the stored answer of a POST retried with the same ``X-Client-Token``.
+    """Replay the stored answer of a POST retried with the same ``X-Client-Token`` (WSGI).
 
-    Keyword options (paste ini keys and oslo.config options of the same names; the
-    ``store`` may also be a :class:`~apimw._stores.Store` object, ``scope`` a callable of
-    the environ, ``metrics`` a :class:`~apimw.metrics.Metrics`):
-
+    ``store`` may also be a :class:`Store` object (:func:`open_store`), ``scope`` a callable of
+    the environ.  The ASGI twin, :class:`apimw.asgi.IdempotencyMiddleware`, takes the same
+    options and runs the same rules.
     """
 
     def __init__(
@@ -227,7 +127,7 @@ class IdempotencyMiddleware:
         metrics: Metrics | str | None = None,
         **options: Any,
     ) -> None:
-        self.app = app  # the property below: also sets self._call_app
+        self.app = app
         self.metrics = as_metrics(metrics)
         if isinstance(store, str):
             if store_timeout <= 0:
@@ -237,11 +137,6 @@ class IdempotencyMiddleware:
         self.rules = IdempotencyRules(store_name=store.name, metrics=self.metrics, **options)
         self.store = store
         probe_store(store, self.rules)
-
-    app = WrappedApp()  # the wrapped WSGI app (may be replaced)
-    _call_app: WSGIApplication  # what calls it, bound by WrappedApp
-
-    _app = app  # the name before ``app``, kept
 
     def __repr__(self) -> str:
         return f"<IdempotencyMiddleware store={self.store.name} methods={sorted(self.rules.methods)}>"
@@ -269,15 +164,15 @@ class IdempotencyMiddleware:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         rules = self.rules
         if not rules.protects(environ.get("REQUEST_METHOD", "")):
-            return self._call_app(environ, start_response)
+            return self.app(environ, start_response)
         client_token = environ.get(ENVIRON_CLIENT_TOKEN)
         key_header = environ.get(ENVIRON_IDEMPOTENCY_KEY) if rules.accept_key else None
         if client_token is None and key_header is None and not rules.require_token:
-            return self._call_app(environ, start_response)
+            return self.app(environ, start_response)
         facts = cgi_facts(rules, environ, client_token, key_header)
         admitted = rules.admit(facts)
         if isinstance(admitted, Pass):
-            return self._call_app(environ, start_response)
+            return self.app(environ, start_response)
         decision: Reply | Claimed | Unprotected
         if isinstance(admitted, Admitted):
             body = read_body(environ, rules.max_request)
@@ -292,67 +187,21 @@ class IdempotencyMiddleware:
             start_response(decision.status, decision.headers)
             return [decision.body] if decision.body else []
         if isinstance(decision, Claimed):
-            exchange = Exchange(self._call_app, self._calls, self._renewer, rules.keeping, environ,
+            exchange = Exchange(self.app, self._calls, self._renewer, rules.keeping, environ,
                                 start_response, decision.claim, decision.token)  # fmt: skip
             try:
                 return exchange.run()
             finally:
                 rules.exchanged(environ, exchange.replayed)
-        return self._call_app(environ, _marked(start_response))  # Unprotected
+        return self.app(environ, _wsgi.StartResponse(start_response, _marked))  # Unprotected
 
 
-def _marked(start_response: StartResponse) -> StartResponse:
-    """*start_response* adding ``Idempotency-Status: unprotected`` to the answer."""
-    started = False
-
-    def marked_start_response(
-        status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
-    ) -> Callable[[bytes], object]:
-        nonlocal started
-        if started:  # replacing: exc_info as PEP 3333 says (the caller re-raises if sent)
-            return start_response(status, [*headers, UNPROTECTED_MARK], exc_info)
-        started = True  # nothing to replace: webob's get_response would re-raise exc_info
-        return start_response(status, [*headers, UNPROTECTED_MARK])
-
-    return marked_start_response
+def _marked(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """*headers* with ``Idempotency-Status: unprotected``."""
+    return [*headers, UNPROTECTED_MARK]
 
 
-def probe_store(store: Any, rules: IdempotencyRules) -> None:
-    """One quick, bounded look at a network store at startup: a warning if it cannot be reached.
-
-    The middleware keeps running either way (the store may come up later); meanwhile
-    requests with a token get 503 (fail_closed) or run unprotected (fail_open).
-    """
-    ping = getattr(store, "ping", None)
-    if not callable(ping):
-        return
-    try:
-        ping()
-    except StoreError as exc:
-        reason = str(exc)
-    except Exception as exc:  # noqa: BLE001 - a custom store's probe must not stop the service
-        reason = type(exc).__name__  # its text might quote a URL with a password
-    else:
-        item_max = getattr(store, "item_size_max", None)
-        max_response = rules.keeping.max_response
-        if isinstance(item_max, int) and max_response + 512 > item_max:
-            LOG.warning(
-                "idempotency: the store %s takes items of at most %d bytes, below max_response_bytes "
-                "(%d): larger answers are sent with Idempotency-Status: not-stored and not replayed",
-                store.name, item_max, max_response,
-            )  # fmt: skip
-        return
-    LOG.warning(
-        "idempotency: the store %s cannot be reached at startup (%s); until it can, requests with "
-        "a token %s", mask_url(store.name), reason,
-        "run unprotected (on_store_error = fail_open)" if rules.fail_open
-        else "get 503 idempotency.store-unavailable (on_store_error = fail_closed)",
-    )  # fmt: skip
-
-
-IdempotencyMiddleware.__doc__ = (IdempotencyMiddleware.__doc__ or "").rstrip(" ") + "\n".join(
-    "    " + line for line in _options_doc().splitlines()
-)
+IdempotencyMiddleware.__doc__ = f"{IdempotencyMiddleware.__doc__}{OPTION_DOCS}"
 
 
 # -- configuration --------------------------------------------------------------------------
@@ -396,29 +245,3 @@ def ironic_hook(app: WSGIApplication) -> WSGIApplication:
             "Ironic's authentication, any caller can send; set scope = shared (noauth: one tenant)"
         )
     return built
-
-
-#: What the middleware stores replays in (Redis, memcached, in-process memory): the object
-#: :func:`open_replay_store` returns (``get``, ``claim``, ``complete``, ``release``,
-#: ``extend``, ``close``).
-ReplayStore = Store
-
-#: The key :func:`check_replay_store` reads (never written by the middleware).
-PROBE_KEY: Final = "apimw:healthcheck:probe"
-
-
-def open_replay_store(url: str, *, timeout: float = 0.5) -> ReplayStore:
-    """The replay store of *url* (``memory://``, ``redis://host:6379/0``, ``memcached://...``).
-
-    The same stores the middleware's ``store`` option opens; *timeout* is the socket
-    timeout unless the URL sets its own.  No connection is made here.  Raises
-    :class:`~apimw.errors.ConfigError` for an unknown scheme or a malformed URL.
-    Close it with ``store.close()``.
-    """
-    return open_store(url, timeout=timeout)
-
-
-def check_replay_store(store: ReplayStore) -> None:
-    """One read of a probe key: returns when the store answers, raises its error when not
-    (for health checks: a :class:`~apimw.errors.StoreError` or the client's connection error)."""
-    store.get(PROBE_KEY)

@@ -28,7 +28,15 @@ from apimw._config import (
     as_str,
     integration,
 )
-from apimw._microversion_core import Discover, MicroversionCore, MicroversionOptions, Refuse, Serve
+from apimw._microversion_core import (
+    OPTION_DOCS,
+    Discover,
+    MicroversionCore,
+    MicroversionOptions,
+    Refuse,
+    Serve,
+)
+from apimw._microversion_core import wraps_microversion as wraps_microversion
 from apimw._microversion_negotiation import (
     CODE_MALFORMED,
     CODE_UNSUPPORTED,
@@ -303,50 +311,7 @@ class MicroversionMiddleware:
     """Negotiate the microversion of every request (see the module docstring).
 
     The rules are :class:`apimw._microversion_core.MicroversionCore`'s (``self.core``); this
-    class moves a WSGI request to them and their decision back.  Options (keyword-only; the
-    paste.deploy ini keys, the oslo.config options of group ``apimw_microversion`` and the
-    Flask ``APIMW_MICROVERSION`` keys have the same names):
-
-    service_type (required)
-        the service type in ``OpenStack-API-Version: <service_type> X.Y`` (e.g. ``baremetal``).
-    min_version, max_version (required)
-        the supported range, e.g. ``"1.1"`` .. ``"1.115"``.  A request without a version
-        header is served at ``min_version``; ``latest`` (any case) at ``max_version``.
-    legacy_header
-        the service's own request header, e.g. ``X-OpenStack-Ironic-API-Version``.
-        The standard header wins when both are sent.  Default: none.
-    min_header, max_header
-        names of the range headers on every response; default from the legacy
-        header (``X-OpenStack-Ironic-API-Minimum-Version``) or ``OpenStack-API-Minimum-Version``.
-    pin_max_version
-        advertise and serve at most this version (rolling upgrades: pin the
-        new release to the old one's maximum until every node is upgraded).  Default: none.
-    error_profile
-        ``api-sig`` (the default: malformed -> 400, ``{"errors": [...]}``) or ``ironic``
-        (malformed -> 406, Ironic's ``error_message`` envelope).
-    service_aliases
-        other names accepted as our service type in the standard header.  Default: none.
-    discovery
-        answer ``GET``/``HEAD`` ``/`` and ``/v{major}`` with Ironic-shaped discovery
-        documents (default ``False``).  Place this middleware before authentication so
-        that discovery stays unauthenticated.
-    discovery_name, discovery_description
-        the ``name`` and ``description`` of the root document (default empty).
-    discovery_resources
-        the collections ``/v{major}`` links: names, or ``"name:X.Y"`` for one that exists
-        from version X.Y (see :mod:`apimw.discovery`).  Default: none.
-    public_url
-        base URL of the discovery links (default: from the request's ``Host``, scheme and root).
-    deprecated_below, deprecated_since, sunset, deprecation_link
-        versions below ``deprecated_below`` are deprecated: their answers carry
-        ``Deprecation: @<deprecated_since>`` (RFC 9745), ``Sunset`` (RFC 8594) and
-        ``Link: <deprecation_link>; rel="deprecation"`` when those are set, and the
-        discovery documents say so (see ``docs/microversion.md``).  ``deprecated_since``
-        is required with ``deprecated_below``.  Default: none.
-    metrics
-        an :class:`apimw.metrics.Metrics` (or ``"package.module:attribute"`` naming one)
-        told every request's outcome (served, deprecated, malformed, unsupported) and
-        served version.  Default: none.
+    class moves a WSGI request to them and their decision back.
 
     Decisions are kept per pair of version header values, bounded (see
     :mod:`apimw._microversion_core`): a client choosing huge or ever new values holds no memory.
@@ -400,26 +365,7 @@ class MicroversionMiddleware:
             return respond_with_problem(environ, start, problem, exc_info=start.exc_info())
 
 
-def wraps_microversion(app: object) -> bool:
-    """Whether a microversion middleware (WSGI or ASGI) is below *app* in its chain of
-    middlewares: for an inner apimw middleware to refuse, when the pipeline is built, being
-    placed outside the microversion middleware (it would never see a served version).
-
-    The chain is followed through the attributes middlewares keep their app in (``app``,
-    ``application`` as oslo.middleware's, ``_app``, ``wsgi_app``); a middleware that hides its
-    app is not seen through.
-    """
-    seen: set[int] = set()
-    todo = [app]
-    while todo and len(seen) < 64:  # bounded: a chain is short, and cycles end here
-        obj = todo.pop()
-        if obj is None or id(obj) in seen:
-            continue
-        if isinstance(getattr(obj, "core", None), MicroversionCore):
-            return True
-        seen.add(id(obj))
-        todo.extend(getattr(obj, name, None) for name in ("app", "application", "_app", "wsgi_app"))
-    return False
+MicroversionMiddleware.__doc__ = f"{MicroversionMiddleware.__doc__}{OPTION_DOCS}"
 
 
 # -- integration ------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from apimw.asgi import (
     MicroversionMiddleware,
     if_match,
     mark_enforced,
-    open_replay_store,
+    open_async_store,
     served_version,
 )
 from apimw.errors import ConfigError
@@ -71,7 +71,7 @@ def counting_app(store: Any, *, delay: float = 0.2) -> tuple[Starlette, list[int
 def test_concurrent_tasks_with_one_token_run_the_app_exactly_once(
     request: pytest.FixtureRequest, kind: str
 ) -> None:
-    store = open_replay_store(
+    store = open_async_store(
         "memory://" if kind == "memory" else request.getfixturevalue("redis_server").url
     )
     app, executions = counting_app(store)
@@ -319,7 +319,7 @@ def test_the_database_guard_from_async_code_answers_a_retry_the_store_forgot(pos
     url = postgres_server.url  # type: ignore[attr-defined]
     sync_engine = create_engine(url)
     metadata.create_all(sync_engine)
-    store = open_replay_store("memory://")
+    store = open_async_store("memory://")
 
     async def scenario() -> list[httpx.Response]:
         engine = create_async_engine(url)

@@ -505,7 +505,7 @@ def test_wrap_flask_in_the_documented_order_answers_like_the_paste_pipeline(tmp_
     outer = documented.wsgi_app
     assert isinstance(outer, MicroversionMiddleware)
     assert isinstance(outer.app, IdempotencyMiddleware)
-    assert isinstance(outer.app._app, ETagMiddleware)
+    assert isinstance(outer.app.app, ETagMiddleware)
     ini = tmp_path / "flask.ini"
     ini.write_text(_PASTE_OF_FLASK)
     pasted = load_ini(ini)

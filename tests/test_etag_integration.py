@@ -22,9 +22,9 @@ from apimw.etag import (
     ETagGenerator,
     ETagMiddleware,
     IfMatch,
+    StaleEtag,
     list_opts,
     mark_enforced,
-    precondition_failed,
     set_response_etag,
     wrap_flask,
 )
@@ -57,7 +57,7 @@ def node_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Ite
         if cond is not None:
             mark_enforced(environ)
             if not cond.matches(node["etag"]):
-                raise precondition_failed()
+                raise StaleEtag()
         node = _save({**node, **json.loads(environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])))})
     set_response_etag(environ, node["etag"])
     body = json.dumps(node).encode()
@@ -188,7 +188,7 @@ def make_flask() -> flask.Flask:
         if cond is not None:
             mark_enforced(flask.request.environ)
             if not cond.matches(node["etag"]):
-                raise precondition_failed()  # rendered by the apimw Flask error handler
+                raise StaleEtag()  # rendered by the apimw Flask error handler
         node = _save({**node, **(flask.request.get_json() or {})})
         set_response_etag(flask.request.environ, node["etag"])
         return node

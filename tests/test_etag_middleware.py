@@ -17,10 +17,10 @@ from apimw.etag import (
     ETagGenerator,
     ETagMiddleware,
     IfMatch,
+    StaleEtag,
     etags_enabled,
     generator_from_environ,
     mark_enforced,
-    precondition_failed,
     set_response_etag,
 )
 from apimw.microversion import MicroversionMiddleware
@@ -106,7 +106,7 @@ class NodeApp:
         if cond is not None and self.enforce:
             cond.mark_enforced()
             if not cond.matches(None if node is None else node["etag"]):
-                raise precondition_failed()
+                raise StaleEtag()
         self.writes += 1
         if method == "DELETE":
             del self.nodes[name]
@@ -464,24 +464,27 @@ def test_unacknowledged_error_responses_pass_through() -> None:
 
 
 @pytest.mark.parametrize("lookup", [True, False], ids=["lookup", "response-etag"])
-def test_if_none_match_304_is_opt_in(lookup: bool) -> None:
+def test_if_none_match_gets_304_except_under_the_ironic_profile(lookup: bool) -> None:
     node_app = NodeApp()
     tag = node_app.nodes["n1"]["etag"]
-    on = stack(node_app, not_modified=True, current_etag=node_app.current_etag if lookup else None)
-    resp = run(on, req(If_None_Match=tag))
-    assert resp.status_int == 304
-    assert resp.headers["ETag"] == tag
-    assert resp.body == b""
-    assert run(on, req(If_None_Match='W/"old"')).status_int == 200
-    off = stack(node_app)
-    assert run(off, req(If_None_Match=tag)).status_int == 200
+    current = node_app.current_etag if lookup else None
+    for on in (stack(node_app, current_etag=current), stack(node_app, compat="ironic", not_modified=True,
+                                                            current_etag=current)):  # fmt: skip
+        resp = run(on, req(If_None_Match=tag))
+        assert resp.status_int == 304
+        assert resp.headers["ETag"] == tag
+        assert resp.body == b""
+        assert run(on, req(If_None_Match='W/"old"')).status_int == 200
+    for off in (stack(node_app, compat="ironic"), stack(node_app, not_modified=False)):
+        assert run(off, req(If_None_Match=tag)).status_int == 200
 
 
-def test_if_none_match_on_writes_is_400_unless_enabled() -> None:
+def test_if_none_match_on_writes_is_400_under_the_ironic_profile_else_handed_to_the_app() -> None:
     node_app = NodeApp()
-    resp = run(stack(node_app), req(method="PATCH", body={}, If_None_Match="*"))
-    assert resp.status_int == 400
-    assert code(resp) == "etag.if-none-match-unsupported"
+    for refusing in (stack(node_app, compat="ironic"), stack(node_app, if_none_match_on_writes=False)):
+        resp = run(refusing, req(method="PATCH", body={}, If_None_Match="*"))
+        assert resp.status_int == 400
+        assert code(resp) == "etag.if-none-match-unsupported"
     assert node_app.calls == 0
     seen: list[Any] = []
 
@@ -492,7 +495,7 @@ def test_if_none_match_on_writes_is_400_unless_enabled() -> None:
         start_response("201 Created", [("Content-Type", "text/plain")])
         return []
 
-    on = stack(app, if_none_match_on_writes=True)
+    on = stack(app)
     assert (
         run(on, req("/v1/nodes/n1?acknowledge", method="PUT", body={}, If_None_Match="*")).status_int == 201
     )

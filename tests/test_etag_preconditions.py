@@ -21,9 +21,9 @@ from apimw.etag import (
     ENVIRON_IF_UNMODIFIED_SINCE,
     ETagMiddleware,
     IfUnmodifiedSince,
+    StaleEtag,
     format_etag,
     mark_enforced,
-    precondition_failed,
     set_response_etag,
 )
 from apimw.microversion import MicroversionMiddleware
@@ -72,11 +72,11 @@ class Resources:
                 mark_enforced(environ)  # the checks below and the write are one step here
             current = None if thing is None else thing["etag"]
             if if_match is not None and not if_match.matches(current):
-                raise precondition_failed()
+                raise StaleEtag()
             if unmodified is not None and thing is not None and not unmodified.holds(thing["modified"]):
-                raise precondition_failed()
+                raise StaleEtag()
             if if_none_match is not None and if_none_match.matches(current):
-                raise precondition_failed()  # §13.1.2: If-None-Match: * on a PUT creates only
+                raise StaleEtag()  # §13.1.2: If-None-Match: * on a PUT creates only
             self.writes += 1
             body = json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)) or b"{}")
             thing = self.save(name, {**(thing["doc"] if thing and method == "PATCH" else {}), **body})
@@ -122,9 +122,10 @@ def code(resp: Any) -> str:
 # -- If-Unmodified-Since on a write: evaluated by the app, or refused --------------------------
 
 
-def test_a_patch_with_only_if_unmodified_since_is_refused_by_default(flavour: str) -> None:
+def test_a_patch_with_only_if_unmodified_since_is_refused_under_the_ironic_profile(flavour: str) -> None:
     app = Resources()
-    resp = run(stack(flavour, app), req("PATCH", body={"size": 2}, If_Unmodified_Since=LATER))
+    ironic = stack(flavour, app, compat="ironic")
+    resp = run(ironic, req("PATCH", body={"size": 2}, If_Unmodified_Since=LATER))
     assert resp.status_int == 400 and code(resp) == "etag.if-unmodified-since-unsupported"
     assert app.calls == 0 and app.writes == 0
 
@@ -217,9 +218,10 @@ def test_if_none_match_star_on_a_put_is_412_before_the_app_with_a_lookup(flavour
     assert resp.status_int == 412 and app.calls == 0
 
 
-def test_if_none_match_on_a_put_is_400_by_default(flavour: str) -> None:
+def test_if_none_match_on_a_put_is_400_under_the_ironic_profile(flavour: str) -> None:
     app = Resources()
-    resp = run(stack(flavour, app), req("PUT", path="/v1/things/t2", body={}, If_None_Match="*"))
+    ironic = stack(flavour, app, compat="ironic")
+    resp = run(ironic, req("PUT", path="/v1/things/t2", body={}, If_None_Match="*"))
     assert resp.status_int == 400 and code(resp) == "etag.if-none-match-unsupported"
     assert app.calls == 0
 
@@ -300,13 +302,17 @@ def test_precedence_of_preconditions_on_a_get(flavour: str, headers: dict[str, s
         assert resp.body == b""
 
 
-def test_if_none_match_and_if_modified_since_on_a_get_are_ignored_unless_not_modified_is_on(
+def test_if_none_match_and_if_modified_since_on_a_get_are_ignored_under_the_ironic_profile(
     flavour: str,
 ) -> None:
     app = Resources()
     tag = app.things["t1"]["etag"]
-    assert run(stack(flavour, app), req(If_None_Match=tag)).status_int == 200
-    assert run(stack(flavour, app), req(If_Modified_Since=LATER)).status_int == 200
+    ironic = stack(flavour, app, compat="ironic")
+    assert run(ironic, req(If_None_Match=tag)).status_int == 200
+    assert run(ironic, req(If_Modified_Since=LATER)).status_int == 200
+    rfc = stack(flavour, app)
+    assert run(rfc, req(If_None_Match=tag)).status_int == 304
+    assert run(rfc, req(If_Modified_Since=LATER)).status_int == 304
 
 
 def test_a_false_if_none_match_is_304_on_a_get_and_412_on_a_put(flavour: str) -> None:

@@ -122,7 +122,7 @@ def test_the_wrapped_app_can_be_an_instance_and_can_be_replaced() -> None:
     mw.app = second
     assert call(mw, environ_for(method="GET")).status == 202
     assert post(mw, token()).status == 202 and mw.app is second
-    mw._app = first  # the attribute's older name
+    mw.app = first
     assert call(mw, environ_for(method="GET")).status == 201 and mw.app is first
     assert (first.calls, second.calls) == (2, 2)
 

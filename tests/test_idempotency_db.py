@@ -29,7 +29,7 @@ from apimw.idempotency import (
     ClientToken,
     IdempotencyMiddleware,
     client_token,
-    open_replay_store,
+    open_store,
 )
 from apimw.idempotency_db import (
     DEFAULT_RETENTION,
@@ -483,7 +483,7 @@ def test_a_retry_answered_from_the_database_is_marked_as_a_replay(db: tuple[Engi
     try:
         first = call(pipeline, environ_for("/things", body=body, token="tok-db"))
         mw.store.close()
-        mw.store = open_replay_store("memory://")  # the store lost every record
+        mw.store = open_store("memory://")  # the store lost every record
         from_db = call(pipeline, environ_for("/things", body=body, token="tok-db"))
         from_store = call(pipeline, environ_for("/things", body=body, token="tok-db"))
     finally:
@@ -507,7 +507,7 @@ def test_a_deleted_resources_409_from_the_database_is_not_a_replay(db: tuple[Eng
         with engine.begin() as conn:
             conn.execute(things.delete())
         mw.store.close()
-        mw.store = open_replay_store("memory://")
+        mw.store = open_store("memory://")
         again = call(mw, environ_for("/things", body=body, token="tok-gone"))
     finally:
         mw.close()

@@ -545,9 +545,9 @@ class SlowRenewals:
     """A store (the documented ``store`` extension point) whose lease renewals wait for the test."""
 
     def __init__(self, url: str) -> None:
-        from apimw.idempotency import open_replay_store
+        from apimw.idempotency import open_store
 
-        self.inner = open_replay_store(url)
+        self.inner = open_store(url)
         self.name = self.inner.name
         self.extending = threading.Event()
         self.go_on = threading.Event()

@@ -3,17 +3,27 @@
 An apimw middleware that reads the served version (etag's ``min_version``) placed outside the
 microversion middleware never sees one; :func:`apimw.microversion.wraps_microversion` lets it
 refuse that order at load time, through the middlewares between (oslo.middleware's keep their
-app as ``application``) and on both doors.
+app as ``application``) and on both doors: a paste.deploy pipeline, Flask's ``wrap_flask`` and
+an ASGI stack with the etag middleware outside fail to build, with a ConfigError naming the order.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import flask
+import pytest
 from oslo_middleware.request_id import RequestId
+from paste.deploy import loadapp
+from webob import Request
 
 import apimw.asgi
+import apimw.etag
+import apimw.microversion
+from apimw.errors import ConfigError
 from apimw.microversion import MicroversionMiddleware, wraps_microversion
+from tests.wsgi import run
 
 OPTIONS: dict[str, Any] = {"service_type": "baremetal", "min_version": "1.1", "max_version": "1.2"}
 
@@ -51,13 +61,81 @@ def test_a_cycle_ends() -> None:
     assert not wraps_microversion(Loop())
 
 
-def test_help_shows_every_option_and_marks_the_required_ones() -> None:
-    import pydoc
+# -- the etag middleware outside the microversion middleware: refused when the pipeline is built --
 
-    from apimw.microversion import OPTIONS
+ETAG_OUTSIDE = "etag request_id microversion app"
 
-    text = pydoc.render_doc(MicroversionMiddleware, renderer=pydoc.plaintext)
-    for option in OPTIONS:
-        assert option.name in text, option.name
-    for name in ("service_type", "min_version, max_version"):
-        assert f"{name} (required)" in text
+
+def app_factory(global_conf: Any, **local_conf: str) -> Any:
+    def listing(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", "13")])
+        return [b'{"nodes": []}']
+
+    return listing
+
+
+def paste_ini(tmp_path: Path, pipeline: str) -> Path:
+    ini = tmp_path / "api-paste.ini"
+    ini.write_text(
+        f"[pipeline:main]\npipeline = {pipeline}\n\n"
+        "[filter:request_id]\nuse = egg:oslo.middleware#request_id\n\n"
+        "[filter:microversion]\nuse = egg:apimw#microversion\nservice_type = baremetal\n"
+        "min_version = 1.1\nmax_version = 1.2\n\n"
+        "[filter:etag]\nuse = egg:apimw#etag\nmin_version = 1.2\n\n"
+        "[app:app]\npaste.app_factory = tests.test_microversion_pipeline:app_factory\n"
+    )
+    return ini
+
+
+def test_a_paste_pipeline_with_etag_outside_microversion_fails_to_load(tmp_path: Path) -> None:
+    ini = paste_ini(tmp_path, ETAG_OUTSIDE)
+    with pytest.raises(ConfigError) as raised:
+        loadapp(f"config:{ini}")
+    message = str(raised.value)
+    assert message.startswith(f"[filter:etag] in {ini}: the etag middleware is outside the microversion")
+    assert "microversion -> auth -> idempotency -> etag -> app" in message
+
+
+def test_the_documented_paste_order_loads_and_answers(tmp_path: Path) -> None:
+    loaded = loadapp(f"config:{paste_ini(tmp_path, 'request_id microversion etag app')}")
+    answer = run(loaded, Request.blank("/v1/nodes", headers={"OpenStack-API-Version": "baremetal 1.2"}))
+    assert answer.status_int == 200
+    assert answer.headers["OpenStack-API-Version"] == "baremetal 1.2"
+
+
+def test_wrap_flask_with_etag_outside_microversion_is_refused() -> None:
+    flask_app = flask.Flask(__name__)
+    flask_app.config["APIMW_MICROVERSION"] = OPTIONS
+    apimw.microversion.wrap_flask(flask_app)
+    with pytest.raises(ConfigError, match="the etag middleware is outside the microversion middleware"):
+        apimw.etag.wrap_flask(flask_app)  # second: outside the first
+
+
+def test_flask_in_the_documented_order_builds() -> None:
+    flask_app = flask.Flask(__name__)
+    flask_app.config["APIMW_MICROVERSION"] = OPTIONS
+    apimw.etag.wrap_flask(flask_app)  # first: the innermost
+    apimw.microversion.wrap_flask(flask_app)
+    assert isinstance(flask_app.wsgi_app, MicroversionMiddleware)
+
+
+def test_the_asgi_etag_middleware_outside_microversion_is_refused() -> None:
+    class Between:  # an ASGI middleware between the two, keeping its app as Starlette's do
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+    with pytest.raises(ConfigError, match="the etag middleware is outside the microversion middleware"):
+        apimw.asgi.ETagMiddleware(Between(apimw.asgi.MicroversionMiddleware(asgi_app, **OPTIONS)))
+    inside = apimw.asgi.MicroversionMiddleware(apimw.asgi.ETagMiddleware(asgi_app), **OPTIONS)
+    assert wraps_microversion(inside)
+
+
+def test_the_asgi_door_refuses_it_under_starlette() -> None:
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+
+    # Starlette's list runs from the first to the last: etag first is etag outside
+    built = Starlette(middleware=[Middleware(apimw.asgi.ETagMiddleware),
+                                  Middleware(apimw.asgi.MicroversionMiddleware, **OPTIONS)])  # fmt: skip
+    with pytest.raises(ConfigError, match="the etag middleware is outside the microversion middleware"):
+        built.build_middleware_stack()

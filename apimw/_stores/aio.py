@@ -175,9 +175,12 @@ class ThreadedStore:
 
 
 def open_async_store(url: str, *, timeout: float = 0.5) -> AsyncStore:
-    """The asyncio store of *url*; the same URLs, errors and timeouts as :func:`~apimw._stores.open_store`.
+    """The asyncio replay store of *url*, for :class:`apimw.asgi.IdempotencyMiddleware`: the
+    same URLs, errors and timeouts as :func:`apimw.idempotency.open_store` (which opens the
+    blocking store of the WSGI door).
 
-    No connection is made here: the first request connects.
+    Pass it as the middleware's ``store`` to close it yourself at shutdown (a lifespan
+    handler: ``await store.aclose()``).  No connection is made here: the first request connects.
     """
     return asyncio_twin(open_store(url, timeout=timeout), url=url, timeout=timeout)
 

@@ -11,24 +11,24 @@ validated by the twin, and gives the same answers.  With FastAPI::
                        min_version="1.1", max_version="1.9")
 
 (the last added runs first).  What the middlewares hand the app is in the request's
-scope under the environ keys of the WSGI middlewares: ``served_version(request.scope)``,
+scope under the ``apimw.`` keys of the WSGI middlewares: ``served_version(request.scope)``,
 ``if_match(request.scope)``, ``mark_enforced(request.scope)``, ``client_token(request.scope)``.
-See ``docs/asgi.md``.
+:func:`open_async_store` opens the asyncio replay store of a URL, for a service that closes
+it itself (the WSGI door's is :func:`apimw.idempotency.open_store`).  See ``docs/asgi.md``.
 
-The rules are the WSGI classes': each ASGI middleware holds an instance of its WSGI twin
-(``rules``, built with the same options) and asks its sans-IO decisions
-(:meth:`~apimw.microversion.MicroversionMiddleware.negotiated`,
-:meth:`~apimw.etag.ETagMiddleware.enter`,
-:meth:`~apimw.idempotency.IdempotencyMiddleware.protect`...), moving ASGI messages to and
-from them (:mod:`apimw.asgi._glue`); the store calls the idempotency rules yield are awaited
-on an asyncio store.
+The rules are the sans-IO cores the WSGI middlewares use too
+(:class:`~apimw.microversion.MicroversionCore`, :class:`~apimw.etag.ETagRules`,
+:class:`apimw._idempotency_rules.IdempotencyRules`); each ASGI middleware moves ASGI
+messages to and from its core, and awaits the store calls the idempotency rules ask for on
+an asyncio store.
 """
 
 from __future__ import annotations
 
 from apimw._microversion_type import Version
+from apimw._stores.aio import open_async_store
 from apimw.asgi.etag import ETagMiddleware, if_match
-from apimw.asgi.idempotency import IdempotencyMiddleware, open_replay_store
+from apimw.asgi.idempotency import IdempotencyMiddleware
 from apimw.asgi.microversion import MicroversionMiddleware
 from apimw.etag import mark_enforced, set_response_etag
 from apimw.idempotency import client_token
@@ -42,7 +42,7 @@ __all__ = [
     "client_token",
     "if_match",
     "mark_enforced",
-    "open_replay_store",
+    "open_async_store",
     "served_version",
     "set_response_etag",
 ]

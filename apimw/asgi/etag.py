@@ -49,9 +49,7 @@ from apimw.asgi._glue import (
 from apimw.asgi._glue import (
     Send as SendCallable,
 )
-from apimw.asgi.microversion import MicroversionMiddleware
 from apimw.errors import HTTPProblem, problem_answer
-from apimw.microversion import MicroversionMiddleware as WSGIMicroversionMiddleware
 
 
 def if_match(scope: MutableMapping[str, Any]) -> IfMatch | None:
@@ -165,8 +163,8 @@ class _Exchange:
 
 
 class ETagMiddleware:
-    """:class:`apimw.etag.ETagMiddleware` for ASGI: the same options (documented there) and
-    the same rules (:class:`apimw.etag.ETagRules`).
+    """:class:`apimw.etag.ETagMiddleware` for ASGI: the same options (below) and the same
+    rules (:class:`apimw.etag.ETagRules`).
 
     ``current_etag`` may also be an ``async def`` of the scope (a database lookup);
     ``current_etag`` and an ``enforces`` callable are given the ASGI scope.  What the
@@ -176,7 +174,7 @@ class ETagMiddleware:
     """
 
     def __init__(self, app: ASGIApp, **options: Any) -> None:
-        check_order(app, MicroversionMiddleware, WSGIMicroversionMiddleware)
+        check_order(app)
         self.app = app
         self.rules = ETagRules(**options)
         lookup = self.rules.current_etag

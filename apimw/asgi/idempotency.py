@@ -1,4 +1,4 @@
-"""The idempotency middleware for ASGI (:class:`IdempotencyMiddleware`) and :func:`open_replay_store`.
+"""The idempotency middleware for ASGI (:class:`IdempotencyMiddleware`).
 
 The ASGI door of the rules in :mod:`apimw._idempotency_rules` (the WSGI door is
 :mod:`apimw.idempotency`): it reads the request's facts from the scope, awaits the
@@ -29,6 +29,8 @@ from apimw._idempotency_body import read_body
 from apimw._idempotency_capture import Answering
 from apimw._idempotency_lease import Renewer
 from apimw._idempotency_metered import MeteredStore
+from apimw._idempotency_options import OPTION_DOCS
+from apimw._idempotency_probe import probe_store
 from apimw._idempotency_records import NOT_STORED
 from apimw._idempotency_rules import (
     CLIENT_TOKEN_HEADER,
@@ -43,7 +45,7 @@ from apimw._idempotency_rules import (
     cgi_facts,
 )
 from apimw._stores import Store, open_store
-from apimw._stores.aio import AsyncStore, asyncio_twin, is_async_store, open_async_store
+from apimw._stores.aio import AsyncStore, asyncio_twin, is_async_store
 from apimw.asgi._glue import (
     ASGIApp,
     Message,
@@ -70,7 +72,6 @@ from apimw.errors import (
     problem_answer,
     status_line,
 )
-from apimw.idempotency import probe_store
 from apimw.metrics import as_metrics
 
 try:  # Starlette and FastAPI run on anyio: its cancel scopes cancel every await inside them
@@ -83,15 +84,6 @@ _TOKEN: bytes = CLIENT_TOKEN_HEADER.lower().encode("latin-1")
 _KEY: bytes = IDEMPOTENCY_KEY_HEADER.lower().encode("latin-1")
 #: the settlements under way whose request was cancelled (a strong reference until they end)
 _SETTLING: set[asyncio.Future[Any]] = set()
-
-
-def open_replay_store(url: str, *, timeout: float = 0.5) -> AsyncStore:
-    """The asyncio replay store of *url* (``memory://``, ``redis://...``, ``memcached://...``).
-
-    Pass it as the middleware's ``store`` to close it yourself at shutdown (a lifespan
-    handler: ``await store.aclose()``).  No connection is made here.
-    """
-    return open_async_store(url, timeout=timeout)
 
 
 async def shielded(work: Awaitable[_T]) -> _T:
@@ -129,8 +121,7 @@ class IdempotencyMiddleware:
     blocking store, or an asyncio store.  Its calls are awaited: ``memory://`` inline,
     Redis through ``redis.asyncio``, memcached in worker threads.  ``renew_lease``
     renews from its thread through the blocking store of the same URL (never on the
-    event loop).  Every other option is documented on the WSGI class
-    (``help(apimw.idempotency.IdempotencyMiddleware)``).
+    event loop).
     """
 
     def __init__(
@@ -332,3 +323,6 @@ class IdempotencyMiddleware:
         finally:
             answering.unrenew()
             rules.exchanged(scope, answering.replayed)
+
+
+IdempotencyMiddleware.__doc__ = f"{IdempotencyMiddleware.__doc__}{OPTION_DOCS}"

@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Unpack
 
-from apimw._microversion_core import Discover, MicroversionCore, MicroversionOptions, Refuse, Serve
+from apimw._microversion_core import (
+    OPTION_DOCS,
+    Discover,
+    MicroversionCore,
+    MicroversionOptions,
+    Refuse,
+    Serve,
+)
 from apimw._microversion_negotiation import STANDARD_HEADER
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw.asgi._glue import (
@@ -41,8 +48,11 @@ _STANDARD = STANDARD_HEADER.lower().encode("latin-1")
 
 
 class MicroversionMiddleware:
-    """:class:`apimw.microversion.MicroversionMiddleware` for ASGI: the same options (see its
-    docstring) and answers."""
+    """:class:`apimw.microversion.MicroversionMiddleware` for ASGI: the same options and answers.
+
+    The rules are :class:`apimw._microversion_core.MicroversionCore`'s (``self.core``); this
+    class moves an ASGI request to them and their decision back.
+    """
 
     def __init__(self, app: ASGIApp, **options: Unpack[MicroversionOptions]) -> None:
         self.app = app
@@ -106,3 +116,6 @@ class MicroversionMiddleware:
             if name.lower() in owned:
                 return raw_headers(self.core.response_headers(text_headers(headers), serve))
         return [*headers, *serve.raw_headers]
+
+
+MicroversionMiddleware.__doc__ = f"{MicroversionMiddleware.__doc__}{OPTION_DOCS}"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from apimw.idempotency import IdempotencyMiddleware, open_replay_store
+from apimw.idempotency import IdempotencyMiddleware, open_store
 from baremetal_service.deploy import build_app
 
 from .conftest import Api, Server, error_of, reset
@@ -39,7 +39,7 @@ def forget(service_server: Server) -> Iterator[Callable[[], None]]:
     fresh: list[Any] = []
 
     def forget_all() -> None:
-        store = open_replay_store("memory://")
+        store = open_store("memory://")
         fresh.append(store)
         mw.store = store
 

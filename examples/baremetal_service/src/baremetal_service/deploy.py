@@ -110,6 +110,9 @@ MICROVERSION_OPTIONS: Final[dict[str, Any]] = {
 #: again atomically in the database write.
 ETAG_OPTIONS: Final[dict[str, Any]] = {
     "min_version": str(versions.ETAG_VERSION),
+    # Ironic's wire: unquoted W/<hex> in If-Match, an ETag after a PUT, no 304, If-None-Match
+    # on a write refused (400)
+    "compat": "ironic",
     # The API sets the ETag header itself on single-resource answers; lists have none, so
     # the middleware must not parse every list body looking for one.
     "etag_from_body": False,

@@ -43,14 +43,14 @@ from oslo_middleware.healthcheck.pluginbase import HealthcheckBaseExtension, Hea
 
 from apimw.config import as_bool, as_float
 from apimw.errors import ConfigError
-from apimw.idempotency import check_replay_store, open_replay_store
+from apimw.idempotency import open_store
 from baremetal_service.db.engine import create_engine
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
     from sqlalchemy.engine import Engine
 
-    from apimw.idempotency import ReplayStore
+    from apimw.idempotency import Store
 
 __all__ = ["BackendChecks", "BaremetalHealthcheck", "HealthRoute", "filter_factory", "make_health_app"]
 
@@ -59,6 +59,8 @@ LOG = logging.getLogger(__name__)
 HEALTH_PATH: Final = "/healthcheck"
 #: conf key through which code hands the checks object to the plugin.
 CONF_CHECKS: Final = "baremetal_checks"
+#: the key the store check reads (never written)
+PROBE_KEY: Final = "apimw:healthcheck:probe"
 OK: Final = "OK"
 DOWN: Final = "UNAVAILABLE"
 
@@ -70,7 +72,7 @@ class BackendChecks:
         self,
         *,
         engine: Engine | None,
-        store: ReplayStore | None,
+        store: Store | None,
         timeout: float = 2.0,
         owns: Iterable[Any] = (),
     ) -> None:
@@ -87,7 +89,7 @@ class BackendChecks:
 
     def _store(self) -> None:
         assert self.store is not None  # noqa: S101 - only submitted when set
-        check_replay_store(self.store)
+        self.store.get(PROBE_KEY)  # returns while the store answers, raises when it cannot
 
     def run(self) -> list[tuple[str, bool, str]]:
         """``[(part, reachable, error class or "")]`` for the database and the store."""
@@ -139,7 +141,7 @@ class BaremetalHealthcheck(HealthcheckBaseExtension):
 def _checks_from_urls(conf: Mapping[str, Any]) -> BackendChecks:
     """paste.deploy: a one-connection pool and a store of the service's URLs."""
     engine = create_engine(conf["database"], pool_size=1) if conf.get("database") else None
-    store = open_replay_store(conf["store"]) if conf.get("store") else None
+    store = open_store(conf["store"]) if conf.get("store") else None
     return BackendChecks(engine=engine, store=store, owns=[x for x in (engine, store) if x is not None])
 
 
