@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -115,8 +116,15 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """apimw's sdist and the wheel built from it (``python -m build``, as a release is made), and
     the build's output."""
     out = tmp_path_factory.mktemp("dist")
+    # from a copy of the checkout without its build outputs: a build writes its
+    # egg-info and build/ folders into the tree, where another build of the suite may be
+    # writing at the same time
+    source = tmp_path_factory.mktemp("source") / "apimw"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache", ".ruff_cache",
+    ))  # fmt: skip
     built = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(REPO)],
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert built.returncode == 0, built.stdout + built.stderr
