@@ -40,11 +40,28 @@ def check_wire(etag: str) -> str:
     raise ApimwError(f"the app supplied an invalid etag {etag!r}; build it with format_etag()")
 
 
-def with_etag(headers: list[tuple[str, str]], etag: str) -> list[tuple[str, str]]:
-    """*headers* with ``ETag: etag`` (replacing one the app set)."""
+def with_etag(headers: list[tuple[str, str]], etag: str, *, replace: bool = True) -> list[tuple[str, str]]:
+    """*headers* with ``ETag: etag``, replacing one the app set (*replace*: it set one)."""
     if not etag.isprintable():  # never a CR/LF into the response head
         check_wire(etag)
-    return [*(h for h in headers if h[0].lower() != "etag"), (ETAG_HEADER, etag)]
+    if replace:
+        return [*(h for h in headers if h[0].lower() != "etag"), (ETAG_HEADER, etag)]
+    return [*headers, (ETAG_HEADER, etag)]
+
+
+def etag_and_type(headers: list[tuple[str, str]]) -> tuple[str | None, str]:
+    """The value of the app's first ``ETag`` header (``None``: it set none) and of its
+    ``Content-Type`` (``""``: none), in one pass over its headers."""
+    etag: str | None = None
+    ctype = ""
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == "etag":
+            if etag is None:
+                etag = value
+        elif lowered == "content-type":
+            ctype = value
+    return etag, ctype
 
 
 def is_json_document(ctype: str) -> bool:
@@ -53,18 +70,6 @@ def is_json_document(ctype: str) -> bool:
     ``application/json-seq``) are not: they have no top-level ``etag`` and may never end."""
     media = ctype.partition(";")[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
-
-
-def body_etag_wanted(headers: list[tuple[str, str]]) -> bool:
-    """No ETag header yet, and a JSON document body that may carry an ``etag`` field."""
-    ctype = ""
-    for key, value in headers:
-        lowered = key.lower()
-        if lowered == "etag":
-            return False
-        if lowered == "content-type":
-            ctype = value
-    return is_json_document(ctype)
 
 
 def etag_in_body(body: bytes) -> str | None:
