@@ -12,7 +12,8 @@ alike:
 3. on the app's answer, :meth:`ETagRules.answer` reads its status and headers and answers
    :class:`Send` (send the app's answer with these headers), :class:`Refuse`,
    :class:`NotModified`, or :class:`ReadBody` (the etag is in the JSON body: hold at most
-   ``limit`` bytes of it, then ask again with the body, or ``None`` when it was longer).
+   ``limit`` bytes of it); a :class:`ReadBody` carries that decision, and
+   :meth:`ETagRules.answer_body` finishes it on the body (``None`` when it was longer).
 
 The preconditions follow RFC 9110 §13.2.2's order: If-Match, else If-Unmodified-Since
 (§13.1.4: only without If-Match), then If-None-Match, then If-Modified-Since (GET/HEAD, only
