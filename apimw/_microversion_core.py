@@ -216,12 +216,12 @@ class MicroversionCore:
         replaced = serve.replaced
         merged: list[tuple[str, str]] = []
         vary: list[str] = []
-        for name, value in app_headers:
-            lowered = name.lower()
+        for header in app_headers:
+            lowered = header[0].lower()
             if lowered == "vary":
-                vary.append(value)
+                vary.append(header[1])
             elif lowered not in replaced:
-                merged.append((name, value))
+                merged.append(header)
         if not vary:
             merged.extend(serve.headers)
             return merged
