@@ -68,15 +68,6 @@ class Send:
         self.headers = headers
 
 
-class ReadBody:
-    """The etag is to be read from the JSON body: hold at most :attr:`limit` bytes of it."""
-
-    __slots__ = ("limit",)
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-
-
 class Run:
     """Call the app with :attr:`additions` set in the environ / scope, then treat its answer
     by :meth:`ETagRules.answer`.
@@ -87,7 +78,8 @@ class Run:
     """
 
     __slots__ = ("additions", "if_match", "if_none_match", "if_modified_since",
-                 "if_unmodified_since", "handed", "send_etag", "lookup", "watch")  # fmt: skip
+                 "if_unmodified_since", "handed", "send_etag", "lookup", "watch", "evaluate",
+                 "needs_etag")  # fmt: skip
 
     def __init__(
         self,
@@ -111,10 +103,28 @@ class Run:
         self.handed = handed
         self.send_etag = send_etag
         self.lookup = lookup
-        self.watch = bool(
-            send_etag or handed or if_match is not None or if_none_match is not None
+        conditions = (
+            if_match is not None or if_none_match is not None
             or if_modified_since is not None or if_unmodified_since is not None
         )  # fmt: skip
+        self.watch = bool(send_etag or handed or conditions)
+        #: a GET/HEAD's conditions, evaluated on the app's answer (a write's are the app's)
+        self.evaluate = not handed and conditions
+        #: the answer's etag is needed: to send it, or to compare it with a read's etag condition
+        self.needs_etag = send_etag or (not handed and (if_match is not None or if_none_match is not None))
+
+
+class ReadBody:
+    """The etag is to be read from the JSON body: hold at most :attr:`limit` bytes of it, then
+    finish the decision with :meth:`ETagRules.answer_body`, which reads :attr:`run` and the
+    app's :attr:`headers` kept here (the answer's start is decided once)."""
+
+    __slots__ = ("limit", "run", "headers")
+
+    def __init__(self, limit: int, run: Run, headers: list[tuple[str, str]]) -> None:
+        self.limit = limit
+        self.run = run
+        self.headers = headers
 
 
 Decision = Refuse | NotModified | Run

@@ -40,11 +40,28 @@ def check_wire(etag: str) -> str:
     raise ApimwError(f"the app supplied an invalid etag {etag!r}; build it with format_etag()")
 
 
-def with_etag(headers: list[tuple[str, str]], etag: str) -> list[tuple[str, str]]:
-    """*headers* with ``ETag: etag`` (replacing one the app set)."""
+def with_etag(headers: list[tuple[str, str]], etag: str, *, replace: bool = True) -> list[tuple[str, str]]:
+    """*headers* with ``ETag: etag``, replacing one the app set (*replace*: it set one)."""
     if not etag.isprintable():  # never a CR/LF into the response head
         check_wire(etag)
-    return [*(h for h in headers if h[0].lower() != "etag"), (ETAG_HEADER, etag)]
+    if replace:
+        return [*(h for h in headers if h[0].lower() != "etag"), (ETAG_HEADER, etag)]
+    return [*headers, (ETAG_HEADER, etag)]
+
+
+def etag_and_type(headers: list[tuple[str, str]]) -> tuple[str | None, str]:
+    """The value of the app's first ``ETag`` header (``None``: it set none) and of its
+    ``Content-Type`` (``""``: none), in one pass over its headers."""
+    etag: str | None = None
+    ctype = ""
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == "etag":
+            if etag is None:
+                etag = value
+        elif lowered == "content-type":
+            ctype = value
+    return etag, ctype
 
 
 def is_json_document(ctype: str) -> bool:
@@ -55,34 +72,24 @@ def is_json_document(ctype: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def body_etag_wanted(headers: list[tuple[str, str]]) -> bool:
-    """No ETag header yet, and a JSON document body that may carry an ``etag`` field."""
-    ctype = ""
-    for key, value in headers:
-        lowered = key.lower()
-        if lowered == "etag":
-            return False
-        if lowered == "content-type":
-            ctype = value
-    return is_json_document(ctype)
-
-
 def etag_in_body(body: bytes) -> str | None:
     """The top-level ``etag`` string of a JSON object body (a list's items are not the resource)."""
-    # Without a JSON parse when the body cannot hold an "etag" key: a UTF-8 object that starts
-    # with "{" (0x7B; json.loads reads UTF-16/32 too, which it tells by a BOM or a NUL in the first
-    # two bytes) writes a key "etag" either as the bytes "etag" or with a \u escape.
+    # A UTF-8 object starts with "{" (0x7B; json.loads reads UTF-16/32 too, which it tells by a
+    # BOM or a NUL in the first two bytes).  Such a body is parsed only when it can hold an
+    # "etag" key, written either as the bytes "etag" or with a \u escape, and it is decoded
+    # here, as json.loads would decode it once it told the encoding.
     # (bytes.find, not ``in``: ``in`` first tries the needle as an int and raises and clears a
     # TypeError for every bytes needle, which costs twice the search on a short body.)
     if len(body) < 2:
         return None  # no JSON object is shorter than "{}" (a HEAD answer's empty body, say)
-    if body[0] == 0x7B and body[1] != 0 and body.find(b'"etag"') < 0 and body.find(b"\\u") < 0:
+    utf8 = body[0] == 0x7B and body[1] != 0
+    if utf8 and body.find(b'"etag"') < 0 and body.find(b"\\u") < 0:
         return None
     try:
-        doc = json.loads(body)
+        doc = json.loads(body.decode("utf-8", "surrogatepass") if utf8 else body)
     except (ValueError, RecursionError):
-        # not JSON, or nested deeper than the parser's recursion limit (an answer of any
-        # depth is the app's to send; it just names no etag we can read)
+        # not JSON (not UTF-8 either), or nested deeper than the parser's recursion limit (an
+        # answer of any depth is the app's to send; it just names no etag we can read)
         return None
     if isinstance(doc, dict):
         value = doc.get("etag")

@@ -12,7 +12,8 @@ alike:
 3. on the app's answer, :meth:`ETagRules.answer` reads its status and headers and answers
    :class:`Send` (send the app's answer with these headers), :class:`Refuse`,
    :class:`NotModified`, or :class:`ReadBody` (the etag is in the JSON body: hold at most
-   ``limit`` bytes of it, then ask again with the body, or ``None`` when it was longer).
+   ``limit`` bytes of it); a :class:`ReadBody` carries that decision, and
+   :meth:`ETagRules.answer_body` finishes it on the body (``None`` when it was longer).
 
 The preconditions follow RFC 9110 §13.2.2's order: If-Match, else If-Unmodified-Since
 (§13.1.4: only without If-Match), then If-None-Match, then If-Modified-Since (GET/HEAD, only
@@ -68,7 +69,14 @@ from apimw._etag_policy import (
     star_holds_without_app,
     uncovered,
 )
-from apimw._etag_response import ETAG_HEADER, body_etag_wanted, etag_in_body, header_value, with_etag
+from apimw._etag_response import (
+    ETAG_HEADER,
+    etag_and_type,
+    etag_in_body,
+    header_value,
+    is_json_document,
+    with_etag,
+)
 from apimw._microversion_core import wraps_microversion
 from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw.errors import ConfigError, HTTPProblem, check_profile
@@ -415,35 +423,42 @@ class ETagRules:
         *,
         acknowledged: bool,
         response_etag: str | None,
-        body: bytes | None | type[ReadBody] = ReadBody,
     ) -> Treatment:
         """How to treat the app's answer to *run*: its *status* and *headers*, whether the app
-        *acknowledged* enforcing the write's precondition, the etag it set
-        (``apimw.etag.response``) and, once :class:`ReadBody` was answered, its *body*
-        (``None``: longer than the limit)."""
+        *acknowledged* enforcing the write's precondition, and the etag it set
+        (``apimw.etag.response``).  :class:`ReadBody` when the etag is to be read from the
+        body: the glue then holds the body and finishes with :meth:`answer_body`."""
         if not 200 <= status < 300:
             # RFC 9110 §13.2.1: preconditions are ignored when the answer without them would
             # not have been a 2xx; the app's 401/403/404/412 is the answer.
             return Send(headers)
         if run.handed and not (acknowledged or any(c.enforced for c in run.handed)):
             return Refuse(self._unenforced())
-        etag = response_etag if response_etag is not None else header_value(headers, ETAG_HEADER)
-        # a write's conditions are the app's to enforce: only a read's are evaluated here
-        evaluated = not run.handed and (run.if_match is not None or run.if_none_match is not None)
-        wants = run.send_etag or evaluated
-        if etag is None and wants and self.etag_from_body and body_etag_wanted(headers):
-            if body is ReadBody:
-                return ReadBody(self.max_body_bytes)
-            if body is None:
-                self.report("etag." + STREAMED_WITHOUT_ETAG)
-            else:
-                etag = etag_in_body(body)  # type: ignore[arg-type]
-        if not run.handed:  # GET/HEAD: evaluated here, in RFC 9110 §13.2.2's order
+        sent_etag, ctype = etag_and_type(headers)
+        etag = response_etag if response_etag is not None else sent_etag
+        if etag is None and run.needs_etag and self.etag_from_body and is_json_document(ctype):
+            return ReadBody(self.max_body_bytes, run, headers)
+        return self._treated(run, headers, etag, sent_etag)
+
+    def answer_body(self, read: ReadBody, body: bytes | None) -> Treatment:
+        """The treatment of the answer *read* held, once its body is read: *body*, or ``None``
+        when it was longer than ``read.limit`` or did not come whole (sent on without the etag
+        it may have named, and counted)."""
+        if body is None:
+            self.report("etag." + STREAMED_WITHOUT_ETAG)
+            return self._treated(read.run, read.headers, None, None)
+        return self._treated(read.run, read.headers, etag_in_body(body), None)
+
+    def _treated(
+        self, run: Run, headers: list[tuple[str, str]], etag: str | None, sent_etag: str | None
+    ) -> Treatment:
+        """The answer once its *etag* is known (*sent_etag*: the ETag header the app set)."""
+        if run.evaluate:  # GET/HEAD: evaluated here, in RFC 9110 §13.2.2's order
             refused = self._evaluate(run, etag, headers)
             if refused is not None:
                 return refused
-        if run.send_etag and etag is not None and header_value(headers, ETAG_HEADER) != etag:
-            headers = with_etag(headers, etag)
+        if run.send_etag and etag is not None and etag != sent_etag:
+            headers = with_etag(headers, etag, replace=sent_etag is not None)
         return Send(headers)
 
     def _evaluate(self, run: Run, etag: str | None, headers: list[tuple[str, str]]) -> Treatment | None:

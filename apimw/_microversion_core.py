@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple, Required, TypedDict, Unpack
 
 from apimw import discovery as _discovery
-from apimw._microversion_negotiation import STANDARD_HEADER, Negotiator, merge_response_headers
+from apimw._microversion_negotiation import STANDARD_HEADER, Negotiator, merge_vary
 from apimw._microversion_type import Version
 from apimw.errors import HTTPProblem
 from apimw.metrics import Metrics, as_metrics, problem_outcome
@@ -103,6 +103,9 @@ class Serve(NamedTuple):
     raw_added: RawHeaders
     #: the metrics outcome: ``served`` or ``deprecated``
     outcome: str
+    #: the names (lower case) of the app's headers that *headers* replace (``Vary`` aside,
+    #: which is merged)
+    replaced: frozenset[str]
 
 
 class Discover(NamedTuple):
@@ -139,6 +142,10 @@ class MicroversionCore:
         self.owned = negotiator.owned
         self.owned_raw = frozenset(name.encode("latin-1") for name in negotiator.owned)
         self._vary = ("Vary", ", ".join(negotiator.vary))
+        #: the request headers our ``Vary`` names, with their lower-case names (to merge the app's)
+        self._vary_names = tuple((name, name.lower()) for name in negotiator.vary)
+        #: the app's ``Vary`` value -> the one merged with ours; bounded like the decisions
+        self._merged_vary: dict[str, str] = {}
         self._refused_headers: Headers = (*negotiator.range_headers, self._vary)
         self._decisions: dict[tuple[str | None, str | None], Refuse | Serve] = {}
         self.discovery: _discovery.DiscoveryResponder | None = None
@@ -199,16 +206,40 @@ class MicroversionCore:
             raw_dropped=frozenset(k.encode("latin-1") for k, _ in changed if sent.get(k) is not None),
             raw_added=tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in changed),
             outcome=served.outcome,
+            replaced=self.owned.intersection(name.lower() for name, _ in served.response_headers),
         )
 
     def response_headers(self, app_headers: Sequence[tuple[str, str]], serve: Serve) -> list[tuple[str, str]]:
-        """The app's answer's headers with *serve*'s: the app's own values of the headers the
-        rules set are replaced, and its ``Vary`` merged with ours into one."""
-        owned = self.owned
-        for name, _ in app_headers:
-            if name.lower() in owned:
-                return merge_response_headers(app_headers, serve.headers[:-1], owned, self.negotiator.vary)
-        return [*app_headers, *serve.headers]
+        """The app's answer's headers with *serve*'s, in one pass over the app's: its own
+        values of the headers the rules set are replaced, and its ``Vary`` merged with ours into
+        one (the last header).  An owned header the rules do not set this time (``Deprecation``
+        at a version that is not deprecated) is the app's."""
+        replaced = serve.replaced
+        merged: list[tuple[str, str]] = []
+        vary: list[str] = []
+        for header in app_headers:
+            lowered = header[0].lower()
+            if lowered == "vary":
+                vary.append(header[1])
+            elif lowered not in replaced:
+                merged.append(header)
+        if not vary:
+            merged.extend(serve.headers)
+            return merged
+        merged.extend(serve.headers[:-1])
+        merged.append(("Vary", self._merge_vary(vary[0] if len(vary) == 1 else ", ".join(vary))))
+        return merged
+
+    def _merge_vary(self, value: str) -> str:
+        """The app's ``Vary`` *value* merged with ours, kept per value (an app sends few)."""
+        merged = self._merged_vary.get(value)
+        if merged is None:
+            merged = merge_vary(value, self._vary_names)
+            if len(value) <= MAX_CACHED_VALUE:
+                if len(self._merged_vary) >= CACHE_SIZE:
+                    self._merged_vary.clear()
+                self._merged_vary[value] = merged
+        return merged
 
     def document(self, decision: Discover, method: str, base_url: str) -> tuple[list[tuple[str, str]], bytes]:
         """The 200 answer to *decision*: its headers (ours included) and body (empty for

@@ -26,7 +26,7 @@ __all__ = [
     "Served",
     "check_token",
     "config_version",
-    "merge_response_headers",
+    "merge_vary",
     "select_version",
     "unsupported_detail",
 ]
@@ -153,35 +153,20 @@ def unsupported_detail(requested: str, lo: Version, hi: Version) -> str:
     )
 
 
-def merge_response_headers(
-    headers: Sequence[tuple[str, str]],
-    ours: Sequence[tuple[str, str]],
-    owned: frozenset[str],
-    vary: Sequence[str],
-) -> list[tuple[str, str]]:
-    """The app's *headers* minus the *owned* ones (lower-case names) that *ours* sets, then
-    *ours*, then one ``Vary``: the app's tokens (``*`` stays ``*``) followed by the names in
-    *vary* it lacked.  An owned header *ours* does not set this time (``Deprecation`` at a
-    version that is not deprecated) is the app's."""
-    merged: list[tuple[str, str]] = []
-    tokens: list[str] = []
-    replaced = owned & {name.lower() for name, _ in ours}
-    for name, value in headers:
-        lowered = name.lower()
-        if lowered == "vary":
-            tokens.extend(t.strip() for t in value.split(",") if t.strip())
-            continue
-        if lowered in replaced:
-            continue
-        merged.append((name, value))
-    merged.extend(ours)
+def merge_vary(value: str, ours: Sequence[tuple[str, str]]) -> str:
+    """One ``Vary`` value from the app's *value* (its ``Vary`` lines comma-joined) and *ours*
+    (``(name, lower-case name)`` pairs): the app's tokens (``*`` stays ``*``), then the names
+    of *ours* it lacked."""
+    tokens = []
+    for token in value.split(","):
+        token = token.strip()
+        if token:
+            tokens.append(token)
     if "*" in tokens:
-        merged.append(("Vary", "*"))
-    else:
-        seen = {t.lower() for t in tokens}
-        tokens.extend(v for v in vary if v.lower() not in seen)
-        merged.append(("Vary", ", ".join(tokens)))
-    return merged
+        return "*"
+    seen = {token.lower() for token in tokens}
+    tokens.extend(name for name, lowered in ours if lowered not in seen)
+    return ", ".join(tokens)
 
 
 class Served(NamedTuple):

@@ -256,15 +256,8 @@ class _Exchange:
         return held if self.state == _SENT else []
 
     def _decide(self, body: bytes | None) -> Treatment:
-        environ = self.environ
-        self.treatment = self.rules.answer(
-            self.run,
-            int(self.status[:3]),
-            self.headers,
-            acknowledged=bool(environ.get(ENVIRON_ENFORCED)),
-            response_etag=environ.get(ENVIRON_RESPONSE_ETAG),
-            body=body,
-        )
+        assert type(self.treatment) is ReadBody  # noqa: S101 - held: decided at start_response
+        self.treatment = self.rules.answer_body(self.treatment, body)
         return self.treatment
 
     def finish(self) -> Treatment:

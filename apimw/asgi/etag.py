@@ -80,7 +80,8 @@ class _Exchange:
     """The app's ``send`` for one watched request: its start decided by the rules at once
     (sent on, replaced) or held with its body, up to the cap."""
 
-    __slots__ = ("middleware", "run", "scope", "server_send", "state", "start", "headers", "held", "size")
+    __slots__ = ("middleware", "run", "scope", "server_send", "state", "start", "headers", "held",
+                 "size", "read")  # fmt: skip
 
     def __init__(self, middleware: ETagMiddleware, run: Run, scope: Scope, send: SendCallable) -> None:
         self.middleware = middleware
@@ -92,6 +93,8 @@ class _Exchange:
         self.headers: list[tuple[str, str]] = []
         self.held: list[bytes] = []
         self.size = 0
+        #: the rules' ReadBody while the answer is held
+        self.read: ReadBody | None = None
 
     async def send(self, message: Message) -> None:
         state = self.state
@@ -107,7 +110,15 @@ class _Exchange:
                 return
             self.start = rereadable(message)
             self.headers = text_headers(self.start.get("headers", ()))
-            await self._apply(self._decide(ReadBody), self.start)
+            scope = self.scope
+            treatment = self.middleware.rules.answer(
+                self.run,
+                int(self.start["status"]),
+                self.headers,
+                acknowledged=bool(scope.get(ENVIRON_ENFORCED)),
+                response_etag=scope.get(ENVIRON_RESPONSE_ETAG),
+            )
+            await self._apply(treatment, self.start)
             return
         # held
         if kind == "http.response.body":
@@ -126,20 +137,15 @@ class _Exchange:
         if self.state == _SENT:
             await self.server_send(message)
 
-    def _decide(self, body: bytes | None | type[ReadBody]) -> Treatment:
-        scope = self.scope
-        return self.middleware.rules.answer(
-            self.run,
-            int(self.start["status"]),
-            self.headers,
-            acknowledged=bool(scope.get(ENVIRON_ENFORCED)),
-            response_etag=scope.get(ENVIRON_RESPONSE_ETAG),
-            body=body,
-        )
+    def _decide(self, body: bytes | None) -> Treatment:
+        """The held answer's treatment, once its *body* is read (``None``: not whole)."""
+        assert self.read is not None  # noqa: S101 - held: the rules answered ReadBody
+        return self.middleware.rules.answer_body(self.read, body)
 
     async def _apply(self, treatment: Treatment, start: Message, *, done: bool = False) -> None:
         if type(treatment) is ReadBody:
             self.state = _HELD
+            self.read = treatment
             return
         if type(treatment) is Send:
             self.state = _SENT
