@@ -301,6 +301,27 @@ def test_vary_is_merged_with_the_apps_without_duplicates() -> None:
     assert sorted(t.lower() for t in tokens) == sorted(["accept-encoding", STD.lower(), LEGACY.lower()])
 
 
+def test_each_answer_gets_its_own_vary_merged_with_ours() -> None:
+    # The merged Vary is remembered per value the app sends: answers with different values,
+    # in turn and repeated, and two Vary lines in one answer, each get their own merge.
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        lines = {
+            "/a": [("Vary", "Accept-Encoding")],
+            "/b": [("Vary", "Accept-Language")],
+            "/two": [("Vary", "Accept"), ("Vary", "Cookie")],
+        }[environ["PATH_INFO"]]
+        start_response("200 OK", [("Content-Type", "text/plain"), *lines])
+        return [b"ok"]
+
+    ours = sorted([STD.lower(), LEGACY.lower()])
+    middleware = make(app=app)
+    for path, theirs in [("/a", ["accept-encoding"]), ("/b", ["accept-language"]),
+                         ("/a", ["accept-encoding"]), ("/two", ["accept", "cookie"]),
+                         ("/b", ["accept-language"]), ("/two", ["accept", "cookie"])]:  # fmt: skip
+        tokens = [t.lower() for t in vary_tokens(get(middleware, path=path))]
+        assert sorted(tokens) == sorted(theirs + ours), (path, tokens)
+
+
 def test_vary_star_stays_star() -> None:
     assert vary_tokens(get(make(), path="/vary-star")) == ["*"]
 
