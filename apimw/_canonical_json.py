@@ -49,7 +49,7 @@ def _unsupported(detail: str) -> CanonicalizationError:
 
 
 _UTC = _dt.UTC
-_TIMESPECS: Final = ("seconds", "milliseconds", "microseconds")
+TIMESPECS: Final = ("seconds", "milliseconds", "microseconds")
 
 
 def _datetime(value: _dt.datetime, timespec: str) -> str:
@@ -162,7 +162,7 @@ def _sort_key(item: Any) -> str:
 _ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _stdlib_json(doc: Any, timespec: str) -> bytes:
+def stdlib_json(doc: Any, timespec: str) -> bytes:
     """The reference encoding: every value normalised in Python, then the stdlib encoder."""
     try:
         return _ENCODER.encode(_normalise(doc, timespec)).encode("utf-8")
@@ -313,11 +313,11 @@ _fast_dumps: Callable[..., bytes] | None = None
 _Fragment: Callable[[str], Any] | None = None  # orjson >= 3.9: JSON text written as is
 _FAST_ERROR: type[Exception] = TypeError
 _FAST_OPTION = 0
-_FAST_DEFAULTS: Final = {timespec: _fast_default(timespec) for timespec in _TIMESPECS}
+_FAST_DEFAULTS: Final = {timespec: _fast_default(timespec) for timespec in TIMESPECS}
 _FAST_CONTAINERS: Final = (dict, list, tuple)
 
 
-def _fast_json(doc: Any, timespec: str) -> bytes | None:
+def fast_json(doc: Any, timespec: str) -> bytes | None:
     """The canonical bytes through orjson, or None where only the stdlib path can tell."""
     if not _fast_loaded:
         _load_fast_path()
@@ -348,8 +348,8 @@ def canonical_json(doc: Any, *, timespec: str = "microseconds") -> bytes:
     values.  NaN, Infinity and unknown types raise :class:`CanonicalizationError`.
     The same bytes with or without orjson installed (it only makes this faster).
     """
-    data = _fast_json(doc, timespec)
-    return _stdlib_json(doc, timespec) if data is None else data
+    data = fast_json(doc, timespec)
+    return stdlib_json(doc, timespec) if data is None else data
 
 
 def _fast_agrees(dumps: Callable[..., bytes] | None = None) -> bool:
@@ -376,8 +376,8 @@ def _fast_agrees(dumps: Callable[..., bytes] | None = None) -> bool:
     probe: dict[str, Any] = {key: [index, (index, {}), {"z": [], "y": ()}] for index, key in enumerate(keys)}
     probe["a"] = [leaves, tuple(leaves), dict(zip(reversed(keys), leaves, strict=False))]
     try:
-        for timespec in _TIMESPECS:
-            if _encode_fast(dumps, probe, timespec) != _stdlib_json(probe, timespec):
+        for timespec in TIMESPECS:
+            if _encode_fast(dumps, probe, timespec) != stdlib_json(probe, timespec):
                 return False
     except Exception:  # noqa: BLE001 - any surprise disables the fast path, never the etags
         return False

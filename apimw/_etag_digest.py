@@ -7,7 +7,7 @@ import hmac
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from apimw._canonical_json import _TIMESPECS, _fast_json, _stdlib_json
+from apimw._canonical_json import TIMESPECS, canonical_json
 from apimw.errors import ConfigError
 
 #: The Ironic spec's ignored fields per resource type.
@@ -52,8 +52,8 @@ class ETagGenerator:
     ) -> None:
         if algorithm not in ALGORITHMS:
             raise ConfigError(f"etag algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}")
-        if timespec not in _TIMESPECS:
-            raise ConfigError(f"etag timespec must be one of {', '.join(_TIMESPECS)}; got {timespec!r}")
+        if timespec not in TIMESPECS:
+            raise ConfigError(f"etag timespec must be one of {', '.join(TIMESPECS)}; got {timespec!r}")
         raw_key = key.encode("utf-8") if isinstance(key, str) else key
         if algorithm == "hmac-sha512" and (not raw_key or len(raw_key) < MIN_KEY_BYTES):
             raise ConfigError(
@@ -90,9 +90,7 @@ class ETagGenerator:
             fields = dict(doc)
             for name in ignored:
                 fields.pop(name, None)
-        data = _fast_json(fields, self.timespec)  # canonical_json(), one call less
-        if data is None:
-            data = _stdlib_json(fields, self.timespec)
+        data = canonical_json(fields, timespec=self.timespec)
         if self._plain:
             return hashlib.sha512(data).hexdigest()
         mac = self._hmac.copy()

@@ -332,7 +332,7 @@ def outcome(encode: Any, doc: Any, timespec: str) -> bytes | type[BaseException]
 
 
 def stdlib_path(doc: Any, timespec: str) -> bytes:
-    return etag_module._stdlib_json(doc, timespec)
+    return etag_module.stdlib_json(doc, timespec)
 
 
 def public(doc: Any, timespec: str) -> bytes:
@@ -345,7 +345,7 @@ timespecs = st.sampled_from(["seconds", "milliseconds", "microseconds"])
 @settings(RELAXED, max_examples=200)
 @given(fast_docs, timespecs)
 def test_orjson_writes_the_stdlib_bytes_for_documents_of_fast_types(doc: Any, timespec: str) -> None:
-    fast = outcome(etag_module._fast_json, doc, timespec)
+    fast = outcome(etag_module.fast_json, doc, timespec)
     reference = outcome(stdlib_path, doc, timespec)
     assert outcome(public, doc, timespec) == reference
     if not isinstance(reference, bytes):  # refused (a lone surrogate, a datetime out of range)
@@ -367,7 +367,7 @@ def holds_a_float(value: Any) -> bool:
 @settings(RELAXED, max_examples=250)
 @given(any_docs, timespecs)
 def test_canonical_json_is_the_stdlib_paths_for_any_document(doc: Any, timespec: str) -> None:
-    fast = outcome(etag_module._fast_json, doc, timespec)
+    fast = outcome(etag_module.fast_json, doc, timespec)
     reference = outcome(stdlib_path, doc, timespec)
     assert outcome(public, doc, timespec) == reference
     assert fast is None or fast == reference
@@ -473,7 +473,7 @@ def test_an_ordinary_node_takes_the_fast_path_and_is_left_unchanged() -> None:
     doc = node()
     before = copy.deepcopy(doc)
     fields = {k: v for k, v in doc.items() if k not in {"driver_internal_info", "updated_at", "etag"}}
-    assert etag_module._fast_json(fields, "microseconds") == etag_module._stdlib_json(fields, "microseconds")
+    assert etag_module.fast_json(fields, "microseconds") == etag_module.stdlib_json(fields, "microseconds")
     tag = GEN.etag(doc, "node")
     with without_orjson():
         assert GEN.etag(doc, "node") == tag
@@ -495,7 +495,7 @@ def test_an_ordinary_node_takes_the_fast_path_and_is_left_unchanged() -> None:
     ],
 )
 def test_documents_orjson_cannot_write_alike_take_the_stdlib_path(doc: dict[str, Any]) -> None:
-    assert etag_module._fast_json(doc, "microseconds") is None
+    assert etag_module.fast_json(doc, "microseconds") is None
     with without_orjson():
         expected = canonical_json(doc)
     assert canonical_json(doc) == expected
@@ -503,11 +503,11 @@ def test_documents_orjson_cannot_write_alike_take_the_stdlib_path(doc: dict[str,
 
 def test_floats_are_written_as_the_stdlib_path_writes_them() -> None:
     doc = {**node(), "properties": {"cpu_ghz": 2.4, "memory_gb": 256.0, "tiny": 1e-7, "huge": 1e16}}
-    expected = etag_module._stdlib_json(doc, "microseconds")
+    expected = etag_module.stdlib_json(doc, "microseconds")
     assert b'"cpu_ghz":2.4,"huge":1e+16,"memory_gb":256,"tiny":1e-07' in expected
     assert canonical_json(doc) == expected
     if etag_module._Fragment is not None:  # orjson >= 3.9: still the fast path
-        assert etag_module._fast_json(doc, "microseconds") == expected
+        assert etag_module.fast_json(doc, "microseconds") == expected
     assert doc["properties"]["memory_gb"] == 256.0 and type(doc["properties"]["memory_gb"]) is float
 
 
