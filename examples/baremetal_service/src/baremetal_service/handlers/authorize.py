@@ -22,6 +22,11 @@ What a caller gets, as on Ironic:
 
 An endpoint missing from :data:`ROUTES` is refused (403): a route added without its rule
 is closed, never open (a test lists every endpoint the app registers).
+
+Without ``auth_strategy = keystone`` the rules still apply to every request keystonemiddleware's
+``auth_token`` validated (a paste pipeline that puts it in front of ``noauth``): a token's
+roles and scope are never ignored.  Requests no token vouches for are the operator's, as
+with ``noauth`` alone.
 """
 
 from __future__ import annotations
@@ -131,6 +136,8 @@ ROUTES: Final[dict[str, dict[str, Route]]] = {
     "node_features.detach_vif": {"DELETE": _node("baremetal:node:vif:detach")},
     "node_features.attach_vmedia": {"POST": _node("baremetal:node:vmedia:attach")},
     "node_features.detach_vmedia": {"DELETE": _node("baremetal:node:vmedia:detach")},
+    # the methods the route does not take: its 404 or 405, whoever asks
+    "node_features.other_vmedia": dict.fromkeys(("GET", "PUT", "PATCH"), OPEN),
     "node_features.list_firmware": {"GET": _node("baremetal:node:firmware:get")},
     "node_history.list_history": {"GET": _node("baremetal:node:history:get")},
     "node_history.get_history_entry": {"GET": _node("baremetal:node:history:get")},
@@ -152,6 +159,9 @@ ROUTES: Final[dict[str, dict[str, Route]]] = {
     },
     "node_management.list_shards": {"GET": Route("baremetal:shards:get")},
     "node_management.post_events": {"POST": Route("baremetal:events:post")},
+    # the ramdisk's heartbeat (no agent token is ever right here: the handler refuses it)
+    "heartbeat.heartbeat_node": {"POST": Route("baremetal:node:ipa_heartbeat")},
+    "heartbeat.heartbeat": {"POST": Route("baremetal:node:ipa_heartbeat")},
     # ports, port groups
     "declared_port.list": {"GET": _list("baremetal:port")},
     "declared_port.list_detail": {"GET": _list("baremetal:port")},
@@ -164,7 +174,9 @@ ROUTES: Final[dict[str, dict[str, Route]]] = {
     "declared_portgroup.create": {"POST": Route("baremetal:portgroup:create", "create")},
     **_on("declared_portgroup", "portgroup", "baremetal:portgroup"),
     "portgroups.list_node_portgroups": {"GET": _list("baremetal:portgroup", parent="node_ident")},
+    "portgroups.list_node_portgroups_detail": {"GET": _list("baremetal:portgroup", parent="node_ident")},
     "portgroups.list_portgroup_ports": {"GET": _list("baremetal:port", parent="portgroup")},
+    "portgroups.list_portgroup_ports_detail": {"GET": _list("baremetal:port", parent="portgroup")},
     # volume connectors and targets
     "volume.volume_index": {"GET": Route("baremetal:volume:get")},
     "volume.node_volume_index": {"GET": Route("baremetal:volume:get", "node", "node_ident")},
@@ -269,16 +281,27 @@ def patch_rules(patch: Any) -> list[str]:
     return list(dict.fromkeys(rules))
 
 
+#: What keystonemiddleware's ``auth_token`` leaves in the environ of each request it handled
+#: (an environ key: no client header can set it).
+TOKEN_AUTH_ENVIRON: Final = "keystone.token_auth"  # noqa: S105 - an environ key
+
+
 class Authorizer:
     """Checks each request against :data:`ROUTES` with an oslo.policy *enforcer*.
 
     *enforcer*: :func:`baremetal_service.policy.make_enforcer`'s.  *service_project*:
     the project whose ``service`` role is elevated (``rule:service_role``; ``None``: none).
+    *tokens_only*: check only the requests ``auth_token`` handled (:data:`TOKEN_AUTH_ENVIRON`),
+    let the others through (the ``noauth`` and ``http_basic`` strategies); ``False``: every
+    request (``keystone``).
     """
 
-    def __init__(self, enforcer: oslo_policy.Enforcer, *, service_project: str | None = None) -> None:
+    def __init__(
+        self, enforcer: oslo_policy.Enforcer, *, service_project: str | None = None, tokens_only: bool = False
+    ) -> None:
         self.enforcer = enforcer
         self.service_project = service_project
+        self.tokens_only = tokens_only
 
     # -- rules -------------------------------------------------------------------------------
 
@@ -307,6 +330,8 @@ class Authorizer:
         """Flask ``before_request``: check the request against its route's rule."""
         endpoint = request.endpoint
         if endpoint is None:  # no route matched: the 404/405 follows
+            return
+        if self.tokens_only and request.environ.get(TOKEN_AUTH_ENVIRON) is None:
             return
         method = "GET" if request.method == "HEAD" else request.method
         route = ROUTES.get(endpoint, {}).get(method)
