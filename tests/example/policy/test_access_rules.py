@@ -187,6 +187,12 @@ def test_readers_cannot_write(api: Api, nodes: dict[str, Any], who: dict[str, st
            "baremetal:node:set_boot_device")  # fmt: skip
     denied(api.put(f"/v1/nodes/{node}/states/console", {"enabled": True}, headers=who),
            "baremetal:node:set_console_state")  # fmt: skip
+    denied(api.put(f"/v1/nodes/{node}/states/boot_mode", {"target": "uefi"}, headers=who),
+           "baremetal:node:set_boot_mode")  # fmt: skip
+    denied(api.put(f"/v1/nodes/{node}/states/secure_boot", {"target": True}, headers=who),
+           "baremetal:node:set_secure_boot")  # fmt: skip
+    denied(api.put(f"/v1/nodes/{node}/states/raid", {"logical_disks": []}, headers=who),
+           "baremetal:node:set_raid_state")  # fmt: skip
     shown = api.get(f"/v1/nodes/{node}", headers=SYSTEM_READER).json()
     assert shown["extra"] == {} and shown["maintenance"] is False and shown["power_state"] is None
 

@@ -150,6 +150,9 @@ ROUTES: Final[dict[str, dict[str, Route]]] = {
     "node_management.get_indicator": {"GET": _node("baremetal:node:get_indicator_state")},
     "node_management.set_indicator": {"PUT": _node("baremetal:node:set_indicator_state")},
     "node_management.set_raid": {"PUT": _node("baremetal:node:set_raid_state")},
+    "node_management.set_boot_mode": {"PUT": _node("baremetal:node:set_boot_mode")},
+    "node_management.set_secure_boot": {"PUT": _node("baremetal:node:set_secure_boot")},
+    "node_management.put_other_state": {"PUT": OPEN},  # its 405, whoever asks
     "node_management.list_bios": {"GET": _node("baremetal:node:bios:get")},
     "node_management.list_children": {"GET": _node("baremetal:node:get")},
     "node_management.vendor_methods": {"GET": _node("baremetal:node:vendor_passthru")},
