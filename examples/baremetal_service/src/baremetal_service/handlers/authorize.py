@@ -231,7 +231,7 @@ ROUTES: Final[dict[str, dict[str, Route]]] = {
     "runbooks.list_runbooks_detail": {"GET": _list("baremetal:runbook")},
     "runbooks.create_runbook": {"POST": Route("baremetal:runbook:create")},
     "runbooks.get": {"GET": Route("baremetal:runbook:get", "runbook")},
-    "runbooks.patch": {"PATCH": Route("baremetal:runbook:update", "runbook")},
+    "runbooks.patch": {"PATCH": Route("baremetal:runbook:update", "runbook_patch")},
     "runbooks.delete": {"DELETE": Route("baremetal:runbook:delete", "runbook")},
     "runbooks.get_runbook_traits": {"GET": Route("baremetal:runbook:get", "runbook")},
     "runbooks.set_runbook_traits": {"PUT": Route("baremetal:runbook:update", "runbook")},
@@ -287,6 +287,29 @@ def patch_rules(patch: Any) -> list[str]:
 #: What keystonemiddleware's ``auth_token`` leaves in the environ of each request it handled
 #: (an environ key: no client header can set it).
 TOKEN_AUTH_ENVIRON: Final = "keystone.token_auth"  # noqa: S105 - an environ key
+
+
+#: A runbook PATCH path's rule (any other path: ``baremetal:runbook:update``).
+RUNBOOK_PATCH_RULES: Final = (
+    ("/owner", "baremetal:runbook:update:owner"),
+    ("/public", "baremetal:runbook:update:public"),
+)
+
+
+def runbook_patch_rules(patch: Any) -> list[str]:
+    """The rules a runbook JSON Patch needs, by its paths (Ironic's)."""
+    rules: list[str] = []
+    generic = False
+    for op in patch if isinstance(patch, list) else []:
+        path = str(op.get("path", "")) if isinstance(op, dict) else ""
+        rule = next((name for prefix, name in RUNBOOK_PATCH_RULES if path.startswith(prefix)), None)
+        if rule is None:
+            generic = True
+        else:
+            rules.append(rule)
+    if generic or not rules:
+        rules.append("baremetal:runbook:update")
+    return list(dict.fromkeys(rules))
 
 
 class Authorizer:
@@ -347,8 +370,13 @@ class Authorizer:
         check = _CHECKS.get(route.kind)
         if check is None:
             self.require(route.rule, creds)
-        else:
+            return
+        try:
             check(self, route, creds, args)
+        except _Missing:
+            # nothing to protect: the handler answers (its version gates first, then its 400
+            # for a malformed identifier or its 404), as Ironic checks those before its rules
+            return
 
     # -- per kind ----------------------------------------------------------------------------
 
@@ -411,12 +439,15 @@ class Authorizer:
             self.require(str(route.rule), creds, {"allocation.owner": allocation.get("owner")})
 
     def _on_runbook(self, route: Route, creds: Mapping[str, Any], args: Mapping[str, Any]) -> None:
+        """Ironic's runbook checks: 403 (no concealing 404); a public runbook is everyone's to read."""
         row = _get("runbook", args[route.arg])
         target = {"runbook.owner": row.get("owner")}
-        if route.rule == "baremetal:runbook:get" and row.get("public"):
-            return  # a public runbook is everyone's to read
-        self.visible(creds, target, lambda: exc.RunbookNotFound(args[route.arg]), "baremetal:runbook:get")
-        self.require(str(route.rule), creds, target)
+        rule = str(route.rule)
+        if rule == "baremetal:runbook:get" and (row.get("public") or self.allowed(rule, creds, target)):
+            return
+        rules = runbook_patch_rules(common.json_body()) if route.kind == "runbook_patch" else [rule]
+        for name in rules:
+            self.require(name, creds, target)
 
     def _list(self, route: Route, creds: Mapping[str, Any], args: Mapping[str, Any]) -> None:
         if route.parent == "portgroup":
@@ -447,6 +478,7 @@ _CHECKS: Final[
     "allocation": Authorizer._on_allocation,
     "node_allocation": Authorizer._node_allocation,
     "runbook": Authorizer._on_runbook,
+    "runbook_patch": Authorizer._on_runbook,
     "list": Authorizer._list,
 }
 
@@ -456,15 +488,23 @@ def node_target(node: Mapping[str, Any]) -> dict[str, Any]:
     return {"node.owner": node.get("owner"), "node.lessee": node.get("lessee")}
 
 
+class _Missing(Exception):
+    """The object a rule is checked against does not exist."""
+
+
 def _get(kind: str, ident: str) -> dict[str, Any]:
-    """One object, unscoped (the rules decide who sees it); Ironic's ``.json`` suffix tolerated."""
+    """One object, unscoped (the rules decide who sees it); Ironic's ``.json`` suffix tolerated.
+    :class:`_Missing` when there is none."""
     db = service().db
     try:
         return dict(db.get(kind, ident))
     except exc.NotFound:
         if not ident.endswith(".json"):
-            raise
+            raise _Missing(ident) from None
+    try:
         return dict(db.get(kind, ident[: -len(".json")]))
+    except exc.NotFound:
+        raise _Missing(ident) from None
 
 
 def _volume_kind(args: Mapping[str, Any]) -> str:
