@@ -136,6 +136,63 @@ def test_raid_config_errors_as_ironic(api: Api) -> None:
     assert api.get(f"/v1/nodes/{uuid}").json()["target_raid_config"] == {}
 
 
+def test_target_raid_config_is_not_a_state_to_put(api: Api) -> None:
+    """Ironic 39: ``PUT .../states/target_raid_config`` (and any other unknown state) is 405."""
+    uuid = api.node()["uuid"]
+    for name in ("target_raid_config", "nope"):
+        resp = api.put(f"/v1/nodes/{uuid}/states/{name}", {"target": {"raid": "config"}})
+        assert resp.status_code == 405, (name, resp.text)
+
+
+# -- boot mode and secure boot (1.76) ---------------------------------------------------------
+
+
+def test_boot_mode_and_secure_boot_are_accepted_and_fake_hardware_records_why_not(api: Api) -> None:
+    """Ironic 39 (fake-hardware): 202 with the states link; the conductor cannot change either
+    on fake hardware and says so in ``last_error``; the node's ``boot_mode`` stays null."""
+    uuid = api.node()["uuid"]
+    resp = api.put(f"/v1/nodes/{uuid}/states/boot_mode", {"target": "uefi"})
+    assert resp.status_code == 202, resp.text
+    assert resp.headers["Location"].endswith(f"/v1/nodes/{uuid}/states")
+    node = api.get(f"/v1/nodes/{uuid}").json()
+    assert node["boot_mode"] is None
+    assert node["last_error"] == (
+        "Failed to change boot mode to 'uefi: Driver fake-hardware does not support set_boot_mode "
+        "(disabled or not implemented)."
+    )
+    resp = api.put(f"/v1/nodes/{uuid}/states/secure_boot", {"target": "true"})
+    assert resp.status_code == 202, resp.text
+    node = api.get(f"/v1/nodes/{uuid}").json()
+    assert node["secure_boot"] is None
+    assert node["last_error"] == (
+        "Failed to change secure_boot state to 'True': Driver fake-hardware does not support "
+        "set_secure_boot_state (disabled or not implemented)."
+    )
+
+
+def test_boot_mode_and_secure_boot_errors_as_ironic(api: Api) -> None:
+    uuid = api.node()["uuid"]
+    mode = api.put(f"/v1/nodes/{uuid}/states/boot_mode", {"target": "foo"})
+    assert mode.status_code == 400
+    assert error_of(mode)["faultstring"] == (
+        "Invalid boot mode foo requested for node. Allowed boot modes are: bios, uefi"
+    )
+    secure = api.put(f"/v1/nodes/{uuid}/states/secure_boot", {"target": "maybe"})
+    assert secure.status_code == 400
+    assert error_of(secure)["faultstring"] == (
+        "Invalid target: Unrecognized value 'maybe', acceptable values are: '0', '1', 'f', 'false', "
+        "'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'"
+    )
+    missing = api.put(f"/v1/nodes/{uuid}/states/secure_boot", {})
+    assert missing.status_code == 400
+    assert error_of(missing)["faultstring"] == "Missing mandatory parameter: target"
+    old = api.put(f"/v1/nodes/{uuid}/states/boot_mode", {"target": "uefi"}, version="1.75")
+    assert old.status_code == 404
+    assert error_of(old)["faultstring"] == "This endpoint is supported starting with the API version 1.76"
+    assert api.put("/v1/nodes/no-such/states/boot_mode", {"target": "uefi"}).status_code == 404
+    assert api.get(f"/v1/nodes/{uuid}").json()["last_error"] is None
+
+
 # -- vendor passthru --------------------------------------------------------------------------
 
 

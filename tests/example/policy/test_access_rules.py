@@ -187,6 +187,12 @@ def test_readers_cannot_write(api: Api, nodes: dict[str, Any], who: dict[str, st
            "baremetal:node:set_boot_device")  # fmt: skip
     denied(api.put(f"/v1/nodes/{node}/states/console", {"enabled": True}, headers=who),
            "baremetal:node:set_console_state")  # fmt: skip
+    denied(api.put(f"/v1/nodes/{node}/states/boot_mode", {"target": "uefi"}, headers=who),
+           "baremetal:node:set_boot_mode")  # fmt: skip
+    denied(api.put(f"/v1/nodes/{node}/states/secure_boot", {"target": True}, headers=who),
+           "baremetal:node:set_secure_boot")  # fmt: skip
+    denied(api.put(f"/v1/nodes/{node}/states/raid", {"logical_disks": []}, headers=who),
+           "baremetal:node:set_raid_state")  # fmt: skip
     shown = api.get(f"/v1/nodes/{node}", headers=SYSTEM_READER).json()
     assert shown["extra"] == {} and shown["maintenance"] is False and shown["power_state"] is None
 
@@ -309,3 +315,47 @@ def test_every_route_has_its_rule() -> None:
         if method not in ROUTES.get(rule.endpoint, {})
     )
     assert missing == []
+
+
+# -- runbooks ------------------------------------------------------------------------------------
+
+
+RUNBOOK_STEPS = [{"interface": "bios", "step": "apply_configuration", "args": {}, "order": 1}]
+
+
+def test_runbooks_are_checked_by_owner_without_concealment(api: Api) -> None:
+    """Ironic's runbook rules answer 403, never a concealing 404; a public runbook is everyone's
+    to read, and only the system makes one public or changes an owner."""
+    public = api.post("/v1/runbooks", {"name": "CUSTOM_PUBLIC", "steps": RUNBOOK_STEPS, "public": True},
+                      headers=SYSTEM_ADMIN)  # fmt: skip
+    assert public.status_code == 201, public.text
+    private = api.post("/v1/runbooks", {"name": "CUSTOM_MINE", "steps": RUNBOOK_STEPS}, headers=OWNER_ADMIN)
+    assert private.status_code == 201, private.text
+    public_id, private_id = public.json()["uuid"], private.json()["uuid"]
+    make_public = [{"op": "replace", "path": "/public", "value": True}]
+    assert api.get(f"/v1/runbooks/{public_id}", headers=OTHER_MEMBER).status_code == 200
+    denied(api.get(f"/v1/runbooks/{private_id}", headers=OTHER_MEMBER), "baremetal:runbook:get")
+    denied(api.patch(f"/v1/runbooks/{public_id}", make_public, headers=OWNER_ADMIN),
+           "baremetal:runbook:update:public")  # fmt: skip
+    denied(api.patch(f"/v1/runbooks/{private_id}", make_public, headers=OWNER_ADMIN),
+           "baremetal:runbook:update:public")  # fmt: skip
+    denied(api.patch(f"/v1/runbooks/{private_id}", [{"op": "replace", "path": "/owner", "value": OTHER}],
+                     headers=OWNER_ADMIN), "baremetal:runbook:update:owner")  # fmt: skip
+    denied(api.delete(f"/v1/runbooks/{public_id}", headers=OWNER_ADMIN), "baremetal:runbook:delete")
+    made = api.patch(f"/v1/runbooks/{private_id}", make_public, headers=SYSTEM_ADMIN)
+    assert made.status_code == 200, made.text
+    assert made.json()["public"] is True and made.json()["owner"] is None
+
+
+# -- what the handler answers first ---------------------------------------------------------------
+
+
+def test_an_unknown_object_gets_the_handlers_answer(api: Api) -> None:
+    """Ironic checks the version and the identifier's form before its rules: an object that does
+    not exist gets the answer the service gives without rules (405 below the version, 400 for
+    a malformed identifier), not a 404 from the rules' own look-up."""
+    old = api.delete("/v1/runbooks/fake_runbook", headers=SYSTEM_ADMIN, version="1.82")
+    assert old.status_code == 405, old.text
+    malformed = api.get("/v1/volume/connectors/fake_volume_connector", headers=SYSTEM_READER, version="1.32")
+    assert malformed.status_code == 400, malformed.text
+    assert api.get(f"/v1/nodes/{uuid.uuid4()}", headers=SYSTEM_READER).status_code == 404

@@ -310,11 +310,11 @@ def auth_filter(conf: Mapping[str, Any]) -> Any:
 
 
 def access_rules(conf: Mapping[str, Any]) -> Any:
-    """The access rules the settings call for: Ironic's policy with ``keystone``
-    (:func:`baremetal_service.keystone.authorizer`), else None."""
-    if conf["auth_strategy"] != "keystone":
-        return None
-    return keystone.authorizer(keystone.load_config(conf["config_files"]))
+    """The access rules the settings call for: Ironic's policy
+    (:func:`baremetal_service.keystone.authorizer`), for every request with ``keystone``, else
+    for the requests a keystonemiddleware ``auth_token`` the paste pipeline names validated."""
+    tokens_only = conf["auth_strategy"] != "keystone"
+    return keystone.authorizer(keystone.load_config(conf["config_files"]), tokens_only=tokens_only)
 
 
 class _WorkerPid:

@@ -103,9 +103,12 @@ def load_config(config_files: Sequence[str] = (), *, required: bool = False) -> 
     return conf
 
 
-def authorizer(conf: cfg.ConfigOpts) -> Authorizer:
-    """Ironic's access rules with *conf*'s ``[oslo_policy]`` (a policy file overrides rules)."""
-    return Authorizer(policy.make_enforcer(conf), service_project=conf.rbac.service_project_name)
+def authorizer(conf: cfg.ConfigOpts, *, tokens_only: bool = False) -> Authorizer:
+    """Ironic's access rules with *conf*'s ``[oslo_policy]`` (a policy file overrides rules);
+    *tokens_only*: for the requests auth_token validated alone (:class:`Authorizer`)."""
+    return Authorizer(
+        policy.make_enforcer(conf), service_project=conf.rbac.service_project_name, tokens_only=tokens_only
+    )
 
 
 class PublicRoutes:

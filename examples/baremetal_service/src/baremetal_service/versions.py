@@ -73,6 +73,8 @@ ALLOCATION_OWNER: Final = Version(1, 60)
 RUNBOOKS: Final = Version(1, 92)
 RUNBOOK_TRAITS: Final = Version(1, 112)
 DEPLOY_UNDEPLOY_VERBS: Final = Version(1, 73)
+#: ``PUT /v1/nodes/{id}/states/boot_mode`` and ``.../states/secure_boot``.
+NODE_CHANGE_BOOT_MODE: Final = Version(1, 76)
 NODE_HISTORY: Final = Version(1, 78)
 NODE_HISTORY_PROJECT: Final = Version(1, 113)
 NODE_HISTORY_FIELDS: Final = Version(1, 115)

@@ -273,6 +273,14 @@ class ManagementInterface(Interface):
     def set_indicator_state(self, task: Task, component: str, indicator: str, state: str) -> None:
         raise NotSupportedByDriver(str(task.node.get("driver")), "set_indicator_state")
 
+    def set_boot_mode(self, task: Task, mode: str) -> None:
+        """Boot in *mode* (``bios`` or ``uefi``) from now on."""
+        raise NotSupportedByDriver(str(task.node.get("driver")), "set_boot_mode")
+
+    def set_secure_boot_state(self, task: Task, state: bool) -> None:
+        """Turn UEFI secure boot on or off."""
+        raise NotSupportedByDriver(str(task.node.get("driver")), "set_secure_boot_state")
+
 
 class DeployInterface(Interface):
     """Writes the instance, removes it, cleans the node."""

@@ -22,6 +22,11 @@ What a caller gets, as on Ironic:
 
 An endpoint missing from :data:`ROUTES` is refused (403): a route added without its rule
 is closed, never open (a test lists every endpoint the app registers).
+
+Without ``auth_strategy = keystone`` the rules still apply to every request keystonemiddleware's
+``auth_token`` validated (a paste pipeline that puts it in front of ``noauth``): a token's
+roles and scope are never ignored.  Requests no token vouches for are the operator's, as
+with ``noauth`` alone.
 """
 
 from __future__ import annotations
@@ -131,11 +136,8 @@ ROUTES: Final[dict[str, dict[str, Route]]] = {
     "node_features.detach_vif": {"DELETE": _node("baremetal:node:vif:detach")},
     "node_features.attach_vmedia": {"POST": _node("baremetal:node:vmedia:attach")},
     "node_features.detach_vmedia": {"DELETE": _node("baremetal:node:vmedia:detach")},
-    # the methods /vmedia has only to answer Ironic's 404/405: checked as a read of the node
-    "node_features.other_vmedia": {m: _node("baremetal:node:vmedia:get") for m in ("GET", "PUT", "PATCH")},
-    # the deploy agent's heartbeat: Ironic's rule is open (the agent proves itself by its token)
-    "heartbeat.heartbeat": {"POST": Route("baremetal:node:ipa_heartbeat")},
-    "heartbeat.heartbeat_node": {"POST": Route("baremetal:node:ipa_heartbeat")},
+    # the methods the route does not take: its 404 or 405, whoever asks
+    "node_features.other_vmedia": dict.fromkeys(("GET", "PUT", "PATCH"), OPEN),
     "node_features.list_firmware": {"GET": _node("baremetal:node:firmware:get")},
     "node_history.list_history": {"GET": _node("baremetal:node:history:get")},
     "node_history.get_history_entry": {"GET": _node("baremetal:node:history:get")},
@@ -148,6 +150,9 @@ ROUTES: Final[dict[str, dict[str, Route]]] = {
     "node_management.get_indicator": {"GET": _node("baremetal:node:get_indicator_state")},
     "node_management.set_indicator": {"PUT": _node("baremetal:node:set_indicator_state")},
     "node_management.set_raid": {"PUT": _node("baremetal:node:set_raid_state")},
+    "node_management.set_boot_mode": {"PUT": _node("baremetal:node:set_boot_mode")},
+    "node_management.set_secure_boot": {"PUT": _node("baremetal:node:set_secure_boot")},
+    "node_management.put_other_state": {"PUT": OPEN},  # its 405, whoever asks
     "node_management.list_bios": {"GET": _node("baremetal:node:bios:get")},
     "node_management.list_children": {"GET": _node("baremetal:node:get")},
     "node_management.vendor_methods": {"GET": _node("baremetal:node:vendor_passthru")},
@@ -157,6 +162,9 @@ ROUTES: Final[dict[str, dict[str, Route]]] = {
     },
     "node_management.list_shards": {"GET": Route("baremetal:shards:get")},
     "node_management.post_events": {"POST": Route("baremetal:events:post")},
+    # the ramdisk's heartbeat (no agent token is ever right here: the handler refuses it)
+    "heartbeat.heartbeat_node": {"POST": Route("baremetal:node:ipa_heartbeat")},
+    "heartbeat.heartbeat": {"POST": Route("baremetal:node:ipa_heartbeat")},
     # ports, port groups
     "declared_port.list": {"GET": _list("baremetal:port")},
     "declared_port.list_detail": {"GET": _list("baremetal:port")},
@@ -223,7 +231,7 @@ ROUTES: Final[dict[str, dict[str, Route]]] = {
     "runbooks.list_runbooks_detail": {"GET": _list("baremetal:runbook")},
     "runbooks.create_runbook": {"POST": Route("baremetal:runbook:create")},
     "runbooks.get": {"GET": Route("baremetal:runbook:get", "runbook")},
-    "runbooks.patch": {"PATCH": Route("baremetal:runbook:update", "runbook")},
+    "runbooks.patch": {"PATCH": Route("baremetal:runbook:update", "runbook_patch")},
     "runbooks.delete": {"DELETE": Route("baremetal:runbook:delete", "runbook")},
     "runbooks.get_runbook_traits": {"GET": Route("baremetal:runbook:get", "runbook")},
     "runbooks.set_runbook_traits": {"PUT": Route("baremetal:runbook:update", "runbook")},
@@ -276,16 +284,50 @@ def patch_rules(patch: Any) -> list[str]:
     return list(dict.fromkeys(rules))
 
 
+#: What keystonemiddleware's ``auth_token`` leaves in the environ of each request it handled
+#: (an environ key: no client header can set it).
+TOKEN_AUTH_ENVIRON: Final = "keystone.token_auth"  # noqa: S105 - an environ key
+
+
+#: A runbook PATCH path's rule (any other path: ``baremetal:runbook:update``).
+RUNBOOK_PATCH_RULES: Final = (
+    ("/owner", "baremetal:runbook:update:owner"),
+    ("/public", "baremetal:runbook:update:public"),
+)
+
+
+def runbook_patch_rules(patch: Any) -> list[str]:
+    """The rules a runbook JSON Patch needs, by its paths (Ironic's)."""
+    rules: list[str] = []
+    generic = False
+    for op in patch if isinstance(patch, list) else []:
+        path = str(op.get("path", "")) if isinstance(op, dict) else ""
+        rule = next((name for prefix, name in RUNBOOK_PATCH_RULES if path.startswith(prefix)), None)
+        if rule is None:
+            generic = True
+        else:
+            rules.append(rule)
+    if generic or not rules:
+        rules.append("baremetal:runbook:update")
+    return list(dict.fromkeys(rules))
+
+
 class Authorizer:
     """Checks each request against :data:`ROUTES` with an oslo.policy *enforcer*.
 
     *enforcer*: :func:`baremetal_service.policy.make_enforcer`'s.  *service_project*:
     the project whose ``service`` role is elevated (``rule:service_role``; ``None``: none).
+    *tokens_only*: check only the requests ``auth_token`` handled (:data:`TOKEN_AUTH_ENVIRON`),
+    let the others through (the ``noauth`` and ``http_basic`` strategies); ``False``: every
+    request (``keystone``).
     """
 
-    def __init__(self, enforcer: oslo_policy.Enforcer, *, service_project: str | None = None) -> None:
+    def __init__(
+        self, enforcer: oslo_policy.Enforcer, *, service_project: str | None = None, tokens_only: bool = False
+    ) -> None:
         self.enforcer = enforcer
         self.service_project = service_project
+        self.tokens_only = tokens_only
 
     # -- rules -------------------------------------------------------------------------------
 
@@ -315,6 +357,8 @@ class Authorizer:
         endpoint = request.endpoint
         if endpoint is None:  # no route matched: the 404/405 follows
             return
+        if self.tokens_only and request.environ.get(TOKEN_AUTH_ENVIRON) is None:
+            return
         method = "GET" if request.method == "HEAD" else request.method
         route = ROUTES.get(endpoint, {}).get(method)
         creds = policy.credentials(request.environ, service_project=self.service_project)
@@ -326,8 +370,13 @@ class Authorizer:
         check = _CHECKS.get(route.kind)
         if check is None:
             self.require(route.rule, creds)
-        else:
+            return
+        try:
             check(self, route, creds, args)
+        except _Missing:
+            # nothing to protect: the handler answers (its version gates first, then its 400
+            # for a malformed identifier or its 404), as Ironic checks those before its rules
+            return
 
     # -- per kind ----------------------------------------------------------------------------
 
@@ -390,12 +439,15 @@ class Authorizer:
             self.require(str(route.rule), creds, {"allocation.owner": allocation.get("owner")})
 
     def _on_runbook(self, route: Route, creds: Mapping[str, Any], args: Mapping[str, Any]) -> None:
+        """Ironic's runbook checks: 403 (no concealing 404); a public runbook is everyone's to read."""
         row = _get("runbook", args[route.arg])
         target = {"runbook.owner": row.get("owner")}
-        if route.rule == "baremetal:runbook:get" and row.get("public"):
-            return  # a public runbook is everyone's to read
-        self.visible(creds, target, lambda: exc.RunbookNotFound(args[route.arg]), "baremetal:runbook:get")
-        self.require(str(route.rule), creds, target)
+        rule = str(route.rule)
+        if rule == "baremetal:runbook:get" and (row.get("public") or self.allowed(rule, creds, target)):
+            return
+        rules = runbook_patch_rules(common.json_body()) if route.kind == "runbook_patch" else [rule]
+        for name in rules:
+            self.require(name, creds, target)
 
     def _list(self, route: Route, creds: Mapping[str, Any], args: Mapping[str, Any]) -> None:
         if route.parent == "portgroup":
@@ -426,6 +478,7 @@ _CHECKS: Final[
     "allocation": Authorizer._on_allocation,
     "node_allocation": Authorizer._node_allocation,
     "runbook": Authorizer._on_runbook,
+    "runbook_patch": Authorizer._on_runbook,
     "list": Authorizer._list,
 }
 
@@ -435,15 +488,23 @@ def node_target(node: Mapping[str, Any]) -> dict[str, Any]:
     return {"node.owner": node.get("owner"), "node.lessee": node.get("lessee")}
 
 
+class _Missing(Exception):
+    """The object a rule is checked against does not exist."""
+
+
 def _get(kind: str, ident: str) -> dict[str, Any]:
-    """One object, unscoped (the rules decide who sees it); Ironic's ``.json`` suffix tolerated."""
+    """One object, unscoped (the rules decide who sees it); Ironic's ``.json`` suffix tolerated.
+    :class:`_Missing` when there is none."""
     db = service().db
     try:
         return dict(db.get(kind, ident))
     except exc.NotFound:
         if not ident.endswith(".json"):
-            raise
+            raise _Missing(ident) from None
+    try:
         return dict(db.get(kind, ident[: -len(".json")]))
+    except exc.NotFound:
+        raise _Missing(ident) from None
 
 
 def _volume_kind(args: Mapping[str, Any]) -> str:

@@ -12,6 +12,10 @@
 * ``PUT /v1/nodes/{id}/states/raid`` (1.12): the driver validates the RAID configuration
   (Ironic's schema, one root volume at most) and the node stores it as
   ``target_raid_config``; ``{}`` clears it; a node with ``no-raid`` is 404.
+* ``PUT /v1/nodes/{id}/states/boot_mode`` and ``.../states/secure_boot`` (1.76, 404 below):
+  202, and the management interface is asked to change it (fake-hardware cannot: the node's
+  ``last_error`` says so, as Ironic's conductor writes it); 409 while the node is in a
+  transitional provision state.  ``PUT`` on any other ``.../states/<name>`` is 405.
 * ``GET /v1/nodes/{id}/management/indicators`` and ``GET/PUT .../indicators/{name@component}``:
   the management interface's indicators (fake-hardware: Ironic's two fake LEDs, always
   ``on``, none settable).
@@ -33,11 +37,13 @@ from typing import Any, Final
 
 import jsonschema
 from flask import Blueprint, Response, request
+from werkzeug.exceptions import MethodNotAllowed
 
 from apimw import Version
 from apimw.errors import HTTPProblem
 from baremetal_service import exceptions as exc
 from baremetal_service import versions
+from baremetal_service.conductor.states import STEPS
 from baremetal_service.drivers import DriverError, NotSupportedByDriver, Task
 from baremetal_service.handlers import serialize
 from baremetal_service.handlers.common import (
@@ -260,6 +266,75 @@ def set_raid(ident: str) -> Response:
             raise _driver_problem(error) from None
     _write_unlocked(node, {"target_raid_config": config}, "baremetal.node.raid_config.set")
     return empty_response(204)
+
+
+@bp.route("/v1/nodes/<ident>/states/<name>", methods=["PUT"])
+def put_other_state(ident: str, name: str) -> Response:
+    # Ironic's states controller takes PUT on its named states only
+    raise MethodNotAllowed(valid_methods=[])
+
+
+# -- boot mode and secure boot (1.76) -------------------------------------------------------------
+
+BOOT_MODES: Final = ("bios", "uefi")
+_INVALID: Final = "request.invalid-parameter"
+#: The provision states a node leaves by itself (the conductor's): no boot change meanwhile.
+_TRANSITIONAL: Final = frozenset(STEPS)
+
+
+def _state_target() -> Any:
+    body = json_body()
+    if not isinstance(body, dict) or body.get("target") is None:
+        raise bad_request("Missing mandatory parameter: target", "request.missing-parameter")
+    return body["target"]
+
+
+def _boot_change(ident: str, change: str) -> tuple[Any, Task, dict[str, Any]]:
+    """The node's driver, task and row, once Ironic's checks pass (version, state)."""
+    hw, task, node = _task(ident)
+    if api_version() < versions.NODE_CHANGE_BOOT_MODE:
+        raise exc.NotFound(
+            f"This endpoint is supported starting with the API version {versions.NODE_CHANGE_BOOT_MODE}"
+        )
+    if node.get("provision_state") in _TRANSITIONAL:
+        raise exc.InvalidState(
+            f"Node is in {node['provision_state']} state. Since node is transitioning, the {change} "
+            "will not be set as this may interfere with ongoing changes and result in erroneous "
+            "modification. Try again later."
+        )
+    return hw, task, node
+
+
+@bp.route("/v1/nodes/<ident>/states/boot_mode", methods=["PUT"])
+def set_boot_mode(ident: str) -> Response:
+    target = _state_target()
+    if not isinstance(target, str):
+        raise bad_request(f"Invalid target: Expected string, got {str(target)[:64]!r}", _INVALID)
+    hw, task, node = _boot_change(ident, "boot mode")
+    if target not in BOOT_MODES:
+        allowed = ", ".join(BOOT_MODES)
+        message = f"Invalid boot mode {target[:64]} requested for node. Allowed boot modes are: {allowed}"
+        raise bad_request(message, _INVALID)
+    try:
+        hw.management.set_boot_mode(task, target)
+        changes: dict[str, Any] = {"boot_mode": target, "last_error": None}
+    except DriverError as error:
+        changes = {"last_error": f"Failed to change boot mode to '{target}: {error}"}
+    _write_unlocked(node, changes, "baremetal.node.boot_mode.set")
+    return empty_response(202, [location("nodes", ident, "states")])
+
+
+@bp.route("/v1/nodes/<ident>/states/secure_boot", methods=["PUT"])
+def set_secure_boot(ident: str) -> Response:
+    target = _ironic_bool("target", _state_target())
+    hw, task, node = _boot_change(ident, "boot mode")
+    try:
+        hw.management.set_secure_boot_state(task, target)
+        changes: dict[str, Any] = {"secure_boot": target, "last_error": None}
+    except DriverError as error:
+        changes = {"last_error": f"Failed to change secure_boot state to '{target}': {error}"}
+    _write_unlocked(node, changes, "baremetal.node.secure_boot.set")
+    return empty_response(202, [location("nodes", ident, "states")])
 
 
 # -- indicators ------------------------------------------------------------------------------------

@@ -162,6 +162,15 @@ def management_paths(b: Builder, item: str) -> None:
             "logical_disks": {"type": "array", "items": OBJECT}}}),
         "responses": b.responses(no_content, WRITE_ERRORS, conditional=True),
     }), nm.RAID)  # fmt: skip
+    for name, target, what in (("boot_mode", {"type": "string", "enum": list(nm.BOOT_MODES)}, "boot mode"),
+                               ("secure_boot", {"type": ["boolean", "string"]}, "secure boot state")):
+        b.add(f"{item}/states/{name}", "put", {
+            "tags": ["nodes"], "operationId": f"set_node_{name}",
+            "description": f"Asks the management interface to change the {what} (fake-hardware cannot: "
+                           "the node's `last_error` says so); 409 while the node is transitioning.",
+            "requestBody": body(obj({"target": target})),
+            "responses": b.responses({202: b.response(202, "Accepted", location=True)}, WRITE_ERRORS),
+        }, versions.NODE_CHANGE_BOOT_MODE)  # fmt: skip
     method_info = obj({"http_methods": STRINGS, "async": {"type": "boolean"},
                        "description": {"type": "string"}, "attach": {"type": "boolean"},
                        "require_exclusive_lock": {"type": "boolean"}})  # fmt: skip

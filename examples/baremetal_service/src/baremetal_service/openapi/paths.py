@@ -99,6 +99,14 @@ def discovery_paths(b: Builder) -> None:
             "schema": copy.deepcopy(EVENTS_SCHEMA)}}},
         "responses": b.responses({204: b.response(204, "Accepted")}, (400, 403, 406, 413)),
     }, versions.EVENTS)  # fmt: skip
+    for path, node_in_body in (("/v1/heartbeat/{node_ident}", False), ("/v1/heartbeat", True)):
+        b.add(path, "post", {
+            "tags": ["heartbeat"], "operationId": "heartbeat" + ("" if node_in_body else "_node"),
+            "summary": "A deploy agent's heartbeat (no agent runs here: refused as a wrong agent token)",
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", **({"required": ["node_ident"]} if node_in_body else {})}}}},
+            "responses": b.responses({202: b.response(202, "Accepted")}, (400, 403, 404, 406, 409, 413)),
+        }, versions.LOOKUP_HEARTBEAT)  # fmt: skip
     resource_class_paths(b)
     runbook_trait_paths(b)
 
