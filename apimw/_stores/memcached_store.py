@@ -271,6 +271,16 @@ class MemcachedStore:
         with self._lock:
             return self._cas.pop((key, expect[:PREFIX_LEN]), None)
 
+    def _claim_cas(self, client: PooledClient, key: str, expect: bytes) -> Any:
+        """The cas token of the claim whose record starts with *expect*: the one its claim
+        left, else the record's own if it is still that claim's; ``None`` when it is not."""
+        cas = self._recall(key, expect)
+        if cas is None:
+            current, cas = self._gets(client, key)
+            if current is None or not current.startswith(expect):
+                return None
+        return cas
+
     def _add(self, client: PooledClient, key: str, value: bytes, expire: int) -> bytes | None:
         """Meta ``ms`` in add mode: the cas token of the new record, or ``None`` if the key is taken."""
         reply = client.raw_command(
@@ -325,11 +335,9 @@ class MemcachedStore:
         index = self._server(key)
         client = self._clients[index]
         with self._connection(index):
-            cas = self._recall(key, expect)
+            cas = self._claim_cas(client, key, expect)
             if cas is None:
-                current, cas = self._gets(client, key)
-                if current is None or not current.startswith(expect):
-                    return False
+                return False
             # the cas token is this claim's: if anyone replaced the record since, cas fails
             return self._cas_write(client, key, value, _cas_token(cas), memcached_expire(ttl))
 
@@ -337,11 +345,9 @@ class MemcachedStore:
         index = self._server(key)
         client = self._clients[index]
         with self._connection(index):
-            cas = self._recall(key, expect)
+            cas = self._claim_cas(client, key, expect)
             if cas is None:
-                current, cas = self._gets(client, key)
-                if current is None or not current.startswith(expect):
-                    return False
+                return False
             # exptime < 0: "the item is immediately expired" -> a compare-and-delete.
             return self._cas_write(client, key, b"", _cas_token(cas), -1)
 
