@@ -77,7 +77,7 @@ from apimw._etag_response import (
     is_json_document,
     with_etag,
 )
-from apimw._microversion_core import wraps_microversion
+from apimw._microversion_core import check_inside_microversion
 from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw.errors import ConfigError, HTTPProblem, check_profile
 from apimw.metrics import Metrics, as_metrics, problem_outcome
@@ -131,13 +131,7 @@ def _date_malformed(header: str) -> HTTPProblem:
 def check_order(app: object) -> None:
     """:class:`ConfigError` when a microversion middleware is below *app* (the app the etag
     middleware is given): the etag middleware must sit inside it, next to the app."""
-    if wraps_microversion(app):
-        raise ConfigError(
-            "the etag middleware is outside the microversion middleware (e.g. 'pipeline = etag ... "
-            "microversion ... app'): put it inside the microversion middleware, next to the app "
-            "(order: request_id -> microversion -> auth -> idempotency -> etag -> app), or it never "
-            "sees the served version"
-        )
+    check_inside_microversion(app, "etag", "it never sees the served version")
 
 
 # == the rules ===================================================================================

@@ -32,6 +32,7 @@ from apimw import _idempotency_identity as identity
 from apimw import _idempotency_records as records
 from apimw._idempotency_capture import Claim, ClaimCall, Keeping, Ops
 from apimw._idempotency_identity import ClientToken
+from apimw._microversion_core import check_inside_microversion
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw._stores import PREFIX_LEN
 from apimw.errors import (
@@ -188,6 +189,12 @@ def cgi_facts(
         request_id=request_id if isinstance(request_id, str) and request_id else None,
         multiprocess=bool(request.get("wsgi.multiprocess")),
     )
+
+
+def check_order(app: object) -> None:
+    """:class:`ConfigError` when a microversion middleware is below *app* (the app the
+    idempotency middleware is given): the idempotency middleware must sit inside it."""
+    check_inside_microversion(app, "idempotency", "a token's fingerprint never holds the served version")
 
 
 class Pass(NamedTuple):

@@ -26,7 +26,7 @@ from typing import Final, NamedTuple, Required, TypedDict, Unpack
 from apimw import discovery as _discovery
 from apimw._microversion_negotiation import STANDARD_HEADER, Negotiator, merge_vary
 from apimw._microversion_type import Version
-from apimw.errors import HTTPProblem
+from apimw.errors import ConfigError, HTTPProblem
 from apimw.metrics import Metrics, as_metrics, problem_outcome
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "MicroversionOptions",
     "Refuse",
     "Serve",
+    "check_inside_microversion",
     "wraps_microversion",
 ]
 
@@ -276,6 +277,18 @@ def wraps_microversion(app: object) -> bool:
         todo.extend(getattr(obj, name, None) for name in APP_ATTRIBUTES)
     return False
 
+
+
+def check_inside_microversion(app: object, middleware: str, because: str) -> None:
+    """:class:`ConfigError` when a microversion middleware is below *app*, the app the
+    *middleware* (``etag``, ``idempotency``) is given: it must sit inside the microversion
+    middleware, or it would never see the served version (*because* says what that costs)."""
+    if wraps_microversion(app):
+        raise ConfigError(
+            f"the {middleware} middleware is outside the microversion middleware (e.g. 'pipeline = "
+            f"{middleware} ... microversion ... app'): put it inside the microversion middleware "
+            f"(order: request_id -> microversion -> auth -> idempotency -> etag -> app), or {because}"
+        )
 
 #: The options of both microversion middlewares (keyword arguments of :class:`MicroversionCore`),
 #: appended to their docstrings so that ``help()`` shows every option on either door.

@@ -59,6 +59,7 @@ from apimw._idempotency_rules import (
     Reply,
     Unprotected,
     cgi_facts,
+    check_order,
     shared_scope,
 )
 from apimw._idempotency_rules import (
@@ -127,6 +128,7 @@ class IdempotencyMiddleware:
         metrics: Metrics | str | None = None,
         **options: Any,
     ) -> None:
+        check_order(app)
         self.app = app
         self.metrics = as_metrics(metrics)
         if isinstance(store, str):

@@ -20,6 +20,7 @@ from webob import Request
 
 import apimw.asgi
 import apimw.etag
+import apimw.idempotency
 import apimw.microversion
 from apimw.errors import ConfigError
 from apimw.microversion import MicroversionMiddleware, wraps_microversion
@@ -139,3 +140,43 @@ def test_the_asgi_door_refuses_it_under_starlette() -> None:
                                   Middleware(apimw.asgi.MicroversionMiddleware, **OPTIONS)])  # fmt: skip
     with pytest.raises(ConfigError, match="the etag middleware is outside the microversion middleware"):
         built.build_middleware_stack()
+
+
+# -- the idempotency middleware outside the microversion middleware: refused alike -------------
+
+
+def test_a_paste_pipeline_with_idempotency_outside_microversion_fails_to_load(tmp_path: Path) -> None:
+    ini = paste_ini(tmp_path, "idempotency request_id microversion app")
+    ini.write_text(ini.read_text() + "\n[filter:idempotency]\nuse = egg:apimw#idempotency\nscope = shared\n")
+    with pytest.raises(ConfigError) as raised:
+        loadapp(f"config:{ini}")
+    assert str(raised.value).startswith(
+        f"[filter:idempotency] in {ini}: the idempotency middleware is outside the microversion"
+    )
+
+
+def test_the_documented_paste_order_with_idempotency_loads_and_replays(tmp_path: Path) -> None:
+    ini = paste_ini(tmp_path, "request_id microversion idempotency etag app")
+    ini.write_text(ini.read_text() + "\n[filter:idempotency]\nuse = egg:apimw#idempotency\nscope = shared\n")
+    loaded = loadapp(f"config:{ini}")
+    headers = {"OpenStack-API-Version": "baremetal 1.2", "X-Client-Token": "a-token-of-the-pipeline",
+               "Content-Type": "application/json"}  # fmt: skip
+    first, again = (run(loaded, Request.blank("/v1/nodes", method="POST", headers=headers, body=b"{}"))
+                    for _ in range(2))  # fmt: skip
+    assert (first.status_int, again.status_int) == (200, 200)
+    assert "Idempotent-Replayed" not in first.headers
+    assert again.headers["Idempotent-Replayed"] == "true"
+
+
+@pytest.mark.parametrize("door", ["wsgi", "asgi"])
+def test_the_idempotency_middleware_outside_microversion_is_refused(door: str) -> None:
+    if door == "wsgi":
+        inner: Any = MicroversionMiddleware(app_factory({}), **OPTIONS)
+        idempotency: Any = apimw.idempotency.IdempotencyMiddleware
+    else:
+        inner = apimw.asgi.MicroversionMiddleware(asgi_app, **OPTIONS)
+        idempotency = apimw.asgi.IdempotencyMiddleware
+    with pytest.raises(ConfigError, match="the idempotency middleware is outside the microversion"):
+        idempotency(inner, scope="shared")
+    outer = MicroversionMiddleware if door == "wsgi" else apimw.asgi.MicroversionMiddleware
+    assert wraps_microversion(outer(idempotency(inner.app, scope="shared"), **OPTIONS))

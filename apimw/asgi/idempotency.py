@@ -43,6 +43,7 @@ from apimw._idempotency_rules import (
     Reply,
     Unprotected,
     cgi_facts,
+    check_order,
 )
 from apimw._stores import Store, open_store
 from apimw._stores.aio import AsyncStore, asyncio_twin, is_async_store
@@ -132,6 +133,7 @@ class IdempotencyMiddleware:
         store_timeout: float = 0.5,
         **options: Any,
     ) -> None:
+        check_order(app)
         self.app = app
         metrics = as_metrics(options.pop("metrics", None))
         self._blocking: Store | None = None
