@@ -33,6 +33,7 @@ import logging
 import re
 import uuid as uuidlib
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, Final
 
 import jsonschema
@@ -315,25 +316,33 @@ def set_boot_mode(ident: str) -> Response:
         allowed = ", ".join(BOOT_MODES)
         message = f"Invalid boot mode {target[:64]} requested for node. Allowed boot modes are: {allowed}"
         raise bad_request(message, _INVALID)
-    try:
-        hw.management.set_boot_mode(task, target)
-        changes: dict[str, Any] = {"boot_mode": target, "last_error": None}
-    except DriverError as error:
-        changes = {"last_error": f"Failed to change boot mode to '{target}: {error}"}
-    _write_unlocked(node, changes, "baremetal.node.boot_mode.set")
-    return empty_response(202, [location("nodes", ident, "states")])
+    return _boot_setting(
+        ident, node, lambda: hw.management.set_boot_mode(task, target), "boot_mode", target,
+        f"Failed to change boot mode to '{target}",
+    )  # fmt: skip
 
 
 @bp.route("/v1/nodes/<ident>/states/secure_boot", methods=["PUT"])
 def set_secure_boot(ident: str) -> Response:
     target = _ironic_bool("target", _state_target())
     hw, task, node = _boot_change(ident, "boot mode")
+    return _boot_setting(
+        ident, node, lambda: hw.management.set_secure_boot_state(task, target), "secure_boot", target,
+        f"Failed to change secure_boot state to '{target}'",
+    )  # fmt: skip
+
+
+def _boot_setting(
+    ident: str, node: dict[str, Any], apply: Callable[[], None], field: str, target: Any, failure: str
+) -> Response:
+    """Apply a boot setting through the driver and record it (or, when the driver cannot,
+    ``last_error`` as ``<failure>: <error>``, Ironic's wording): 202."""
     try:
-        hw.management.set_secure_boot_state(task, target)
-        changes: dict[str, Any] = {"secure_boot": target, "last_error": None}
+        apply()
+        changes: dict[str, Any] = {field: target, "last_error": None}
     except DriverError as error:
-        changes = {"last_error": f"Failed to change secure_boot state to '{target}': {error}"}
-    _write_unlocked(node, changes, "baremetal.node.secure_boot.set")
+        changes = {"last_error": f"{failure}: {error}"}
+    _write_unlocked(node, changes, f"baremetal.node.{field}.set")
     return empty_response(202, [location("nodes", ident, "states")])
 
 
