@@ -37,8 +37,8 @@ _OWS_END_RE: Final = re.compile(r"[ \t]*\Z")
 MAX_HEADER_LENGTH: Final = 8192
 
 
-class _Malformed(Exception):
-    pass
+class Malformed(Exception):
+    """A precondition header that breaks the grammar (answered 400 by :func:`malformed`)."""
 
 
 def _scan(value: str, legacy: bool) -> list[tuple[bool, str]]:
@@ -56,11 +56,11 @@ def _scan(value: str, legacy: bool) -> list[tuple[bool, str]]:
         if match is None and legacy:
             match = _LEGACY_RE.match(value, pos)
         if match is None:
-            raise _Malformed
+            raise Malformed
         pos = match.end()
         if pos < end:
             if value[pos] != ",":
-                raise _Malformed
+                raise Malformed
             pos += 1
         tags.append((match.group(1) is not None, match.group(2)))
     return tags
@@ -79,7 +79,7 @@ class _Parsed:
 
 def _parse(value: str, legacy: bool, suffixes: tuple[str, ...]) -> _Parsed:
     if len(value) > MAX_HEADER_LENGTH:
-        raise _Malformed
+        raise Malformed
     # "*" alone; empty list elements around it are skipped as everywhere (RFC 9110 §5.6.1.2).
     if value.strip(" \t,") == "*":
         return _Parsed(True, frozenset(), frozenset())
@@ -99,7 +99,7 @@ _CACHE_MAX: Final = 512
 _CACHE_KEY_MAX: Final = 1024
 
 
-class _ParseCache:
+class ParseCache:
     """A small bounded cache keyed by the raw header value: values repeat on the hot path."""
 
     __slots__ = ("legacy", "suffixes", "_hits")
@@ -114,14 +114,14 @@ class _ParseCache:
         if parsed is _MISSING:
             try:
                 parsed = _parse(value, self.legacy, self.suffixes)
-            except _Malformed:
+            except Malformed:
                 parsed = None
             if len(value) <= _CACHE_KEY_MAX:
                 if len(self._hits) >= _CACHE_MAX:
                     self._hits.clear()
                 self._hits[value] = parsed
         if parsed is None:
-            raise _Malformed
+            raise Malformed
         return parsed  # type: ignore[no-any-return]
 
 
@@ -253,7 +253,8 @@ class IfUnmodifiedSince:
         return f"IfUnmodifiedSince({self.raw!r})"
 
 
-def _malformed(header: str) -> HTTPProblem:
+def malformed(header: str) -> HTTPProblem:
+    """The 400 problem for a malformed If-Match or If-None-Match *header*."""
     code = "etag.if-match-malformed" if header == "If-Match" else "etag.if-none-match-malformed"
     return HTTPProblem(
         400,
@@ -263,14 +264,15 @@ def _malformed(header: str) -> HTTPProblem:
     )
 
 
-_DEFAULT_CACHE = _ParseCache(False, ())
-_LEGACY_CACHE = _ParseCache(True, ())
+_DEFAULT_CACHE = ParseCache(False, ())
+_LEGACY_CACHE = ParseCache(True, ())
 
 
-def _cache_for(legacy: bool, suffixes: Sequence[str]) -> _ParseCache:
+def cache_for(legacy: bool, suffixes: Sequence[str]) -> ParseCache:
+    """The parse cache for this tolerance (*legacy*: unquoted etags) and these ignored suffixes."""
     if not suffixes:
         return _LEGACY_CACHE if legacy else _DEFAULT_CACHE
-    return _ParseCache(legacy, tuple(suffixes))
+    return ParseCache(legacy, tuple(suffixes))
 
 
 def parse_if_match(
@@ -291,9 +293,9 @@ def parse_if_match(
         return None
     raw = _join(value)
     try:
-        parsed = _cache_for(accept_unquoted, ignore_suffixes).get(raw)
-    except _Malformed:
-        raise _malformed("If-Match") from None
+        parsed = cache_for(accept_unquoted, ignore_suffixes).get(raw)
+    except Malformed:
+        raise malformed("If-Match") from None
     return IfMatch(parsed, strong=strong, raw=raw)
 
 
@@ -305,9 +307,9 @@ def parse_if_none_match(
         return None
     raw = _join(value)
     try:
-        parsed = _cache_for(accept_unquoted, ()).get(raw)
-    except _Malformed:
-        raise _malformed("If-None-Match") from None
+        parsed = cache_for(accept_unquoted, ()).get(raw)
+    except Malformed:
+        raise malformed("If-None-Match") from None
     return IfNoneMatch(parsed, raw=raw)
 
 

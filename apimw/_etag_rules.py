@@ -35,9 +35,9 @@ from apimw._etag_conditions import (
     IfMatch,
     IfNoneMatch,
     IfUnmodifiedSince,
-    _cache_for,
-    _Malformed,
-    _malformed,
+    Malformed,
+    cache_for,
+    malformed,
     precondition_failed,
 )
 from apimw._etag_decisions import (
@@ -204,7 +204,7 @@ class ETagRules:
         #: the compatibility profile's name, and the switches it set (with their overrides)
         self.compat = as_compat(compat)
         self.accept_unquoted = switches["accept_unquoted"]
-        self._cache = _cache_for(self.accept_unquoted, self.suffixes)
+        self._cache = cache_for(self.accept_unquoted, self.suffixes)
         self.not_modified = switches["not_modified"]
         self.if_none_match_on_writes = switches["if_none_match_on_writes"]
         self.if_unmodified_since_on_writes = switches["if_unmodified_since_on_writes"]
@@ -291,8 +291,8 @@ class ETagRules:
                 return Refuse(self.too_old(IF_MATCH_HEADER, facts.served))
             try:
                 parsed = self._cache.get(im_raw)
-            except _Malformed:
-                return Refuse(_malformed(IF_MATCH_HEADER))
+            except Malformed:
+                return Refuse(malformed(IF_MATCH_HEADER))
             if_match = IfMatch(parsed, strong=self.strict, raw=im_raw)
         # RFC 9110 §13.1.4: If-Unmodified-Since only without If-Match; an invalid date is ignored.
         unmodified = parse_http_date(facts.if_unmodified_since) if if_match is None else None
@@ -302,8 +302,8 @@ class ETagRules:
             if inm_raw is not None:
                 try:
                     parsed = self._cache.get(inm_raw)
-                except _Malformed:
-                    return Refuse(_malformed(IF_NONE_MATCH_HEADER))
+                except Malformed:
+                    return Refuse(malformed(IF_NONE_MATCH_HEADER))
                 if_none_match = IfNoneMatch(parsed, raw=inm_raw)
             else:
                 # §13.1.3: If-Modified-Since only without If-None-Match; an invalid date is ignored.
@@ -337,9 +337,9 @@ class ETagRules:
         if im_raw is not None:
             try:
                 parsed = self._cache.get(im_raw)
-            except _Malformed:
+            except Malformed:
                 # Never treat a malformed If-Match as absent: that would make the write unconditional.
-                return Refuse(_malformed(IF_MATCH_HEADER))
+                return Refuse(malformed(IF_MATCH_HEADER))
             if_match = IfMatch(parsed, strong=self.strict, raw=im_raw)
             additions[ENVIRON_IF_MATCH] = if_match
         unmodified: IfUnmodifiedSince | None = None
@@ -359,8 +359,8 @@ class ETagRules:
                 return Refuse(precondition_unsupported(method, IF_NONE_MATCH_HEADER))
             try:
                 parsed = self._cache.get(inm_raw)
-            except _Malformed:
-                return Refuse(_malformed(IF_NONE_MATCH_HEADER))
+            except Malformed:
+                return Refuse(malformed(IF_NONE_MATCH_HEADER))
             if_none_match = IfNoneMatch(parsed, raw=inm_raw)
             additions[ENVIRON_IF_NONE_MATCH] = if_none_match
         if not self._enforced(method, facts.path, request):

@@ -102,7 +102,7 @@ __all__ = [
 MAX_QUOTED_CHARS = 100
 
 
-def _cut(value: object) -> str:
+def cut(value: object) -> str:
     """*value* as text, cut to :data:`MAX_QUOTED_CHARS`: an error never echoes a whole input."""
     text = str(value)
     return text if len(text) <= MAX_QUOTED_CHARS else text[:MAX_QUOTED_CHARS] + "..."
@@ -127,7 +127,7 @@ class BaremetalError(HTTPProblem):
 
     def __init__(self, *args: object, status: int | None = None, **extra: Any) -> None:
         if self.msg_fmt:
-            detail = self.msg_fmt.format(*map(_cut, args))
+            detail = self.msg_fmt.format(*map(cut, args))
         else:
             (detail,) = args
         if self.field is not None:
@@ -162,7 +162,7 @@ class PreconditionFailed(BaremetalError):
 
     def __init__(self, kind: str, ident: str) -> None:
         super().__init__(
-            f"The {kind} {_cut(ident)} was modified since you read it: the If-Match etag does not "
+            f"The {kind} {cut(ident)} was modified since you read it: the If-Match etag does not "
             "match its current etag. Fetch it again, then retry with the new etag.",
             resource=kind,
         )
@@ -316,7 +316,7 @@ class NodeDeleteForbidden(Conflict):
 
     def __init__(self, node: str, state: str) -> None:
         super().__init__(
-            f'Can not delete node "{_cut(node)}" while it is in provision state "{state}". '
+            f'Can not delete node "{cut(node)}" while it is in provision state "{state}". '
             f'Valid provision states to perform deletion are: "{DELETE_ALLOWED_STATES}", '
             "or set the node into maintenance mode",
             provision_state=state,
@@ -363,7 +363,7 @@ class InvalidStateRequested(Invalid):
         allowed = sorted(allowed)
         names = ", ".join(allowed) if allowed else "none"
         super().__init__(
-            f'The requested action "{action}" can not be performed on node "{_cut(node)}" '
+            f'The requested action "{action}" can not be performed on node "{cut(node)}" '
             f'while it is in state "{state}". Allowed actions from this state: {names}.',
             action=action,
             provision_state=state,
@@ -379,7 +379,7 @@ class NoValidHost(Invalid):
     def __init__(self, driver: str) -> None:
         super().__init__(
             "No valid host was found. Reason: No conductor service registered which "
-            f'supports driver {_cut(driver)} for conductor group "". Ensure the driver is '
+            f'supports driver {cut(driver)} for conductor group "". Ensure the driver is '
             "valid and enabled.",
             driver=driver,
         )
@@ -391,7 +391,7 @@ class InterfaceNotFound(Invalid):
     def __init__(self, kind: str, value: str, valid: Iterable[str]) -> None:
         super().__init__(
             f"Could not find the following interface in the "
-            f"'ironic.hardware.interfaces.{kind}' entrypoint: {_cut(value)}. "
+            f"'ironic.hardware.interfaces.{kind}' entrypoint: {cut(value)}. "
             f"Valid interfaces are {sorted(valid)}.",
             interface=kind,
         )
@@ -526,7 +526,7 @@ class NodeStateForbidsAction(Invalid):
 
     def __init__(self, action: str, node: str, state: object) -> None:
         super().__init__(
-            f'The requested action "{action}" can not be performed on node "{_cut(node)}" '
+            f'The requested action "{action}" can not be performed on node "{cut(node)}" '
             f'while it is in state "{state}".',
             action=action,
             state=state,

@@ -67,7 +67,7 @@ bp = Blueprint("node_management", __name__)
 BIOS: Version = Version(1, 40)
 RAID: Final = Version(1, 12)
 
-_BOOT_DEVICE_SCHEMA: dict[str, Any] = {
+BOOT_DEVICE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"boot_device": {"type": "string"}, "persistent": {"type": "boolean"}},
     "required": ["boot_device"],
@@ -112,7 +112,7 @@ def get_supported_boot_devices(ident: str) -> Response:
 @bp.route("/v1/nodes/<ident>/management/boot_device", methods=["PUT"])
 def set_boot_device(ident: str) -> Response:
     body = json_body()
-    validate(body, _BOOT_DEVICE_SCHEMA, "boot device")
+    validate(body, BOOT_DEVICE_SCHEMA, "boot device")
     hw, task, node = _task(ident)
     device, persistent = body["boot_device"], bool(body.get("persistent", False))
     if device not in hw.management.get_supported_boot_devices(task):
@@ -444,7 +444,7 @@ def vendor_passthru(ident: str) -> Response:
 # -- events ----------------------------------------------------------------------------------------
 
 #: Ironic's schema for POST /v1/events (ironic/api/schemas/v1/event.py).
-_EVENTS_SCHEMA: Final[dict[str, Any]] = {
+EVENTS_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
         "events": {
@@ -491,7 +491,7 @@ def _is_uuid(value: object) -> bool:
     return True
 
 
-_EVENTS_VALIDATOR: Final = jsonschema.Draft4Validator(_EVENTS_SCHEMA, format_checker=_FORMATS)
+_EVENTS_VALIDATOR: Final = jsonschema.Draft4Validator(EVENTS_SCHEMA, format_checker=_FORMATS)
 
 
 @bp.route("/v1/events", methods=["POST"])

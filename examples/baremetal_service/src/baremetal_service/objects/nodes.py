@@ -190,7 +190,7 @@ class NodeTraitNotFound(exc.NotFound):
     error_code = "baremetal.node-trait-not-found"
 
     def __init__(self, node: str, trait: str) -> None:
-        super().__init__(f"Node {node} doesn't have a trait '{exc._cut(trait)}'", node=node)
+        super().__init__(f"Node {node} doesn't have a trait '{exc.cut(trait)}'", node=node)
 
 
 class TooManyTraits(exc.Invalid):
@@ -238,16 +238,16 @@ class NodeIsRetired(exc.Invalid):
 def trait_error(trait: Any) -> str | None:
     """Why *trait* is not a valid trait name (Ironic's TRAITS_SCHEMA), or ``None``."""
     if not isinstance(trait, str):
-        return f"{exc._cut(repr(trait))} is not of type 'string'"
+        return f"{exc.cut(repr(trait))} is not of type 'string'"
     if not trait:
         return "'' should be non-empty"
     if len(trait) > TRAIT_MAX_LENGTH:
-        return f"{exc._cut(repr(trait))} is too long"
+        return f"{exc.cut(repr(trait))} is too long"
     if CUSTOM_TRAIT_RE.match(trait) or trait in STANDARD_TRAITS:
         return None
     return (
-        f"{exc._cut(repr(trait))} is not valid under any of the given schemas. Possible root cause: "
-        f"{exc._cut(repr(trait))} does not match '^CUSTOM_[A-Z0-9_]+$'"
+        f"{exc.cut(repr(trait))} is not valid under any of the given schemas. Possible root cause: "
+        f"{exc.cut(repr(trait))} does not match '^CUSTOM_[A-Z0-9_]+$'"
     )
 
 
@@ -427,7 +427,7 @@ class NodeFeatures:
     ) -> None:
         scheme = urlparse(image_url).scheme
         if scheme not in VMEDIA_URL_SCHEMES:
-            raise exc.Invalid(f"Unsupported or missing URL scheme: {exc._cut(scheme)}")
+            raise exc.Invalid(f"Unsupported or missing URL scheme: {exc.cut(scheme)}")
         node = self._node(ident, project_id)
         self.service._locked(node)
 
@@ -442,7 +442,7 @@ class NodeFeatures:
         invalid = [d for d in device_types or () if d not in VMEDIA_DEVICES]
         if invalid:
             valid = ", ".join(VMEDIA_DEVICES)
-            raise exc.Invalid(f"Invalid device type(s) {exc._cut(', '.join(invalid))} (valid are {valid})")
+            raise exc.Invalid(f"Invalid device type(s) {exc.cut(', '.join(invalid))} (valid are {valid})")
         self._unreserved(ident, project_id, if_match)
 
     # -- firmware components -----------------------------------------------------------------

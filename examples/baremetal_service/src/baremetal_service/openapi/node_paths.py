@@ -101,7 +101,7 @@ def management_paths(b: Builder, item: str) -> None:
     b.add(f"{item}/management/boot_device", "put", b.if_match({
         "tags": ["nodes"], "operationId": "set_node_boot_device",
         "description": "400 when the device is not one of the supported ones.",
-        "requestBody": body(nm._BOOT_DEVICE_SCHEMA),
+        "requestBody": body(nm.BOOT_DEVICE_SCHEMA),
         "responses": b.responses(no_content, WRITE_ERRORS, conditional=True),
     }))  # fmt: skip
     b.add(f"{item}/management/boot_device/supported", "get", {

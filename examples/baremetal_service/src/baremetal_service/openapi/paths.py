@@ -7,7 +7,7 @@ import copy
 
 from baremetal_service import schemas, versions
 from baremetal_service.handlers.drivers import RAID_CONFIG
-from baremetal_service.handlers.node_management import _EVENTS_SCHEMA as EVENTS_SCHEMA
+from baremetal_service.handlers.node_management import EVENTS_SCHEMA
 from baremetal_service.openapi.builder import Builder
 from baremetal_service.openapi.declarations import (
     LINKS,
