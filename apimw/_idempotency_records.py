@@ -18,7 +18,6 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final, NamedTuple
 
-from apimw._canonical_json import orjson_module
 from apimw._stores import PREFIX_LEN
 
 # -- owner ids: unique per claim, cheap (no urandom per request), new per forked process --------
@@ -65,23 +64,9 @@ class RecordError(ValueError):
     """A stored record cannot be decoded."""
 
 
-def _json(value: object) -> bytes:
-    """*value* as compact JSON (orjson; the stdlib for what orjson refuses, such as a lone
-    surrogate, ASCII-escaped)."""
-    orjson = orjson_module()
-    if orjson is not None:
-        try:
-            out: bytes = orjson.dumps(value)
-        except TypeError:
-            pass
-        else:
-            return out
-    return _COMPACT.encode(value).encode()
-
-
 def _encode(owner: bytes, state: bytes, meta: dict[str, object], body: bytes = b"") -> bytes:
     assert len(owner) == PREFIX_LEN - 1  # noqa: S101 - internal invariant
-    return owner + state + _json(meta) + b"\n" + body
+    return owner + state + _COMPACT.encode(meta).encode() + b"\n" + body
 
 
 def encode_pending(owner: bytes, fp: str, scope: str, claimed_at: float) -> bytes:
@@ -119,15 +104,8 @@ def _decode(raw: bytes) -> Record:
     state = raw[PREFIX_LEN - 1 : PREFIX_LEN]
     if not sep or state not in (PENDING, COMPLETE, TOMBSTONE):
         raise RecordError("not an apimw idempotency record")
-    orjson = orjson_module()
     try:
-        if orjson is None:
-            meta = json.loads(head)
-        else:
-            try:
-                meta = orjson.loads(head)
-            except orjson.JSONDecodeError:  # e.g. an escaped lone surrogate, only the stdlib reads
-                meta = json.loads(head)
+        meta = json.loads(head)
         if meta["v"] != 1:
             raise RecordError(f"unknown record version {meta['v']!r}")
         fp, scope = str(meta["fp"]), str(meta["sc"])
@@ -138,7 +116,7 @@ def _decode(raw: bytes) -> Record:
             loc = meta.get("loc")
             return Record(raw[: PREFIX_LEN - 1], state, fp, scope, str(meta["s"]), location=loc)
         return Record(raw[: PREFIX_LEN - 1], state, fp, scope)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise RecordError(f"corrupt idempotency record: {exc}") from None
 
 

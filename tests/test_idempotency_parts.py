@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apimw import _canonical_json as canon
 from apimw import _idempotency_identity as identity
 from apimw import _idempotency_records as records
+from apimw._canonical_json import canonical_ascii_json
 from apimw._stores.memcached_store import THIRTY_DAYS, memcached_expire
 from apimw.errors import ConfigError
 from apimw.idempotency import GROUP, OPTIONS, IdempotencyMiddleware, filter_factory, list_opts, wrap_flask
@@ -68,29 +68,16 @@ ANY_JSON = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(doc=ANY_JSON, indent=st.sampled_from([None, 1]), ascii_only=st.booleans())
-def test_fast_canonical_json_is_byte_for_byte_the_stdlib_one(
+def test_a_json_body_is_fingerprinted_in_its_sorted_compact_ascii_form(
     doc: Any, indent: int | None, ascii_only: bool
 ) -> None:
-    """orjson's canonical form, where it is used, is exactly the stdlib's: fingerprints never change."""
+    """Fingerprints are stored: the canonical form is ``json.dumps`` with sorted keys, compact
+    separators and ASCII escapes, of any document however it was written, and its own canonical form."""
     body = json.dumps(doc, indent=indent, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
-    fast = canon._fast_ascii_json(body)
-    if fast is not None:
-        assert fast == canon._ASCII_CANONICAL.encode(json.loads(body)).encode()
-    # and the public function gives the stdlib path's answer either way
-    try:
-        expected = b"json:" + canon._ASCII_CANONICAL.encode(json.loads(body)).encode()
-    except ValueError:
-        expected = b"raw:" + body
-    assert identity.canonical_body("application/json", body) == expected
-
-
-def test_fast_canonical_json_is_used_for_plain_documents() -> None:
-    body = b'{"name": "node-1", "properties": {"cpus": 8, "tags": ["a", "b\\n\\u0001"]}, "ok": true}'
-    assert canon._fast_ascii_json(body) == canon._ASCII_CANONICAL.encode(json.loads(body)).encode()
-    slow_ones = (b"[1.5]", b"[18446744073709551616]", b'["\xc3\xa9"]', b'["\\ud800"]', b"[NaN]",
-                 b"\xef\xbb\xbf[1]", b'["\x7f"]')  # fmt: skip
-    for slow in slow_ones:
-        assert canon._fast_ascii_json(slow) is None
+    text = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":")).encode()
+    assert text.isascii()
+    assert identity.canonical_body("application/json", body) == b"json:" + text
+    assert canonical_ascii_json(text) == text
 
 
 @settings(max_examples=150, deadline=None)
@@ -163,7 +150,8 @@ def test_record_round_trip_keeps_binary_bodies_and_header_order() -> None:
                                                               b"\x00\n\xff\r\n")  # fmt: skip
     tomb = records.decode_record(records.encode_tombstone(owner, "f" * 64, "scope", "201 Created", "/x"))
     assert (tomb.state, tomb.location) == (records.TOMBSTONE, "/x")
-    for garbage in (b"", b"x" * 40, owner + b"Q{}\n", owner + b"C{\n", owner + b'C{"v":2}\n'):
+    too_deep = owner + b"C" + b"[" * 100_000 + b"\n"
+    for garbage in (b"", b"x" * 40, owner + b"Q{}\n", owner + b"C{\n", owner + b'C{"v":2}\n', too_deep):
         with pytest.raises(records.RecordError):
             records.decode_record(garbage)
 
@@ -179,7 +167,7 @@ ANY_TEXT = st.text(st.characters(blacklist_categories=()), max_size=12)  # lone 
 def test_any_header_text_and_scope_survive_a_record_round_trip(
     headers: list[tuple[str, str]], scope: str, body: bytes
 ) -> None:
-    """Non-ASCII and even lone surrogates (which the fast JSON path refuses) come back unchanged."""
+    """Non-ASCII and even lone surrogates come back unchanged."""
     raw = records.encode_complete(b"0" * 32, "f" * 64, scope, "201 Created", headers, body)
     rec = records.decode_record(raw)
     assert (rec.scope, rec.status, rec.headers, rec.body) == (scope, "201 Created", headers, body)
@@ -327,36 +315,50 @@ def test_options_table_documents_every_option() -> None:
         assert f"`{opt.name}`" in doc, opt.name
 
 
-_PROBE = r"""
-import json, sys
-if sys.argv[1] == "blocked":
-    sys.modules["orjson"] = None  # not importable
-from apimw import _canonical_json, _idempotency_identity as identity, _idempotency_records as records
-bodies = [b'{"b": [1, {"y": null, "x": true}], "a": "t\\u00e9xt"}',
-          b'{"n": 2.5, "big": 123456789012345678901234}', b'[1, 2, "\\u001f"]', b'not json']
-canon = [identity.canonical_body("application/json", b).decode("latin-1") for b in bodies]
-raw = records.encode_complete(b"o" * (records.PREFIX_LEN - 1), "fp", "proj", "201 Created",
-                            [("Location", "/v1/nodes/1"), ("X-Odd", "\u00e9")], b"body")
-rec = records.decode_record(raw)
-print(json.dumps({"canon": canon, "record": [rec.status, rec.headers, rec.body.decode()],
-                  "orjson": _canonical_json.orjson_module() is not None}))
-"""
+# Records as earlier releases stored them: header text written as raw UTF-8 or as \u escapes.
+_STORED_BEFORE = [
+    (
+        b"ooooooooooooooooooooooooooooooooC"
+        b'{"v":1,"fp":"fp1","sc":"proj","s":"201 Created","h":[["Location","/v1/nodes/1"],'
+        b'["X-Odd","\xc3\xa9\xe2\x80\xa8"]]}\n{"a": 1}',
+        records.Record(b"o" * 32, records.COMPLETE, "fp1", "proj", "201 Created",
+                       [("Location", "/v1/nodes/1"), ("X-Odd", "\u00e9\u2028")], b'{"a": 1}'),
+    ),
+    (
+        b"ooooooooooooooooooooooooooooooooC"
+        b'{"v":1,"fp":"fp1","sc":"proj","s":"201 Created","h":[["Location","/v1/nodes/1"],'
+        b'["X-Odd","\\u00e9\\u2028"],["X-Lone","\\ud800"]]}\n{"a": 1}',
+        records.Record(b"o" * 32, records.COMPLETE, "fp1", "proj", "201 Created",
+                       [("Location", "/v1/nodes/1"), ("X-Odd", "\u00e9\u2028"), ("X-Lone", "\ud800")],
+                       b'{"a": 1}'),
+    ),
+    (
+        b'ooooooooooooooooooooooooooooooooP{"v":1,"fp":"fp2","sc":"proj","t":1765000000.123}\n',
+        records.Record(b"o" * 32, records.PENDING, "fp2", "proj"),
+    ),
+    (
+        b'ooooooooooooooooooooooooooooooooT{"v":1,"fp":"fp3","sc":"proj","s":"201 Created",'
+        b'"loc":"/v1/nodes/\xc3\xa9"}\n',
+        records.Record(b"o" * 32, records.TOMBSTONE, "fp3", "proj", "201 Created",
+                       location="/v1/nodes/\u00e9"),
+    ),
+    (
+        b'ooooooooooooooooooooooooooooooooT{"v":1,"fp":"fp3","sc":"proj","s":"500 Internal Server Error",'
+        b'"loc":null}\n',
+        records.Record(b"o" * 32, records.TOMBSTONE, "fp3", "proj", "500 Internal Server Error"),
+    ),
+]  # fmt: skip
 
 
-def test_fingerprints_and_records_are_the_same_without_orjson() -> None:
-    import json as _json
-    import subprocess
-    import sys
+@pytest.mark.parametrize(("raw", "expected"), _STORED_BEFORE, ids=["utf-8", "escaped", "pending", "tombstone",
+                                                                   "tombstone-without-location"])  # fmt: skip
+def test_records_stored_by_earlier_releases_still_decode(raw: bytes, expected: records.Record) -> None:
+    assert records.decode_record(raw) == expected
 
-    def probe(mode: str) -> dict[str, object]:
-        out = subprocess.run([sys.executable, "-c", _PROBE, mode], capture_output=True, text=True,
-                             check=True, timeout=60)  # fmt: skip
-        return dict(_json.loads(out.stdout))
 
-    with_orjson, without = probe("normal"), probe("blocked")
-    assert with_orjson["orjson"] is True and without["orjson"] is False
-    assert with_orjson["canon"] == without["canon"]
-    assert with_orjson["record"] == without["record"]
+def test_a_record_head_is_compact_json_with_ascii_escapes() -> None:
+    raw, rec = _STORED_BEFORE[1]
+    assert records.encode_complete(rec.owner, rec.fp, rec.scope, rec.status, rec.headers, rec.body) == raw
 
 
 _OWNER = b"o" * (records.PREFIX_LEN - 1)
