@@ -6,7 +6,7 @@ Build it (warnings are errors, as in CI)::
     python -m sphinx -W --keep-going -b html docs/reference build/reference
 
 The modules are imported, so the extras their docstrings name must be installed
-(``pip install '.[orjson,redis,memcached,flask,webob,paste,oslo,client,sqlalchemy,prometheus,otel]'``).
+(``pip install '.[redis,memcached,flask,webob,paste,oslo,client,sqlalchemy,prometheus,otel]'``).
 """
 
 from __future__ import annotations
