@@ -27,6 +27,7 @@ the option's default.
 from __future__ import annotations
 
 import contextlib
+import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -55,6 +56,25 @@ class Option(NamedTuple):  # not a dataclass: importing dataclasses costs millis
     #: offered in oslo.config; False for an option naming code to import (``module:function``),
     #: which a deployment's configuration files should not choose: code or paste only
     oslo: bool = True
+
+
+def option_docs(options: Sequence[Option], group: str) -> str:
+    """The ``help()`` text of every option in *options*, appended to both doors' middleware
+    docstrings (so ``help()`` and the generated reference show each option, from this one
+    table): each option's name, ``required`` or its default, and its help."""
+    flask_key = "APIMW_" + group.removeprefix("apimw_").upper()
+    lines = [
+        "",
+        f"    Keyword options (the paste.deploy ini keys, the oslo.config options of group ``{group}``",
+        f"    and the Flask ``{flask_key}`` keys have the same names):",
+        "",
+    ]
+    for option in options:
+        default = "required" if option.required else f"default ``{option.default!r}``"
+        lines.append(f"    ``{option.name}`` ({default})")
+        lines.extend(textwrap.wrap(option.help, 88, initial_indent=" " * 8, subsequent_indent=" " * 8,
+                                   break_long_words=False, break_on_hyphens=False))
+    return "\n".join(lines) + "\n"
 
 
 def check_required(options: Sequence[Option], kwargs: Mapping[str, Any], *, where: str) -> None:

@@ -8,11 +8,12 @@ import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from apimw._config import Option, as_bool, as_int, as_list, as_optional_str, as_str
+from apimw._config import Option, as_bool, as_int, as_list, as_optional_str, as_str, option_docs
 from apimw._etag_digest import DEFAULT_IGNORED_FIELDS
 from apimw.errors import ConfigError
 from apimw.metrics import as_metrics
 
+GROUP: Final = "apimw_etag"
 DEFAULT_MAX_BODY_BYTES: Final = 1024 * 1024
 
 #: The compatibility profiles (the ``compat`` option): the wire behaviour each sets.
@@ -112,124 +113,73 @@ DEFAULT_IGNORED_LIST: Final = [
 
 OPTIONS: Final = (
     Option("min_version", as_optional_str, None,
-           "Microversion from which etags are served (ETag header, preconditions); a precondition "
-           "on a write below it -> 406. Unset: always on."),
+           "The microversion from which etags are served (the ETag header, preconditions); a "
+           "precondition on a write below it is 406, an If-Match on GET/HEAD too. Unset: always on "
+           "(no microversion middleware needed)."),
     Option("methods", as_list, ["PUT", "PATCH", "DELETE"],
-           "Write methods whose If-Match is parsed and enforced (add POST for conditional actions).",
-           "list"),
+           "Write methods whose preconditions are handed to the app or refused; add POST for "
+           "conditional actions (otherwise a precondition on a POST is refused, 400).", "list"),
     Option("require_if_match", as_list, [],
            "428 policy: entries 'METHOD' or 'METHOD /path/prefix' ('*' for every write method) "
-           "that must be conditional (carry If-Match).", "list"),
+           "where a write must be conditional (carry If-Match).", "list"),
     Option("enforces", as_enforces, [],
-           "Where the app enforces the write's precondition itself and marks it (mark_enforced): "
-           "entries 'METHOD' or 'METHOD /path/prefix' ('*' for every write method), or one "
-           "'module:function' f(request) -> bool. A precondition on any other write is refused "
-           "(400) before the app runs.", "list"),
+           "Where the app enforces the write's precondition in its data layer and acknowledges "
+           "with mark_enforced(): policy entries as above, or a callable or 'module:function' "
+           "f(request) -> bool (request: the environ or the ASGI scope). A precondition on any "
+           "other write is refused (400) before the app runs. Empty: nowhere.", "list"),
     Option("compat", as_compat, "rfc9110",
-           "Compatibility profile: rfc9110 (RFC 9110's preconditions: 304 on reads, If-None-Match and "
-           "If-Unmodified-Since handed to the app on writes, no ETag on a PUT answer) or ironic (Ironic's "
-           "etag spec: unquoted W/<hex> in If-Match, ETag on a 2xx PUT, those refused or ignored). "
-           "accept_unquoted, etag_on_put, not_modified, if_none_match_on_writes and "
-           "if_unmodified_since_on_writes override it one by one."),
+           "Compatibility profile. rfc9110: RFC 9110's preconditions (304 on GET/HEAD for "
+           "If-None-Match / If-Modified-Since; If-None-Match and If-Unmodified-Since on writes "
+           "handed to the app where it enforces; no ETag on a PUT answer, section 9.3.4; If-Match "
+           "quoted). ironic: Ironic's etag spec and its clients (unquoted W/<hex> tolerated in "
+           "If-Match; ETag on a 2xx PUT; If-None-Match and If-Unmodified-Since on writes refused, "
+           "400; no 304, a 200). The five options marked 'override of compat' change one of these "
+           "alone."),
     Option("strict_rfc9110", as_bool, False,
-           "Strong If-Match comparison as RFC 9110 13.1.1 says (then emit strong etags).", "bool"),
+           "Strong If-Match comparison as RFC 9110 section 13.1.1 says (then emit strong etags). "
+           "Off: weak comparison, the Ironic spec's weak etags.", "bool"),
     Option("accept_unquoted", as_bool, None,
-           "Override of compat: tolerate the Ironic spec's unquoted W/<hex> and bare <hex> in If-Match.",
-           "bool"),
+           "Override of compat: tolerate the Ironic spec's unquoted W/<hex> and bare <hex> in "
+           "If-Match. Unset: the profile's (ironic: on).", "bool"),
     Option("ignore_suffixes", as_list, [],
-           "Suffixes proxies append to etags (e.g. -gzip) that If-Match may carry.", "list"),
+           "Suffixes proxies append to etags (-gzip) that If-Match may carry.", "list"),
     Option("not_modified", as_bool, None,
            "Override of compat: answer If-None-Match (weak match) and If-Modified-Since on GET/HEAD "
-           "with 304.", "bool"),
+           "with 304 (off: a 200). Unset: the profile's (rfc9110: on).", "bool"),
     Option("if_none_match_on_writes", as_bool, None,
            "Override of compat: hand If-None-Match on writes to the app where it enforces "
-           "(If-None-Match: * on a PUT: create only) instead of answering 400.", "bool"),
+           "(If-None-Match: * on a PUT creates only) as apimw.etag.if_none_match (off: 400 "
+           "etag.if-none-match-unsupported). Unset: the profile's (rfc9110: on).", "bool"),
     Option("if_unmodified_since_on_writes", as_bool, None,
-           "Override of compat: hand If-Unmodified-Since on writes (without If-Match) to the app "
-           "where it enforces, instead of answering 400.", "bool"),
+           "Override of compat: hand If-Unmodified-Since on writes without If-Match to the app "
+           "where it enforces, as apimw.etag.if_unmodified_since (off: 400 "
+           "etag.if-unmodified-since-unsupported). Unset: the profile's (rfc9110: on).", "bool"),
     Option("etag_on_put", as_bool, None,
-           "Override of compat: send ETag on 2xx PUT responses (RFC 9110 9.3.4 deviation, see docs).",
-           "bool"),
+           "Override of compat: send ETag on a 2xx PUT (an RFC 9110 section 9.3.4 deviation, see "
+           "docs/etag.md). Unset: the profile's (ironic: on).", "bool"),
     Option("etag_from_body", as_bool, True,
-           "Take the ETag header from the top-level 'etag' field of an application/json (or "
-           "+json) response body when the app did not set apimw.etag.response.", "bool"),
+           "Take the ETag header from the top-level 'etag' field of an application/json (or +json) "
+           "answer when the app did not set apimw.etag.response.", "bool"),
     Option("max_body_bytes", as_positive_int, DEFAULT_MAX_BODY_BYTES,
            "The most of a JSON answer held to read its etag; a longer answer is streamed on "
            "without an ETag (metrics: streamed-without-etag).", "int"),
     Option("current_etag", as_callable, None,
-           "'module:function' called as f(request) -> current etag or None, for the 412 pre-check.",
+           "f(request) -> etag or None (or 'module:function'): a cheap lookup for the 412 "
+           "pre-check before the app runs (None: missing or not visible, the app answers).",
            oslo=False),
     Option("hmac_key", as_optional_str, None,
-           "Deployment secret for HMAC-SHA-512 etags (>= 16 bytes); offered to the app as "
-           "apimw.etag.generator.", secret=True),
+           "Deployment secret (>= 16 bytes) of the HMAC-SHA-512 ETagGenerator offered to the app "
+           "as apimw.etag.generator.", secret=True),
     Option("algorithm", as_str, "hmac-sha512", "Etag digest: hmac-sha512 or sha512."),
     Option("ignored_fields", as_ignored, DEFAULT_IGNORED_LIST,
-           "Fields left out of the etag, as 'type:field' entries.", "list"),
+           "Fields left out of the etag: {'node': [...]} or 'type:field' entries. The default is "
+           "the Ironic spec's table.", "list"),
     Option("error_profile", as_optional_str, None,
-           "Error body profile (ironic or api-sig); default: the outer middleware's, else api-sig."),
+           "Error body profile, ironic or api-sig. Unset: the outer middleware's, else api-sig."),
     Option("metrics", as_metrics, None,
-           "'package.module:attribute' naming an apimw.metrics.Metrics object told each answer the "
-           "middleware gives (304, 412, 428, 400...) (e.g. apimw.metrics_prometheus:METRICS).", oslo=False),
+           "An apimw.metrics.Metrics object (or 'package.module:attribute' naming one, e.g. "
+           "apimw.metrics_prometheus:METRICS) told each answer the middleware gives (304, 412, "
+           "428, 400...).", oslo=False),
 )  # fmt: skip
 
-
-#: The ``:param`` lines of every option, appended to both middlewares' docstrings.
-OPTION_DOCS: Final = """
-    :param min_version: microversion from which etags are served (the ``ETag`` header,
-        preconditions); a precondition on a write below it is 406, an If-Match on GET/HEAD
-        too.  Default ``None``: always on (no microversion middleware needed).
-    :param methods: write methods whose preconditions are handed to the app or refused.
-        Default ``("PUT", "PATCH", "DELETE")``; add ``"POST"`` for conditional actions
-        (otherwise a precondition on a POST is refused, 400).
-    :param require_if_match: 428 policy: entries ``"METHOD"`` or ``"METHOD /path/prefix"``
-        (``"*"`` for every write method) where a write must be conditional.  Default ``()``.
-    :param enforces: where the app enforces the write's precondition in its data layer and
-        acknowledges with :func:`mark_enforced`: policy entries as above, or a callable /
-        ``"module:function"`` ``f(request) -> bool`` (*request*: the environ or the ASGI
-        scope).  A precondition on any other write is refused (400) before the app runs.
-        Default ``()``: nowhere.
-    :param compat: compatibility profile.  ``"rfc9110"`` (default): RFC 9110's preconditions
-        (304 on GET/HEAD for If-None-Match / If-Modified-Since; If-None-Match and
-        If-Unmodified-Since on writes handed to the app where it enforces; no ``ETag`` on a PUT
-        answer, §9.3.4; If-Match quoted).  ``"ironic"``: Ironic's etag spec and its clients
-        (unquoted ``W/<hex>`` tolerated in If-Match; ``ETag`` on a 2xx PUT; If-None-Match and
-        If-Unmodified-Since on writes refused, 400; no 304, a 200).  The five options below it
-        marked *override of compat* change one of these alone.
-    :param strict_rfc9110: strong If-Match comparison as RFC 9110 §13.1.1 says (then emit
-        strong etags).  Default ``False``: weak comparison, the Ironic spec's weak etags.
-    :param accept_unquoted: override of compat: tolerate the Ironic spec's unquoted
-        ``W/<hex>`` and bare ``<hex>`` in If-Match.  Default ``None``: the profile's (ironic:
-        on).
-    :param ignore_suffixes: suffixes proxies append to etags (``-gzip``) that If-Match may
-        carry.  Default ``()``.
-    :param not_modified: override of compat: answer If-None-Match (weak match) and
-        If-Modified-Since on GET/HEAD with 304 (off: a 200).  Default ``None``: the profile's
-        (rfc9110: on).
-    :param if_none_match_on_writes: override of compat: hand If-None-Match on writes to the
-        app where it enforces (``If-None-Match: *`` on a PUT creates only) as
-        ``apimw.etag.if_none_match`` (off: 400 ``etag.if-none-match-unsupported``).
-        Default ``None``: the profile's (rfc9110: on).
-    :param if_unmodified_since_on_writes: override of compat: hand If-Unmodified-Since on
-        writes without If-Match to the app where it enforces, as
-        ``apimw.etag.if_unmodified_since`` (off: 400 ``etag.if-unmodified-since-unsupported``).
-        Default ``None``: the profile's (rfc9110: on).
-    :param etag_on_put: override of compat: send ``ETag`` on a 2xx PUT.  Default ``None``:
-        the profile's (ironic: on).
-    :param etag_from_body: take the ``ETag`` from the top-level ``etag`` field of an
-        ``application/json`` (or ``+json``) body when the app set no etag.  Default ``True``.
-    :param max_body_bytes: the most of a JSON answer held to read its etag; a longer answer
-        is streamed on without an ``ETag`` (``metrics.etag("streamed-without-etag")``).
-        Default 1 MiB.
-    :param current_etag: ``f(request) -> etag or None`` (or ``"module:function"``): a cheap
-        lookup for the 412 pre-check before the app runs (``None``: missing or not visible,
-        the app answers).  Default ``None``.
-    :param hmac_key: deployment secret (>= 16 bytes) of the HMAC-SHA-512
-        :class:`ETagGenerator` offered to the app as ``apimw.etag.generator``.  Default ``None``.
-    :param algorithm: ``"hmac-sha512"`` (default) or ``"sha512"``.
-    :param ignored_fields: fields left out of the etag: ``{"node": [...]}`` or
-        ``"type:field"`` entries.  Default: the Ironic spec's table.
-    :param error_profile: error body profile, ``"ironic"`` or ``"api-sig"``.  Default: the
-        outer middleware's, else api-sig.
-    :param metrics: an :class:`apimw.metrics.Metrics` (or ``"module:attribute"``) told each
-        answer the middleware gives.  Default ``None``.
-    """
+OPTION_DOCS: Final = option_docs(OPTIONS, GROUP)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from apimw._config import Option, as_bool, as_float, as_int, as_list, as_optional_str, as_str
+from apimw._config import Option, as_bool, as_float, as_int, as_list, as_optional_str, as_str, option_docs
 from apimw._idempotency_rules import (
     DEFAULT_FINGERPRINT_HEADERS,
     DEFAULT_RELEASE_STATUSES,
@@ -17,6 +17,8 @@ from apimw._idempotency_rules import (
 )
 from apimw.errors import ConfigError
 from apimw.metrics import as_metrics
+
+GROUP: Final = "apimw_idempotency"
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:
@@ -92,15 +94,4 @@ OPTIONS: Final = (
 )  # fmt: skip
 
 
-def _option_doc(option: Option) -> str:
-    default = "required" if option.required else f"default ``{option.default!r}``"
-    return f"    ``{option.name}`` ({default})\n        {option.help}\n"
-
-
-#: The ``help()`` text of every option, appended to both middlewares' docstrings.
-OPTION_DOCS: Final = (
-    "\n    Keyword options (the paste.deploy ini keys, the oslo.config options of group "
-    "``apimw_idempotency`` and\n    the Flask ``APIMW_IDEMPOTENCY`` keys have the same names; "
-    "``metrics`` may also be an\n    :class:`apimw.metrics.Metrics` object):\n\n"
-    + "".join(_option_doc(option) for option in OPTIONS)
-)
+OPTION_DOCS: Final = option_docs(OPTIONS, GROUP)

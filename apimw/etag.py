@@ -63,7 +63,7 @@ from apimw._etag_decisions import (
     Treatment,
 )
 from apimw._etag_digest import DEFAULT_IGNORED_FIELDS, ETagGenerator
-from apimw._etag_options import OPTION_DOCS, OPTIONS
+from apimw._etag_options import GROUP, OPTION_DOCS, OPTIONS
 from apimw._etag_response import ETAG_HEADER, check_wire
 from apimw._etag_rules import (
     ENVIRON_ENABLED,
@@ -392,7 +392,5 @@ class ETagMiddleware:
 ETagMiddleware.__doc__ = f"{ETagMiddleware.__doc__}{OPTION_DOCS}"
 
 # == configuration: paste.deploy, oslo.config, Flask ==============================================
-
-GROUP: Final = "apimw_etag"
 
 filter_factory, wrap_flask, list_opts, oslo_hook, __getattr__ = integration(ETagMiddleware, OPTIONS, GROUP)

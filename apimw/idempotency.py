@@ -37,7 +37,7 @@ from apimw._idempotency_capture import Exchange, run_ops
 from apimw._idempotency_identity import ClientToken as ClientToken
 from apimw._idempotency_lease import Renewer
 from apimw._idempotency_metered import MeteredStore
-from apimw._idempotency_options import OPTION_DOCS, OPTIONS
+from apimw._idempotency_options import GROUP, OPTION_DOCS, OPTIONS
 from apimw._idempotency_probe import probe_store
 from apimw._idempotency_records import NOT_STORED as NOT_STORED
 from apimw._idempotency_rules import (
@@ -95,7 +95,6 @@ __all__ = [
     "wrap_flask",
 ]
 
-GROUP: Final = "apimw_idempotency"
 
 # environ keys: the request headers read
 ENVIRON_CLIENT_TOKEN: Final = "HTTP_X_CLIENT_TOKEN"  # noqa: S105 - an environ key

@@ -20,16 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from apimw import _wsgi
-from apimw._config import (
-    Option,
-    as_bool,
-    as_list,
-    as_optional_str,
-    as_str,
-    integration,
-)
+from apimw._config import integration
 from apimw._microversion_core import (
-    OPTION_DOCS,
     Discover,
     MicroversionCore,
     MicroversionOptions,
@@ -45,6 +37,7 @@ from apimw._microversion_negotiation import (
 )
 from apimw._microversion_negotiation import Selection as Selection
 from apimw._microversion_negotiation import config_version as _config_version
+from apimw._microversion_options import GROUP, OPTION_DOCS, OPTIONS
 from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw._microversion_type import parse_version as parse_version
 from apimw.discovery import request_base_url
@@ -54,7 +47,6 @@ from apimw.errors import (
     HTTPProblem,
     respond_with_problem,
 )
-from apimw.metrics import as_metrics
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -369,56 +361,6 @@ MicroversionMiddleware.__doc__ = f"{MicroversionMiddleware.__doc__}{OPTION_DOCS}
 
 
 # -- integration ------------------------------------------------------------------------
-
-
-def _version_option(value: str) -> Version:
-    return _config_version("version", value.strip())
-
-
-def _optional_version_option(value: str) -> Version | None:
-    return None if not value.strip() else _version_option(value)
-
-
-OPTIONS: Final = (
-    Option("service_type", as_str, None, "Service type in OpenStack-API-Version (e.g. baremetal).",
-           required=True),
-    Option("min_version", _version_option, None, "Lowest supported microversion, e.g. 1.1.",
-           required=True),
-    Option("max_version", _version_option, None, "Highest supported microversion, e.g. 1.115.",
-           required=True),
-    Option("legacy_header", as_optional_str, None,
-           "Service-specific request header, e.g. X-OpenStack-Ironic-API-Version."),
-    Option("min_header", as_optional_str, None, "Response header naming the minimum version."),
-    Option("max_header", as_optional_str, None, "Response header naming the maximum version."),
-    Option("pin_max_version", _optional_version_option, None,
-           "Serve and advertise at most this version (rolling upgrades)."),
-    Option("error_profile", as_str, "api-sig", "Error body profile: api-sig (400 on malformed) or "
-           "ironic (406 on malformed, Ironic envelope)."),
-    Option("service_aliases", as_list, [], "Other service type names accepted.", kind="list"),
-    Option("discovery", as_bool, False, "Answer GET/HEAD / and /v{major} discovery documents.",
-           kind="bool"),
-    Option("discovery_name", as_str, "", "Service name in the root discovery document."),
-    Option("discovery_description", as_str, "", "Description in the root discovery document."),
-    Option("discovery_resources", as_list, [], "Resource collections linked from /v{major}.",
-           kind="list"),
-    Option("public_url", as_optional_str, None,
-           "Base URL for discovery links (default: from the request)."),
-    Option("deprecated_below", _optional_version_option, None,
-           "Versions below this one are deprecated: their answers carry Deprecation (RFC 9745), "
-           "Sunset and a deprecation Link; discovery marks them. Needs deprecated_since."),
-    Option("deprecated_since", as_optional_str, None,
-           "When the versions below deprecated_below were (or will be) deprecated: an HTTP-date, an "
-           "ISO date (2026-11-01) or @<epoch seconds>; sent as Deprecation: @<epoch seconds>."),
-    Option("sunset", as_optional_str, None,
-           "When the deprecated versions may stop being served (same forms); sent as Sunset."),
-    Option("deprecation_link", as_optional_str, None,
-           "URL of the deprecation notice; sent as Link: <url>; rel=\"deprecation\"."),
-    Option("metrics", as_metrics, None,
-           "'package.module:attribute' naming an apimw.metrics.Metrics object told each outcome "
-           "(e.g. apimw.metrics_prometheus:METRICS).", oslo=False),
-)  # fmt: skip
-
-GROUP: Final = "apimw_microversion"
 
 filter_factory, wrap_flask, list_opts, oslo_hook, __getattr__ = integration(
     MicroversionMiddleware, OPTIONS, GROUP

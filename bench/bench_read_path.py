@@ -87,8 +87,8 @@ def main() -> int:
     one = kind.lookups[("uuid", False, False)]
     one_sql = one.compile(dialect=db.engine.dialect).string
     shape, params = node_filter_shapes({"children": False}, lambda _uuid: 0)
-    key, bound = db._list_shape(kind, shape, None, None, 1000, None, "id", "asc", None, False, params)
-    page = db._list_query(kind, key)
+    key, bound = db.list_shape(kind, shape, None, None, 1000, None, "id", "asc", None, False, params)
+    page = db.list_query(kind, key)
     compiled = page.compile(dialect=db.engine.dialect)
     page_sql = compiled.string
     page_args = tuple(bound.get(name, compiled.params.get(name)) for name in compiled.positiontup or ())

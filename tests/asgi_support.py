@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 import apimw.asgi
-from apimw.asgi._glue import cgi_environ
+from apimw.asgi._glue import add_request_keys, header_environ
 from apimw.etag import ETagMiddleware
 from apimw.idempotency import IdempotencyMiddleware
 from apimw.microversion import MicroversionMiddleware
@@ -95,7 +95,9 @@ def as_asgi(app: Callable[..., Iterable[bytes]]) -> Any:
             chunks.append(message.get("body", b""))
             if not message.get("more_body"):
                 break
-        environ = {**scope, **cgi_environ(scope), "wsgi.input": io.BytesIO(b"".join(chunks))}
+        environ = {**scope, **header_environ(scope.get("headers", ()))}
+        environ["wsgi.input"] = io.BytesIO(b"".join(chunks))
+        add_request_keys(scope, environ)
         try:
             status, headers, body = await asyncio.get_running_loop().run_in_executor(
                 _APP_THREADS, _run_wsgi, app, environ

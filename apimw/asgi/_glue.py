@@ -1,12 +1,12 @@
-"""ASGI plumbing the three ASGI middlewares share: request headers, answers, buffered apps, bodies.
+"""ASGI plumbing the three ASGI middlewares share: request headers, answers, request bodies.
 
 No rule lives here: the middlewares ask the sans-IO decisions of their cores
-(:meth:`apimw.microversion.MicroversionCore.decide`,
-:meth:`apimw.etag.ETagMiddleware.enter`, :meth:`apimw.idempotency.IdempotencyMiddleware.protect`...)
-and this module moves ASGI messages to and from them.  :func:`cgi_environ` gives the PEP 3333
-keys of a request (``HTTP_*``, ``PATH_INFO``...) and :func:`add_cgi_keys` sets them in its
-scope, for the rules and the callables of the deployment that read them (a ``scope``
-function, ``current_etag``), on the paths that need them.
+(:meth:`apimw._microversion_core.MicroversionCore.decide`, :meth:`apimw.etag.ETagRules.decide`,
+the store calls :class:`apimw._idempotency_rules.IdempotencyRules` yields) and this module moves
+ASGI messages to and from them.  :func:`header_environ` and :func:`add_request_keys` build the
+PEP 3333 view of a request (``HTTP_*``, ``PATH_INFO``...) that the idempotency rules and the
+deployment's ``scope`` function read on either door; it is a dict of its own, never written
+into the ASGI scope.
 """
 
 from __future__ import annotations
@@ -115,22 +115,6 @@ def add_request_keys(scope: Scope, environ: dict[str, Any]) -> None:
     environ["wsgi.errors"] = sys.stderr
 
 
-def add_cgi_keys(scope: Scope) -> dict[str, Any]:
-    """Set the PEP 3333 keys of the request in *scope* itself (for the rules and the
-    deployment's callables that read them); its header keys are returned."""
-    headers = header_environ(scope.get("headers", ()))
-    scope.update(headers)
-    add_request_keys(scope, scope)
-    return headers
-
-
-def cgi_environ(scope: Scope) -> dict[str, Any]:
-    """The PEP 3333 keys of the request *scope* describes (its headers as ``HTTP_*``...)."""
-    environ = header_environ(scope.get("headers", ()))
-    add_request_keys(scope, environ)
-    return environ
-
-
 def set_request_headers(scope: Scope, drop: Collection[bytes], add: RawHeaders) -> None:
     """Rewrite the scope's request ``headers`` (a new list: the server's is not changed): the
     lines named in *drop* (lower case) are dropped, the lines *add* appended in order."""
@@ -183,31 +167,6 @@ async def send_answer(send: Send, status: int | str, headers: RawHeaders, body: 
 async def send_text(send: Send, status: int | str, headers: Iterable[tuple[str, str]], body: bytes) -> None:
     """:func:`send_answer` with ``str`` headers (the rules' answers)."""
     await send_answer(send, status, raw_headers(headers), body)
-
-
-class Buffered:
-    """The app's ``send`` that keeps its whole answer (the rules decide on it before it is sent)."""
-
-    __slots__ = ("chunks", "headers", "status")
-
-    def __init__(self) -> None:
-        self.status: int | None = None
-        self.headers: RawHeaders = []
-        self.chunks: list[bytes] = []
-
-    async def __call__(self, message: Message) -> None:
-        kind = message["type"]
-        if kind == "http.response.start":
-            self.status = int(message["status"])
-            self.headers = list(message.get("headers", ()))
-        elif kind == "http.response.body":
-            chunk = message.get("body", b"")
-            if chunk:
-                self.chunks.append(bytes(chunk))
-
-    @property
-    def body(self) -> bytes:
-        return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
 
 
 # -- the request body (the idempotency middleware buffers it) -------------------------------

@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from typing import Unpack
 
 from apimw._microversion_core import (
-    OPTION_DOCS,
     Discover,
     MicroversionCore,
     MicroversionOptions,
@@ -25,6 +24,7 @@ from apimw._microversion_core import (
     Serve,
 )
 from apimw._microversion_negotiation import STANDARD_HEADER
+from apimw._microversion_options import OPTION_DOCS
 from apimw._microversion_type import ENVIRON_VERSION
 from apimw.asgi._glue import (
     ASGIApp,

@@ -464,9 +464,9 @@ def schemathesis_family(url: str, versions: tuple[str, ...], examples: int, tall
         for version in versions:
             doc = session.get(url + "/v1/openapi.json", headers={LEGACY: version}, timeout=30).json()
             served = doc["info"]["version"]
-            seeds = fz._seed(session, url, served, doc)
+            seeds = fz.seed_resources(session, url, served, doc)
             schema = schemathesis.openapi.from_dict(doc)
-            ops = sorted((r.ok() for r in schema.get_all_operations()), key=fz._order)[::every]
+            ops = sorted((r.ok() for r in schema.get_all_operations()), key=fz.operation_order)[::every]
             operations[served] = len(ops)
             for op in ops:
                 for mode in modes:

@@ -71,7 +71,7 @@ def live_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield service.url
 
 
-def _seed(session: requests.Session, url: str, served: str, doc: dict[str, Any]) -> dict[str, str]:
+def seed_resources(session: requests.Session, url: str, served: str, doc: dict[str, Any]) -> dict[str, str]:
     """Real resources for the path parameters, so that fuzzing reaches past the 404s."""
     headers = {LEGACY: served}
     paths = doc["paths"]
@@ -120,7 +120,7 @@ def _mac(served: str) -> str:
     return "52:54:00:" + ":".join(f"{(n >> s) & 0xFF:02x}" for s in (16, 8, 0))
 
 
-def _order(op: Any) -> tuple[int, str]:
+def operation_order(op: Any) -> tuple[int, str]:
     # deletes last, so the seeded resources live through the rest
     return (1 if op.method.lower() == "delete" else 0, op.path)
 
@@ -154,9 +154,9 @@ def test_fuzz_the_live_service_against_its_document(live_service: str, version: 
         assert resp.status_code == 200, resp.text
         doc = resp.json()
         served = doc["info"]["version"]
-        seeds = _seed(session, live_service, served, doc)
+        seeds = seed_resources(session, live_service, served, doc)
         schema = schemathesis.openapi.from_dict(doc)
-        operations = sorted((r.ok() for r in schema.get_all_operations()), key=_order)
+        operations = sorted((r.ok() for r in schema.get_all_operations()), key=operation_order)
         counts = {"requests": 0}
         failures: list[str] = []
         timings: list[tuple[float, int, str]] = []

@@ -310,15 +310,15 @@ class Database(ResourceClassQueries, ConductorQueries, LeaseQueries, EventQuerie
         serves it); *where* conditions are added for the call.
         """
         kind = KINDS[kind_name]
-        key, bound = self._list_shape(kind, filters, equals, project_id, limit, marker, sort_key, sort_dir,
+        key, bound = self.list_shape(kind, filters, equals, project_id, limit, marker, sort_key, sort_dir,
                                       fields, internal, params)  # fmt: skip
-        stmt = self._list_query(kind, key)
+        stmt = self.list_query(kind, key)
         if where:
             stmt = stmt.where(*where)
         with self.reader.connect() as conn:
             return kind.to_docs(conn.execute(stmt, bound))
 
-    def _list_shape(
+    def list_shape(
         self,
         kind: Kind,
         filters: Sequence[Filter],
@@ -359,7 +359,7 @@ class Database(ResourceClassQueries, ConductorQueries, LeaseQueries, EventQuerie
                None if fields is None else frozenset(fields), internal)  # fmt: skip
         return key, bound
 
-    def _list_query(self, kind: Kind, key: tuple[Any, ...]) -> sa.Select[Any]:
+    def list_query(self, kind: Kind, key: tuple[Any, ...]) -> sa.Select[Any]:
         """The list statement of shape *key*, built once per shape."""
         stmt = self._list_queries.get(key)
         if stmt is None:

@@ -308,8 +308,8 @@ class NodeFeatures:
         """The node, 409 when reserved and 412 when *if_match* is stale: a write of no field,
         so an action that changes nothing stored still honours (and marks) its If-Match."""
         return self.db.update(
-            "node", ident, self.service._locked, if_match=if_match, project_id=project_id,
-            match=_UNRESERVED, on_conflict=self.service._locked,
+            "node", ident, self.service.refuse_locked, if_match=if_match, project_id=project_id,
+            match=_UNRESERVED, on_conflict=self.service.refuse_locked,
         )  # fmt: skip
 
     @staticmethod
@@ -331,7 +331,7 @@ class NodeFeatures:
 
         def mutate(current: dict[str, Any]) -> dict[str, Any]:
             self._owner_only(current, project_id, rule)
-            self.service._locked(current)
+            self.service.refuse_locked(current)
             old = list(current.get("traits") or [])
             new = sorted(set(compute(current, old)))
             if len(new) > MAX_TRAITS_PER_NODE:
@@ -340,9 +340,9 @@ class NodeFeatures:
 
         doc = self.db.update(
             "node", ident, mutate, if_match=if_match, project_id=project_id,
-            match=_UNRESERVED, on_conflict=self.service._locked,
+            match=_UNRESERVED, on_conflict=self.service.refuse_locked,
         )  # fmt: skip
-        return self.service._node_out(doc)
+        return self.service.node_out(doc)
 
     # -- traits --------------------------------------------------------------------------
 
@@ -398,7 +398,7 @@ class NodeFeatures:
 
     def attach_vif(self, ident: str, vif: Mapping[str, Any], *, project_id: str | None = None) -> None:
         node = self._node(ident, project_id)
-        self.service._locked(node)
+        self.service.refuse_locked(node)
         self._network(node).vif_attach(node, dict(vif))
 
     def detach_vif(
@@ -429,7 +429,7 @@ class NodeFeatures:
         if scheme not in VMEDIA_URL_SCHEMES:
             raise exc.Invalid(f"Unsupported or missing URL scheme: {exc.cut(scheme)}")
         node = self._node(ident, project_id)
-        self.service._locked(node)
+        self.service.refuse_locked(node)
 
     def detach_vmedia(
         self,

@@ -294,7 +294,8 @@ class BaremetalService:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _node_out(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+    def node_out(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        """The public document of the stored node *doc*, with the conductor serving it."""
         out = public(doc)
         out["conductor"] = self.drivers.host
         return out
@@ -310,7 +311,7 @@ class BaremetalService:
     ) -> dict[str, Any]:
         before = self.db.created_before("node", token)  # a retry: before any check (as a replay)
         if before is not None:
-            return self._node_out(before)
+            return self.node_out(before)
         values = dict(values)
         initial = values.pop("_initial_state", states.ENROLL)
         if initial not in (states.ENROLL, states.AVAILABLE):
@@ -341,7 +342,7 @@ class BaremetalService:
             doc = self.db.insert("node", row, project_id=None, token=token)
         except CreatedBefore as before:  # an earlier execution of this request made it
             doc = before.doc
-        return self._node_out(doc)
+        return self.node_out(doc)
 
     def get_node(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
         doc = self.db.get("node", ident, project_id=project_id, internal=False)
@@ -451,9 +452,9 @@ class BaremetalService:
         self._authorize("node", ident, project_id, authorize)
         doc = self.db.update(
             "node", ident, mutate, if_match=if_match, project_id=project_id,
-            match=_UNRESERVED, on_conflict=self._locked,
+            match=_UNRESERVED, on_conflict=self.refuse_locked,
         )  # fmt: skip
-        return self._node_out(doc)
+        return self.node_out(doc)
 
     def _authorize(
         self, kind: str, ident: str, project_id: str | None, check: Callable[[dict[str, Any]], None]
@@ -467,7 +468,8 @@ class BaremetalService:
             check(self.db.get(kind, ident, project_id=project_id))
 
     @staticmethod
-    def _locked(current: Mapping[str, Any]) -> None:
+    def refuse_locked(current: Mapping[str, Any]) -> None:
+        """:class:`~baremetal_service.exceptions.NodeLocked` when the node *current* is reserved."""
         if current.get("reservation"):
             raise exc.NodeLocked(current["uuid"], current["reservation"])
 
@@ -575,7 +577,7 @@ class BaremetalService:
             on_conflict=lambda cur: self._busy(cur, self.conductor.name),
         )  # fmt: skip
         self.conductor.wake()
-        return self._node_out(doc)
+        return self.node_out(doc)
 
     def set_power_state(
         self,
@@ -625,7 +627,7 @@ class BaremetalService:
             "node", ident, mutate, if_match=if_match, project_id=project_id,
             event_type="baremetal.node.maintenance_set.end",
         )  # fmt: skip
-        return self._node_out(doc)
+        return self.node_out(doc)
 
     def validate_node(self, ident: str, *, project_id: str | None = None) -> dict[str, Any]:
         """Ironic's ``GET /v1/nodes/{id}/validate`` document."""
@@ -676,7 +678,7 @@ class BaremetalService:
         while True:
             doc = self.db.get("node", ident, project_id=project_id)
             if doc["pending_action"] is None and doc["reservation"] is None:
-                return self._node_out(doc)
+                return self.node_out(doc)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"node {ident} still busy after {timeout}s")
             time.sleep(0.01)
