@@ -55,6 +55,8 @@ def test_the_required_options_are_marked(options: Any, cls: type) -> None:
 @pytest.mark.parametrize(("options", "cls"), MIDDLEWARES)
 def test_help_shows_each_options_help_text(options: Any, cls: type) -> None:
     # the same words oslo-config-generator writes into a sample configuration file
-    shown = " ".join(pydoc.render_doc(cls, renderer=pydoc.plaintext).split())
+    rendered = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    # pydoc draws a class's text with a " |  " margin: the words are read without it
+    shown = " ".join(word for line in rendered.splitlines() for word in line.lstrip(" |").split())
     for opt in options:
         assert " ".join(opt.help.split()) in shown, opt.name
