@@ -38,6 +38,9 @@ paste.app_factory = tests.test_paste_config:app_factory
         pytest.param("redis", "from apimw.idempotency import open_store\n"
                      "open_store('redis+sentinel://127.0.0.1:26379/mymaster')",
                      "redis+sentinel:// needs the redis library: pip install 'apimw[redis]'", id="sentinel"),
+        pytest.param("redis", "from apimw.asgi import open_async_store\n"
+                     "open_async_store('redis://127.0.0.1:6379/0')",
+                     "redis:// needs the redis library: pip install 'apimw[redis]'", id="asgi-redis"),
         pytest.param("pymemcache", "from apimw.idempotency import IdempotencyMiddleware\n"
                      "IdempotencyMiddleware(lambda e, s: [], store='memcached://127.0.0.1:11211')",
                      "memcached:// needs the pymemcache library: pip install 'apimw[memcached]'",

@@ -25,7 +25,7 @@ import redis.asyncio.cluster
 import redis.asyncio.retry
 import redis.asyncio.sentinel
 
-from apimw._stores import PREFIX_LEN, display_url
+from apimw._stores.base import PREFIX_LEN, display_url
 from apimw._stores.redis_store import (
     CLAIM_SCRIPT,
     COMPLETE_SCRIPT,

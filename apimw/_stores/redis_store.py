@@ -53,7 +53,7 @@ import redis.sentinel
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from apimw._stores import PREFIX_LEN, display_url, mask_url
+from apimw._stores.base import PREFIX_LEN, display_url, mask_url
 from apimw.errors import ConfigError, StoreError
 
 #: Lua: create the record (reply 1) or return the one there (the claim before Redis 7.0).
