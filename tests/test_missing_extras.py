@@ -67,6 +67,9 @@ paste.app_factory = tests.test_paste_config:app_factory
         pytest.param("requests", "import apimw.client_resources",
                      "apimw.client needs the requests library: pip install 'apimw[client]'",
                      id="client-resources"),
+        pytest.param("jsonpatch", "import apimw.client_resources",
+                     "apimw.client_resources needs the jsonpatch library: pip install 'apimw[client]'",
+                     id="client-resources-jsonpatch"),
         pytest.param("prometheus_client", "import apimw.metrics_prometheus",
                      "apimw.metrics_prometheus needs the prometheus_client library: pip install "
                      "'apimw[prometheus]'", id="prometheus"),
