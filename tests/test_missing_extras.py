@@ -105,3 +105,31 @@ def test_the_error_is_a_config_error_and_an_import_error() -> None:
     """``except ConfigError`` (start-up checks) and ``except ImportError`` (optional imports) catch it."""
     assert issubclass(MissingExtraError, ConfigError)
     assert issubclass(MissingExtraError, ImportError)
+
+
+#: Every optional library of pyproject.toml's extras, by the name it is imported as.
+OPTIONAL = ("redis", "pymemcache", "flask", "webob", "paste", "oslo_config", "requests", "jsonpatch",
+            "sqlalchemy", "prometheus_client", "opentelemetry", "orjson")  # fmt: skip
+#: The modules that need no extra.
+CORE = ("apimw", "apimw.errors", "apimw.config", "apimw.discovery", "apimw.metrics", "apimw.microversion",
+        "apimw.etag", "apimw.idempotency", "apimw.asgi", "apimw._opts")  # fmt: skip
+
+
+def test_the_core_imports_with_no_optional_library_installed(tmp_path: Path) -> None:
+    """``pip install apimw`` alone: the middlewares import; their names resolve; a memory:// store opens."""
+    prelude = "import sys\n" + "".join(f"sys.modules[{name!r}] = None\n" for name in OPTIONAL)
+    code = prelude + textwrap.dedent(f"""
+        import importlib
+        for name in {CORE!r}:
+            module = importlib.import_module(name)
+            for attr in getattr(module, "__all__", ()):
+                getattr(module, attr)
+        from apimw.idempotency import open_store
+        open_store("memory://").close()
+        print("imported")
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "imported"
