@@ -5,7 +5,7 @@ idempotent replay, composable in paste.deploy pipelines, Flask, or plain WSGI.
 The client-side negotiator lives in :mod:`apimw.client` (needs ``requests``);
 the SQLAlchemy etag helpers in :mod:`apimw.etag_db`.
 
-``import apimw`` imports nothing else: each name below is imported from its module on
+``import apimw`` imports none of its modules: each name below is imported from its module on
 first use (module ``__getattr__``, PEP 562), so a process pays only for what it uses.
 ``apimw.__version__`` is the installed distribution's version (its package metadata).
 """
@@ -13,6 +13,7 @@ first use (module ``__getattr__``, PEP 562), so a process pays only for what it 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -72,25 +73,17 @@ _WHERE = {
 }
 
 
-def _version() -> str:
-    """The version pip installed, from the distribution's metadata (one source: pyproject.toml)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("apimw")
-    except PackageNotFoundError:  # a source tree on sys.path that was never installed
-        return "0+unknown"
+try:
+    __version__ = importlib.metadata.version("apimw")  # one source: pyproject.toml
+except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        value: Any = _version()
-        globals()[name] = value
-        return value
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value: Any = getattr(importlib.import_module(module), name)
     globals()[name] = value  # once: later lookups do not come here
     return value
 
