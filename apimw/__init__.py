@@ -5,34 +5,24 @@ idempotent replay, composable in paste.deploy pipelines, Flask, or plain WSGI.
 The client-side negotiator lives in :mod:`apimw.client` (needs ``requests``);
 the SQLAlchemy etag helpers in :mod:`apimw.etag_db`.
 
-``import apimw`` imports nothing else: each name below is imported from its module on
-first use (module ``__getattr__``, PEP 562), so a process pays only for what it uses.
 ``apimw.__version__`` is the installed distribution's version (its package metadata).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+import importlib.metadata
 
-if TYPE_CHECKING:
-    from apimw._microversion_type import Version, parse_version
-    from apimw.errors import (
-        ApimwError,
-        ConfigError,
-        HTTPProblem,
-        StoreError,
-        VersionParseError,
-    )
-    from apimw.etag import ETagGenerator, ETagMiddleware
-    from apimw.idempotency import IdempotencyMiddleware
-    from apimw.microversion import (
-        MicroversionMiddleware,
-        VersionedFields,
-        VersionGate,
-        require_version,
-        served_version,
-    )
+from apimw._microversion_type import Version, parse_version
+from apimw.errors import ApimwError, ConfigError, HTTPProblem, StoreError, VersionParseError
+from apimw.etag import ETagGenerator, ETagMiddleware
+from apimw.idempotency import IdempotencyMiddleware
+from apimw.microversion import (
+    MicroversionMiddleware,
+    VersionedFields,
+    VersionGate,
+    require_version,
+    served_version,
+)
 
 __all__ = [
     "ApimwError",
@@ -53,47 +43,7 @@ __all__ = [
     "served_version",
 ]
 
-_WHERE = {
-    "ApimwError": "apimw.errors",
-    "ConfigError": "apimw.errors",
-    "ETagGenerator": "apimw.etag",
-    "ETagMiddleware": "apimw.etag",
-    "HTTPProblem": "apimw.errors",
-    "IdempotencyMiddleware": "apimw.idempotency",
-    "MicroversionMiddleware": "apimw.microversion",
-    "StoreError": "apimw.errors",
-    "Version": "apimw._microversion_type",
-    "VersionGate": "apimw.microversion",
-    "VersionParseError": "apimw.errors",
-    "VersionedFields": "apimw.microversion",
-    "parse_version": "apimw._microversion_type",
-    "require_version": "apimw.microversion",
-    "served_version": "apimw.microversion",
-}
-
-
-def _version() -> str:
-    """The version pip installed, from the distribution's metadata (one source: pyproject.toml)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("apimw")
-    except PackageNotFoundError:  # a source tree on sys.path that was never installed
-        return "0+unknown"
-
-
-def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        value: Any = _version()
-        globals()[name] = value
-        return value
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once: later lookups do not come here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+try:
+    __version__ = importlib.metadata.version("apimw")  # one source: pyproject.toml
+except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"

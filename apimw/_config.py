@@ -26,12 +26,13 @@ the option's default.
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from apimw.errors import ConfigError, explain_missing
+from apimw.errors import ConfigError, HTTPProblem, explain_missing, flask_problem_handler
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -162,7 +163,7 @@ def convert_strings(options: Sequence[Option], conf: Mapping[str, Any], *, where
 def oslo_config() -> Any:
     """``oslo_config.cfg`` (an optional extra), imported when oslo.config is first used."""
     try:
-        from oslo_config import cfg
+        from oslo_config import cfg  # extra "oslo": apimw imports without it
     except ImportError as exc:
         explain_missing(exc, "oslo.config support", module="oslo_config", library="oslo.config", extra="oslo")
         raise
@@ -234,8 +235,6 @@ def paste_ini(global_conf: Mapping[str, Any], local_conf: Mapping[str, Any], gro
     path = global_conf.get("__file__") if isinstance(global_conf, Mapping) else None
     if not path:
         return _PasteIni(fallback, {})
-    import configparser
-
     parser = configparser.RawConfigParser(strict=False, default_section="\x00none")
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
@@ -269,8 +268,6 @@ def _check_not_hidden(ini: _PasteIni, options: Sequence[Option], global_conf: Ma
     under ``[DEFAULT] store = memory://`` would be silently replaced by memory://.
     ``store = %(store)s`` (the same value) is fine.  Values are never shown (they may be secret).
     """
-    import configparser
-
     table = _index(options)
     defaults = {str(k): str(v) for k, v in global_conf.items()}
     for key, raw in ini.own.items():
@@ -351,8 +348,6 @@ def flask_wrap(
     kwargs = convert_strings(options, conf, where=f"app.config[{config_key!r}]")
     kwargs.update(overrides)
     check_required(options, kwargs, where=f"app.config[{config_key!r}]")
-    from apimw.errors import HTTPProblem, flask_problem_handler
-
     flask_app.register_error_handler(HTTPProblem, flask_problem_handler)
     flask_app.wsgi_app = factory(flask_app.wsgi_app, **kwargs)
     return flask_app

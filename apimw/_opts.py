@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from apimw import etag, idempotency, microversion
+
 
 def list_opts() -> list[tuple[str, list[Any]]]:
-    from apimw import etag, idempotency, microversion
-
     return [*microversion.list_opts(), *etag.list_opts(), *idempotency.list_opts()]

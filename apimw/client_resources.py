@@ -56,9 +56,11 @@ from apimw.client import ServerRange, UnsupportedVersion, VersionedSession, endp
 from apimw.errors import ApimwError, ConfigError, VersionParseError, explain_missing
 
 try:
+    import jsonpatch
     import requests
 except ImportError as exc:  # one line naming the extra
     explain_missing(exc, "apimw.client_resources", module="requests", library="requests", extra="client")
+    explain_missing(exc, "apimw.client_resources", module="jsonpatch", library="jsonpatch", extra="client")
     raise
 
 __all__ = [
@@ -363,10 +365,6 @@ def patch_conflicts(
     the paths it touches overlaps a field that changed between *local* and *remote*
     (so the other writer's change is kept and ours does not overwrite it).
     """
-    try:
-        import jsonpatch
-    except ImportError:
-        return "retrying needs the jsonpatch package (pip install 'apimw[client]')"
     changed = [c.path for c in diff_documents(local, remote)]
     for op in patch:
         for key in ("path", "from"):

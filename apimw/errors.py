@@ -256,7 +256,7 @@ def flask_problem_handler(problem: HTTPProblem) -> Any:
     Registered by the apimw Flask wrappers, so gates raised in views become the
     same error bodies as anywhere else instead of Flask's 500.
     """
-    from flask import request
+    from flask import request  # extra "flask": apimw.errors imports without it
 
     environ = request.environ
     status, headers, body = render_problem(

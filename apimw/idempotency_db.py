@@ -56,6 +56,8 @@ try:
         delete,
         select,
     )
+    from sqlalchemy.dialects.postgresql import insert as pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
     from sqlalchemy.exc import DBAPIError, IntegrityError
 except ImportError as exc:  # one line naming the extra
     explain_missing(
@@ -188,13 +190,9 @@ def _insert_if_absent(conn: Connection, table: Table, values: dict[str, Any]) ->
     """INSERT the row unless its key exists (waiting for a concurrent inserter); True if inserted."""
     dialect = conn.dialect.name
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
         pg_stmt = pg_insert(table).values(**values).on_conflict_do_nothing().returning(table.c.token)
         return conn.execute(pg_stmt).first() is not None
     if dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
         lite_stmt = sqlite_insert(table).values(**values).on_conflict_do_nothing()
         return bool(conn.execute(lite_stmt).rowcount == 1)
     # other databases: a savepoint, so a duplicate does not abort the app's transaction

@@ -38,6 +38,9 @@ paste.app_factory = tests.test_paste_config:app_factory
         pytest.param("redis", "from apimw.idempotency import open_store\n"
                      "open_store('redis+sentinel://127.0.0.1:26379/mymaster')",
                      "redis+sentinel:// needs the redis library: pip install 'apimw[redis]'", id="sentinel"),
+        pytest.param("redis", "from apimw.asgi import open_async_store\n"
+                     "open_async_store('redis://127.0.0.1:6379/0')",
+                     "redis:// needs the redis library: pip install 'apimw[redis]'", id="asgi-redis"),
         pytest.param("pymemcache", "from apimw.idempotency import IdempotencyMiddleware\n"
                      "IdempotencyMiddleware(lambda e, s: [], store='memcached://127.0.0.1:11211')",
                      "memcached:// needs the pymemcache library: pip install 'apimw[memcached]'",
@@ -64,6 +67,9 @@ paste.app_factory = tests.test_paste_config:app_factory
         pytest.param("requests", "import apimw.client_resources",
                      "apimw.client needs the requests library: pip install 'apimw[client]'",
                      id="client-resources"),
+        pytest.param("jsonpatch", "import apimw.client_resources",
+                     "apimw.client_resources needs the jsonpatch library: pip install 'apimw[client]'",
+                     id="client-resources-jsonpatch"),
         pytest.param("prometheus_client", "import apimw.metrics_prometheus",
                      "apimw.metrics_prometheus needs the prometheus_client library: pip install "
                      "'apimw[prometheus]'", id="prometheus"),
@@ -99,3 +105,31 @@ def test_the_error_is_a_config_error_and_an_import_error() -> None:
     """``except ConfigError`` (start-up checks) and ``except ImportError`` (optional imports) catch it."""
     assert issubclass(MissingExtraError, ConfigError)
     assert issubclass(MissingExtraError, ImportError)
+
+
+#: Every optional library of pyproject.toml's extras, by the name it is imported as.
+OPTIONAL = ("redis", "pymemcache", "flask", "webob", "paste", "oslo_config", "requests", "jsonpatch",
+            "sqlalchemy", "prometheus_client", "opentelemetry", "orjson")  # fmt: skip
+#: The modules that need no extra.
+CORE = ("apimw", "apimw.errors", "apimw.config", "apimw.discovery", "apimw.metrics", "apimw.microversion",
+        "apimw.etag", "apimw.idempotency", "apimw.asgi", "apimw._opts")  # fmt: skip
+
+
+def test_the_core_imports_with_no_optional_library_installed(tmp_path: Path) -> None:
+    """``pip install apimw`` alone: the middlewares import; their names resolve; a memory:// store opens."""
+    prelude = "import sys\n" + "".join(f"sys.modules[{name!r}] = None\n" for name in OPTIONAL)
+    code = prelude + textwrap.dedent(f"""
+        import importlib
+        for name in {CORE!r}:
+            module = importlib.import_module(name)
+            for attr in getattr(module, "__all__", ()):
+                getattr(module, attr)
+        from apimw.idempotency import open_store
+        open_store("memory://").close()
+        print("imported")
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "imported"

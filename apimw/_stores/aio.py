@@ -200,7 +200,7 @@ def asyncio_twin(store: Store, *, url: str | None, timeout: float = 0.5) -> Asyn
     if isinstance(store, MemoryStore):
         return InlineStore(store)
     if url is not None and urlsplit(url).scheme.lower() in _REDIS_SCHEMES:
-        from apimw._stores.redis_aio_store import AsyncRedisStore
+        from apimw._stores.redis_aio_store import AsyncRedisStore  # extra "redis": redis-py
 
         return AsyncRedisStore(url, timeout=timeout)
     return ThreadedStore(store, timeout=timeout)

@@ -56,7 +56,7 @@ from urllib.parse import parse_qsl, urlsplit
 from pymemcache.client.base import PooledClient
 from pymemcache.exceptions import MemcacheError, MemcacheServerError, MemcacheUnexpectedCloseError
 
-from apimw._stores import PREFIX_LEN, RecordTooLarge, mask_url
+from apimw._stores.base import PREFIX_LEN, RecordTooLarge, mask_url
 from apimw.errors import ConfigError, StoreError
 
 #: memcached reads an exptime above this as an absolute Unix time.

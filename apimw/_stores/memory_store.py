@@ -41,7 +41,7 @@ from collections import OrderedDict
 from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
-from apimw._stores import PENDING_STATE, PREFIX_LEN, RecordTooLarge, mask_url
+from apimw._stores.base import PENDING_STATE, PREFIX_LEN, RecordTooLarge, mask_url
 from apimw.errors import ConfigError, StoreError
 
 DEFAULT_MAX_ITEMS: Final = 100_000

@@ -21,9 +21,11 @@ from typing import Any, Final
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
 import redis.asyncio.retry
+import redis.asyncio.sentinel
 
-from apimw._stores import PREFIX_LEN, display_url
+from apimw._stores.base import PREFIX_LEN, display_url
 from apimw._stores.redis_store import (
     CLAIM_SCRIPT,
     COMPLETE_SCRIPT,
@@ -41,8 +43,9 @@ from apimw.errors import StoreError
 ASYNC: Final = Flavour(
     redis.asyncio.Redis,
     redis.asyncio.BlockingConnectionPool,
-    "redis.asyncio.cluster",
-    "redis.asyncio.sentinel",
+    redis.asyncio.cluster.RedisCluster,
+    redis.asyncio.cluster.ClusterNode,
+    redis.asyncio.sentinel.Sentinel,
     redis.asyncio.retry.Retry,
 )
 

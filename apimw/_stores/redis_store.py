@@ -41,7 +41,6 @@ lose a claim or a record written just before it.  Run with
 
 from __future__ import annotations
 
-import importlib
 import math
 import threading
 from collections.abc import Callable
@@ -49,10 +48,12 @@ from typing import Any, Final, NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import redis
+import redis.cluster
+import redis.sentinel
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from apimw._stores import PREFIX_LEN, display_url, mask_url
+from apimw._stores.base import PREFIX_LEN, display_url, mask_url
 from apimw.errors import ConfigError, StoreError
 
 #: Lua: create the record (reply 1) or return the one there (the claim before Redis 7.0).
@@ -257,12 +258,20 @@ class Flavour(NamedTuple):
 
     redis: Any
     pool: Any
-    cluster: str
-    sentinel: str
+    cluster: Any
+    cluster_node: Any
+    sentinel: Any
     retry: Any
 
 
-SYNC: Final = Flavour(redis.Redis, redis.BlockingConnectionPool, "redis.cluster", "redis.sentinel", Retry)
+SYNC: Final = Flavour(
+    redis.Redis,
+    redis.BlockingConnectionPool,
+    redis.cluster.RedisCluster,
+    redis.cluster.ClusterNode,
+    redis.sentinel.Sentinel,
+    Retry,
+)
 
 
 def redis_client(url: str, *, timeout: float, flavour: Flavour) -> Any:
@@ -273,7 +282,6 @@ def redis_client(url: str, *, timeout: float, flavour: Flavour) -> Any:
     params = dict(parse_qsl(parts.query, keep_blank_values=True))
     retry = flavour.retry(ExponentialBackoff(cap=0.05, base=0.005), 1)
     if scheme == "redis+cluster":
-        cluster = importlib.import_module(flavour.cluster)
         nodes, username, password = _nodes(parts.netloc, url)
         options = _options(params, timeout, url)
         if flavour is SYNC:
@@ -284,15 +292,14 @@ def redis_client(url: str, *, timeout: float, flavour: Flavour) -> Any:
             options["connection_pool_class"] = redis.BlockingConnectionPool
             options["timeout"] = float(params.get("timeout", timeout))
             nodes = nodes[1:]
-        return cluster.RedisCluster(
-            startup_nodes=[cluster.ClusterNode(h, p) for h, p in nodes],
+        return flavour.cluster(
+            startup_nodes=[flavour.cluster_node(h, p) for h, p in nodes],
             username=username,
             password=password,
             retry=retry,
             **options,
         )
     if scheme == "redis+sentinel":
-        sentinel_module = importlib.import_module(flavour.sentinel)
         nodes, username, password = _nodes(parts.netloc, url)
         segments = [s for s in parts.path.split("/") if s]
         if not segments or len(segments) > 2 or (len(segments) == 2 and not segments[1].isdigit()):
@@ -301,7 +308,7 @@ def redis_client(url: str, *, timeout: float, flavour: Flavour) -> Any:
             )
         options = _options(params, timeout, url)
         times = {k: options[k] for k in ("socket_timeout", "socket_connect_timeout")}
-        sentinel = sentinel_module.Sentinel(nodes, sentinel_kwargs=dict(times), **times)
+        sentinel = flavour.sentinel(nodes, sentinel_kwargs=dict(times), **times)
         return sentinel.master_for(
             segments[0],
             db=int(segments[1]) if len(segments) == 2 else 0,
