@@ -89,6 +89,19 @@ def test_oslo_opts_list_is_available_lazily() -> None:
     assert {"service_type", "min_version", "max_version", "pin_max_version"} <= names
 
 
+def test_importing_apimw_imports_no_middleware_until_a_name_is_used() -> None:
+    """``import apimw`` stays cheap: the re-exported names are imported on first use."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, apimw; before = sorted(m for m in sys.modules if m.startswith('apimw.')); "
+        "apimw.ETagMiddleware; after = 'apimw.etag' in sys.modules; print(before, after)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[] True"
+
+
 def test_the_top_level_names_are_listed_by_dir() -> None:
     assert set(apimw.__all__) <= set(dir(apimw))
 
