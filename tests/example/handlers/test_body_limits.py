@@ -97,6 +97,75 @@ def test_non_finite_numbers_are_400(api: Api, number: str) -> None:
     _assert_400(resp, "request.malformed-json")
 
 
+# -- numbers beyond 64 bits -----------------------------------------------------------------------
+
+#: Numbers no answer can carry as they were sent: integers beyond 64 bits (below -2**63, above
+#: 2**64 - 1), and floats past that range (an integral float is stored as the integer it says).
+OUT_OF_RANGE = [
+    "18446744073709551616",  # 2**64
+    "-9223372036854775809",  # -(2**63) - 1
+    "1" + "0" * 400,
+    "1e20",
+    "-1e19",
+    "1.8446744073709552e19",  # the float 2**64
+]
+
+
+@pytest.mark.parametrize("number", OUT_OF_RANGE)
+@pytest.mark.parametrize("kind", KINDS)
+def test_number_beyond_64_bits_is_400_on_create_and_patch(
+    api: Api, things: dict[str, str], kind: str, number: str
+) -> None:
+    body = json.dumps(_create_body(kind, things, extra={"n": 0})).replace('"n": 0', f'"n": {number}')
+    err = _assert_400(_raw(api, "POST", f"/v1/{kind}", body), "request.malformed-json")
+    assert "out of range" in err["faultstring"]
+    path = f"/v1/{kind}/{things[kind]}"
+    patch = f'[{{"op": "add", "path": "/extra/n", "value": {{"a": [1, {number}]}}}}]'
+    _assert_400(_raw(api, "PATCH", path, patch), "request.malformed-json")
+    got = api.get(path)
+    assert got.status_code == 200, got.text[:300]
+    assert got.json()["extra"] == {}
+    listed = api.get(f"/v1/{kind}/detail" if kind != "chassis" else "/v1/chassis/detail")
+    assert listed.status_code == 200, listed.text[:300]
+
+
+@pytest.mark.parametrize("field", ["extra", "properties", "driver_info", "instance_info"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(2**70, id="2**70"),
+        pytest.param(-(2**65), id="-2**65"),
+        pytest.param(1e300, id="1e300"),
+        pytest.param("\ud800", id="lone-surrogate"),
+        pytest.param({"k": ["a\udfffb"]}, id="nested-lone-surrogate"),
+    ],
+)
+def test_a_node_never_stores_what_its_answer_cannot_carry(api: Api, field: str, value: Any) -> None:
+    node = api.node(name="n1", **{field: {"ok": 1}})
+    path = f"/v1/nodes/{node['uuid']}"
+    _assert_400(api.patch(path, [{"op": "add", "path": f"/{field}/a", "value": value}]))
+    _assert_400(api.patch(path, [{"op": "replace", "path": f"/{field}", "value": {"a": value}}]))
+    _assert_400(api.post("/v1/nodes", {"driver": "fake-hardware", "name": "n2", field: {"a": value}}))
+    got = api.get(path)
+    assert got.status_code == 200, got.text[:300]
+    assert got.json()[field] == node[field]
+    for listing in ("/v1/nodes", "/v1/nodes/detail"):
+        listed = api.get(listing)
+        assert listed.status_code == 200, listed.text[:300]
+        assert [n["uuid"] for n in listed.json()["nodes"]] == [node["uuid"]]
+
+
+def test_numbers_at_the_64_bit_bounds_are_stored_and_read_back(api: Api) -> None:
+    extra = {"max": 2**64 - 1, "min": -(2**63), "big_float": 1.8e19, "low_float": -9.2e18, "tiny": 5e-324}
+    created = api.post("/v1/nodes", {"driver": "fake-hardware", "extra": extra})
+    assert created.status_code == 201, created.text[:300]
+    path = f"/v1/nodes/{created.json()['uuid']}"
+    assert api.get(path).json()["extra"] == extra
+    patched = api.patch(path, [{"op": "add", "path": "/extra/again", "value": [2**64 - 1, -(2**63)]}])
+    assert patched.status_code == 200, patched.text[:300]
+    assert api.get(path).json()["extra"] == {**extra, "again": [2**64 - 1, -(2**63)]}
+
+
 # -- deep nesting ----------------------------------------------------------------------------------
 
 

@@ -13,11 +13,13 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from flask import Flask
 from hypothesis import given
 from hypothesis import strategies as st
 
+from apimw.errors import HTTPProblem
 from baremetal_service.db.api import is_uuid_like
-from baremetal_service.handlers.common import encode_json
+from baremetal_service.handlers.common import MAX_JSON_NUMBER, MIN_JSON_NUMBER, encode_json, json_body
 
 Wsgi = Callable[[dict[str, Any], Any], Iterable[bytes]]
 
@@ -44,7 +46,11 @@ def test_uuid_check_refuses_non_strings() -> None:
 
 
 _json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers(MIN_JSON_NUMBER, MAX_JSON_NUMBER)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=20,
 )
@@ -55,9 +61,33 @@ def test_json_bodies_decode_to_the_document(doc: Any) -> None:
     assert json.loads(encode_json(doc)) == json.loads(json.dumps(doc))
 
 
-def test_json_bodies_beyond_orjson_fall_back_to_the_standard_library() -> None:
-    doc = {"big": 2**70, "neg": -(2**65), 1: "int key", "s": "lone \ud800 surrogate"}
-    assert json.loads(encode_json(doc)) == json.loads(json.dumps(doc))
+#: Any JSON value a client can send: integers and floats of any size, lone surrogates.
+_any_char = st.characters(codec=None, blacklist_categories=())
+_client_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.sampled_from([MIN_JSON_NUMBER - 1, MIN_JSON_NUMBER, MAX_JSON_NUMBER, MAX_JSON_NUMBER + 1, 1e20])
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(_any_char),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(_any_char, max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+_app = Flask(__name__)
+
+
+@given(_client_values)
+def test_every_body_the_service_accepts_can_be_answered(doc: Any) -> None:
+    """What ``json_body`` lets in, ``encode_json`` writes back: never a 500 at the answer."""
+    body = json.dumps(doc).encode()  # (lone surrogates escaped as \\udXXX, as a client sends them)
+    with _app.test_request_context(method="POST", data=body, content_type="application/json"):
+        try:
+            accepted = json_body()
+        except HTTPProblem as refused:
+            assert refused.status == 400
+            return
+        assert json.loads(encode_json(accepted)) == json.loads(body)
 
 
 # -- request id (oslo.middleware's RequestId) --------------------------------------------------

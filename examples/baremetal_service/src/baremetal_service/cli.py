@@ -30,17 +30,22 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from waitress.channel import HTTPChannel
+from waitress.server import BaseWSGIServer
+from waitress.server import create_server as waitress_server
+from waitress.task import WSGITask
+
 from apimw.errors import ConfigError
 
 from . import deploy, openapi, versions
 from . import settings as defaults
-from .servers import connection_limit_that_fits
-from .servers import granian as granian_server
+from .servers import check_listen, connection_limit_that_fits
 
 DEFAULT_HOST = defaults.HOST
 DEFAULT_PORT = defaults.PORT
@@ -248,8 +253,8 @@ def _accept_in_batches(listener: Any, socket_map: Mapping[int, Any]) -> None:
 SERVER_BODY_LIMIT = 4 * 1024 * 1024
 
 
-def _keep_alive_channel() -> type:
-    """waitress's connection class, keeping the connection open after a 1xx, 204 or 304.
+class BodilessKeepAliveTask(WSGITask):
+    """waitress's request task, keeping the connection open after a 1xx, 204 or 304.
 
     waitress 3 closes every HTTP/1.1 response that has no ``Content-Length`` (it cannot
     tell where a body ends), including those that have no body at all and must not
@@ -258,42 +263,35 @@ def _keep_alive_channel() -> type:
     line, so nothing is needed to frame it; a client asking to close still gets its
     close, and so does everything else waitress closes for.
     """
-    from waitress.channel import HTTPChannel
-    from waitress.task import WSGITask
 
-    class BodilessKeepAliveTask(WSGITask):
-        _ends_at_headers = False
+    _ends_at_headers = False
 
-        def build_response_header(self) -> bytes:
-            self._ends_at_headers = (
-                self.version == "1.1"
-                and not self.has_body
-                and not self.close_on_finish
-                and self.request.headers.get("CONNECTION", "").lower() != "close"
-            )
-            try:
-                return super().build_response_header()
-            finally:
-                self._ends_at_headers = False
+    def build_response_header(self) -> bytes:
+        self._ends_at_headers = (
+            self.version == "1.1"
+            and not self.has_body
+            and not self.close_on_finish
+            and self.request.headers.get("CONNECTION", "").lower() != "close"
+        )
+        try:
+            return super().build_response_header()
+        finally:
+            self._ends_at_headers = False
 
-        def set_close_on_finish(self) -> None:
-            if self._ends_at_headers:  # the only close left in build_response_header: "no length"
-                return
-            super().set_close_on_finish()
+    def set_close_on_finish(self) -> None:
+        if self._ends_at_headers:  # the only close left in build_response_header: "no length"
+            return
+        super().set_close_on_finish()
 
-    class KeepAliveChannel(HTTPChannel):
-        task_class = BodilessKeepAliveTask
 
-    return KeepAliveChannel
+class KeepAliveChannel(HTTPChannel):
+    """waitress's connection class with :class:`BodilessKeepAliveTask`."""
+
+    task_class = BodilessKeepAliveTask
 
 
 def create_server(app: Any, args: argparse.Namespace) -> Any:
     """The waitress server for *app*, listening (``OSError`` when the address cannot be bound)."""
-    import socket
-
-    from waitress.server import BaseWSGIServer
-    from waitress.server import create_server as waitress_server
-
     # waitress turns a name that does not resolve into "Invalid host/port specified.": say why
     socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
 
@@ -320,10 +318,9 @@ def create_server(app: Any, args: argparse.Namespace) -> Any:
         # just over it still reaches the application, which answers a JSON 413.
         max_request_body_size=SERVER_BODY_LIMIT,
     )
-    channel = _keep_alive_channel()
     for listener in list(socket_map.values()):  # one per address the host resolves to
         if isinstance(listener, BaseWSGIServer):
-            listener.channel_class = channel
+            listener.channel_class = KeepAliveChannel
             _accept_in_batches(listener, socket_map)
     return server
 
@@ -400,10 +397,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # built here to report a configuration error as one line; the worker builds its own
         app.close()
         try:
-            granian_server.check_listen(args.host, args.port)
+            check_listen(args.host, args.port)
         except (OSError, ValueError) as exc:
             return _cannot_listen(args, exc)
         connection_limit = connection_limit_that_fits(args.connection_limit)
+        # only with --server granian: the module imports granian (~0.1 s, asyncio), which the
+        # waitress path never needs
+        from .servers import granian as granian_server
+
         return granian_server.serve(args, conf, _announce, connection_limit=connection_limit)
     deploy.tune_gc()
     deploy.tune_malloc()

@@ -10,6 +10,7 @@ Errors are one line on stderr and a non-zero exit code (``--debug`` shows the tr
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import sys
@@ -132,10 +133,8 @@ def _server_range(endpoint: str, options: dict[str, Any]) -> str:
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
-
-        return version("baremetal-service")
-    except Exception:  # noqa: BLE001 - not installed as a distribution
+        return importlib.metadata.version("baremetal-service")
+    except importlib.metadata.PackageNotFoundError:  # not installed as a distribution
         return "0"
 
 

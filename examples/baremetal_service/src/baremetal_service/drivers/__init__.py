@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Final
 
+from apimw.errors import ConfigError
 from baremetal_service import exceptions as exc
 from baremetal_service.drivers.base import (
     POWER_OFF,
@@ -95,8 +96,6 @@ class DriverRegistry:
                 continue
             factory = known.get(name)
             if factory is None:
-                from apimw.errors import ConfigError
-
                 raise ConfigError(
                     f"unknown hardware type {name!r}; known: {', '.join(sorted({*known, *instances}))}"
                 )

@@ -45,6 +45,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
+import jsonschema
+
 __all__ = [
     "BOOT_DEVICES",
     "RAID_CONFIG_SCHEMA",
@@ -362,8 +364,6 @@ class HardwareType(abc.ABC):
     def validate_raid_config(self, task: Task, config: Mapping[str, Any]) -> None:
         """Ironic's ``RAIDInterface.validate_raid_config``: the schema, then one root volume
         at most.  Raises DriverError with Ironic's text."""
-        import jsonschema
-
         try:
             jsonschema.validate(config, RAID_CONFIG_SCHEMA)
         except jsonschema.ValidationError as error:

@@ -52,6 +52,7 @@ from sushy import auth as sushy_auth
 from sushy import connector as sushy_connector
 from sushy import exceptions as sushy_exc
 
+from apimw.errors import ConfigError
 from baremetal_service.drivers.base import (
     POWER_OFF,
     POWER_ON,
@@ -310,8 +311,6 @@ class _Settings:
             ("poll_interval", poll_interval),
         ):
             if not value > 0:
-                from apimw.errors import ConfigError
-
                 raise ConfigError(f"redfish {name} must be a positive number of seconds, got {value!r}")
         self.power_timeout = power_timeout
         self.connect_timeout = connect_timeout
@@ -598,8 +597,6 @@ class RedfishHardware(HardwareType):
             try:
                 settings[name] = float(raw)
             except ValueError:
-                from apimw.errors import ConfigError
-
                 raise ConfigError(f"{variable}={raw!r}: expected a number of seconds") from None
         return cls(**settings)
 

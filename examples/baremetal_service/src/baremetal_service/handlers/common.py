@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from urllib.parse import urlencode
 
 import fastjsonschema
 import jsonschema
+import orjson
 from flask import Request, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 
@@ -22,11 +22,6 @@ from apimw.errors import ENVIRON_PROFILE, HTTPProblem, render_problem
 from apimw.microversion import require_version, served_version
 from baremetal_service import schemas, versions
 from baremetal_service.handlers.json_schema import Validator, ecma_schema
-
-try:
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - orjson is a dependency; the stdlib still works without it
-    _orjson = None  # type: ignore[assignment]
 
 MAX_LIMIT: Final = 1000
 #: Largest list page, in bytes of its items' JSON: a page stops before the item that would
@@ -43,6 +38,12 @@ MAX_INTEGER_DIGITS: Final = 9
 #: (checked against Content-Length first, and while reading a chunked body).
 #: ``create_flask_app(service, max_body_bytes=...)`` overrides it per app.
 MAX_BODY_BYTES: Final = 1024 * 1024
+#: The numbers a request body may hold, integers and floats alike: the 64-bit range the
+#: response encoder (orjson) writes, from the smallest signed to the largest unsigned 64-bit
+#: integer.  Floats are held to it too, as an integral float is stored as the integer it
+#: says (``1e20`` is stored as ``100000000000000000000``).
+MIN_JSON_NUMBER: Final = -(2**63)
+MAX_JSON_NUMBER: Final = 2**64 - 1
 #: Deepest nesting of arrays/objects accepted in a JSON body or stored in a resource
 #: (counted from the document itself = 1).  Checked iteratively, before anything recursive.
 MAX_JSON_DEPTH: Final = 32
@@ -94,19 +95,15 @@ def check_fields_allowed(names: Iterable[str], fields: versions.Fields, kind: st
 
 
 def encode_json(doc: Any) -> bytes:
-    """*doc* as a JSON body: orjson (compact UTF-8), else the standard library.
+    """*doc* as a JSON body (orjson: compact UTF-8).
 
-    orjson refuses what it cannot encode exactly (an integer beyond 64 bits, a lone
-    surrogate, a key that is not a string); the standard library then encodes it, as
-    before.  ~10x faster than ``json.dumps`` on a node document (docs/example/performance.md).
-    Without ``OPT_NON_STR_KEYS``, which cost about 25% more on a 100-node detail page.
+    ~10x faster than ``json.dumps`` on a node document (docs/example/performance.md).
+    orjson refuses an integer beyond 64 bits, a lone surrogate and a key that is not a
+    string: :func:`json_body` refuses the first two in every request body (400), and JSON
+    objects have only string keys.  Without ``OPT_NON_STR_KEYS``, which cost about 25% more
+    on a 100-node detail page.
     """
-    if _orjson is not None:
-        try:
-            return _orjson.dumps(doc)
-        except _orjson.JSONEncodeError:
-            pass
-    return json.dumps(doc).encode()
+    return orjson.dumps(doc)
 
 
 def list_response(key: str, page: Page, nxt: str | None) -> Response:
@@ -184,8 +181,9 @@ def json_body(req: Request | None = None, *, allow_empty: bool = False) -> Any:
 
     Refused with 400 before anything else sees them: nesting deeper than
     :data:`MAX_JSON_DEPTH`, lone UTF-16 surrogates (``"\\ud800"``, which no UTF-8
-    encoder, canonical JSON or database accepts), ``NaN``/``Infinity`` and numbers that
-    overflow to infinity.  A body over the app's ``MAX_CONTENT_LENGTH`` is a 413.
+    encoder, canonical JSON or database accepts), ``NaN``/``Infinity`` and numbers outside
+    :data:`MIN_JSON_NUMBER` .. :data:`MAX_JSON_NUMBER` (no answer could carry them: see
+    :func:`encode_json`).  A body over the app's ``MAX_CONTENT_LENGTH`` is a 413.
     """
     raw = raw_body(req)
     if not raw.strip():
@@ -199,7 +197,9 @@ def json_body(req: Request | None = None, *, allow_empty: bool = False) -> Any:
     try:
         # strict UTF-8: json.loads(bytes) would let raw surrogates through ("surrogatepass")
         text = raw.decode("utf-8")
-        doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        doc = json.loads(
+            text, parse_constant=_no_constant, parse_float=_bounded_float, parse_int=_bounded_int
+        )
     except RecursionError:
         raise _too_deep() from None
     except (UnicodeDecodeError, ValueError) as exc:
@@ -272,11 +272,31 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _finite_float(text: str) -> float:
+def _bounded_float(text: str) -> float:
     value = float(text)
-    if value in (math.inf, -math.inf):
-        raise ValueError(f"the number {shorten(text, 40)} is out of range")
+    if not MIN_JSON_NUMBER <= value <= MAX_JSON_NUMBER:  # (infinity included)
+        raise _out_of_range(text)
     return value
+
+
+#: Longest integer text that may be in range: ``-9223372036854775808`` (20 characters).
+_MAX_INT_CHARS: Final = len(str(MIN_JSON_NUMBER))
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > _MAX_INT_CHARS:  # (and no quadratic int() of a long text)
+        raise _out_of_range(text)
+    value = int(text)
+    if not MIN_JSON_NUMBER <= value <= MAX_JSON_NUMBER:
+        raise _out_of_range(text)
+    return value
+
+
+def _out_of_range(text: str) -> ValueError:
+    return ValueError(
+        f"the number {shorten(text, 40)} is out of range: numbers from {MIN_JSON_NUMBER} "
+        f"to {MAX_JSON_NUMBER} are accepted"
+    )
 
 
 def _too_deep(what: str = "The request body") -> HTTPProblem:

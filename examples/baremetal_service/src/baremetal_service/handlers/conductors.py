@@ -9,8 +9,10 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
+from apimw.errors import HTTPProblem
 from baremetal_service import versions
 from baremetal_service.handlers.common import (
+    api_version,
     bad_request,
     check_args,
     json_response,
@@ -30,9 +32,6 @@ bp = Blueprint("conductors", __name__)
 
 
 def _gate() -> None:
-    from apimw.errors import HTTPProblem
-    from baremetal_service.handlers.common import api_version
-
     if api_version() < versions.CONDUCTORS:
         raise HTTPProblem(404, "request.not-found", "The resource could not be found.")
 

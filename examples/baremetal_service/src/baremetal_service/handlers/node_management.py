@@ -38,7 +38,7 @@ from typing import Any, Final
 
 import jsonschema
 from flask import Blueprint, Response, request
-from werkzeug.exceptions import MethodNotAllowed
+from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from apimw import Version
 from apimw.errors import HTTPProblem
@@ -75,16 +75,10 @@ BOOT_DEVICE_SCHEMA: dict[str, Any] = {
 }
 
 
-def _not_found() -> Any:
-    from werkzeug.exceptions import NotFound
-
-    return NotFound()
-
-
 def _gate(needed: Version) -> None:
     # Ironic's sub-controllers answer 404 below their version.
     if api_version() < needed:
-        raise _not_found()
+        raise NotFound()
 
 
 def _task(ident: str) -> tuple[Any, Task, dict[str, Any]]:

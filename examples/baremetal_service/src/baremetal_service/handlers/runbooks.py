@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response
 
+from apimw.errors import HTTPProblem
 from baremetal_service import versions
 from baremetal_service.handlers import common
 from baremetal_service.handlers.context import if_match, project_id, service
@@ -48,8 +49,6 @@ item_routes(bp, RUNBOOKS)
 def _traits_gate() -> None:
     RUNBOOKS.gate()
     if common.api_version() < versions.RUNBOOK_TRAITS:
-        from apimw.errors import HTTPProblem
-
         raise HTTPProblem(404, "request.not-found", "The resource could not be found.")
 
 

@@ -672,8 +672,6 @@ class BaremetalService:
         self, ident: str, *, timeout: float = 10.0, project_id: str | None = None
     ) -> dict[str, Any]:
         """Poll until the node has no queued work (tests, CLI helpers); returns the node."""
-        import time
-
         deadline = time.monotonic() + timeout
         while True:
             doc = self.db.get("node", ident, project_id=project_id)

@@ -10,7 +10,6 @@ handlers).
 from __future__ import annotations
 
 import copy
-import json
 import re
 from functools import lru_cache
 from typing import Any, Final
@@ -20,7 +19,7 @@ from werkzeug.routing import Map
 
 from apimw import Version
 from baremetal_service import versions
-from baremetal_service.handlers.common import api_version
+from baremetal_service.handlers.common import api_version, encode_json
 from baremetal_service.handlers.routes import create_flask_app
 from baremetal_service.openapi.builder import Builder, Routes
 from baremetal_service.openapi.components import components
@@ -107,7 +106,7 @@ class Documents:
         """:meth:`document` serialized (cached per version: the service answers it often)."""
         body = self._json.get(version)
         if body is None:
-            body = self._json[version] = json.dumps(self.document(version), sort_keys=False).encode("utf-8")
+            body = self._json[version] = encode_json(self.document(version))
         return body
 
 

@@ -8,10 +8,14 @@ process's descriptor limit is raised to fit them first (:func:`connection_limit_
 
 from __future__ import annotations
 
+import socket
 import sys
 from typing import Final
 
-__all__ = ["RESERVED_DESCRIPTORS", "connection_limit_that_fits", "fit_connection_limit"]
+if sys.platform != "win32":  # (Unix only; elsewhere the descriptor limit is left alone)
+    import resource
+
+__all__ = ["RESERVED_DESCRIPTORS", "check_listen", "connection_limit_that_fits", "fit_connection_limit"]
 
 #: Descriptors kept for everything but client connections: the database pool and its
 #: overflow, store connections, BMC sessions, log files, the server's own sockets.
@@ -23,12 +27,10 @@ def fit_connection_limit(wanted: int) -> tuple[int, int | None]:
 
     Returns ``(connection limit, soft limit)``: the soft limit goes up (never beyond the
     hard one) to leave :data:`RESERVED_DESCRIPTORS` besides the client connections, and
-    the connection limit comes down when the hard limit is too low for that.  Without
-    the ``resource`` module (not Unix), *wanted* as it is and ``None``.
+    the connection limit comes down when the hard limit is too low for that.  Not on Unix
+    (no ``resource`` module): *wanted* as it is and ``None``.
     """
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not Unix
+    if sys.platform == "win32":  # pragma: no cover - not Unix
         return wanted, None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     needed = wanted + RESERVED_DESCRIPTORS
@@ -56,3 +58,13 @@ def connection_limit_that_fits(wanted: int) -> int:
             flush=True,
         )
     return connection_limit
+
+
+def check_listen(host: str, port: int) -> None:
+    """Raise ``OSError`` when *host*:*port* cannot be listened on (as the server would fail)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1)

@@ -40,17 +40,24 @@ How the command runs it:
 from __future__ import annotations
 
 import argparse
+import ctypes
 import io
 import json
 import multiprocessing.util
 import os
 import secrets
 import signal
-import socket
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+
+# granian is imported with this module, which only ``baremetal-service --server granian``
+# imports (cli.main): the waitress path never loads it (~0.1 s, asyncio).
+from granian import Granian
+from granian.constants import HTTPModes, Interfaces
+from granian.http import HTTP1Settings
+from granian.log import LogLevels
 
 from baremetal_service import deploy
 from baremetal_service.handlers.common import MAX_BODY_BYTES
@@ -76,23 +83,11 @@ def request_threads(connection_limit: int, app_threads: int) -> int:
 MAX_IDLE_TIMEOUT = 60
 
 
-def check_listen(host: str, port: int) -> None:
-    """Raise ``OSError`` when *host*:*port* cannot be listened on (as granian would fail)."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    family, kind, proto, _name, address = infos[0]
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(1)
-
-
 def _die_with_parent() -> None:
     """Linux: the worker gets SIGTERM when granian's main process dies (even by SIGKILL)."""
     if not sys.platform.startswith("linux"):
         return
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
@@ -181,11 +176,6 @@ def serve(
 ) -> int:
     """Serve the service built from *conf* (the settings dict) with granian until SIGTERM/SIGINT;
     the exit status.  *args*: the command's options (address, workers, threads, timeouts)."""
-    from granian import Granian
-    from granian.constants import HTTPModes, Interfaces
-    from granian.http import HTTP1Settings
-    from granian.log import LogLevels
-
     conf = dict(conf)
     if args.workers > 1 and not conf["etag_key"]:
         # every worker must compute the same etags: one key for all of them, made here
