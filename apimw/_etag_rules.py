@@ -77,7 +77,8 @@ from apimw._etag_response import (
     is_json_document,
     with_etag,
 )
-from apimw._microversion_core import check_inside_microversion
+from apimw._idempotency_rules import IdempotencyRules
+from apimw._microversion_core import check_inside_microversion, wraps
 from apimw._microversion_type import ENVIRON_VERSION, Version
 from apimw.errors import ConfigError, HTTPProblem, check_profile
 from apimw.metrics import Metrics, as_metrics, problem_outcome
@@ -128,10 +129,25 @@ def _date_malformed(header: str) -> HTTPProblem:
     )
 
 
+def _is_idempotency_middleware(obj: object) -> bool:
+    return isinstance(getattr(obj, "rules", None), IdempotencyRules)
+
+
 def check_order(app: object) -> None:
-    """:class:`ConfigError` when a microversion middleware is below *app* (the app the etag
-    middleware is given): the etag middleware must sit inside it, next to the app."""
+    """:class:`ConfigError` when a microversion or an idempotency middleware is below *app* (the
+    app the etag middleware is given): the etag middleware must sit inside both, next to the app.
+
+    Inside the idempotency middleware because a replayed write never reaches the app, so no data
+    layer enforces its precondition again: outside, every replayed conditional write would fail
+    closed."""
     check_inside_microversion(app, "etag", "it never sees the served version")
+    if wraps(app, _is_idempotency_middleware):
+        raise ConfigError(
+            "the etag middleware is outside the idempotency middleware (e.g. 'pipeline = ... etag "
+            "idempotency ... app'): put it inside (order: request_id -> microversion -> auth -> "
+            "idempotency -> etag -> app), or every replayed conditional write fails closed: a replay "
+            "never reaches the app that enforces its precondition"
+        )
 
 
 # == the rules ===================================================================================

@@ -20,7 +20,7 @@ holds no memory).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple, Required, TypedDict, Unpack
 
 from apimw import discovery as _discovery
@@ -256,14 +256,13 @@ class MicroversionCore:
 APP_ATTRIBUTES: Final = ("app", "application", "wsgi_app")
 
 
-def wraps_microversion(app: object) -> bool:
-    """Whether a microversion middleware (WSGI or ASGI: an object holding a
-    :class:`MicroversionCore` as its ``core``) is below *app* in its chain of middlewares.
+def wraps(app: object, is_middleware: Callable[[object], bool]) -> bool:
+    """Whether a middleware for which *is_middleware* holds is below *app* in its chain of
+    middlewares (*app* included).
 
-    For an inner apimw middleware to refuse, when the pipeline is built, being placed outside
-    the microversion middleware (it would never see a served version).  The chain is followed
-    through :data:`APP_ATTRIBUTES`; a middleware that keeps its app under another name is not
-    seen through.
+    For an apimw middleware to refuse, when the pipeline is built, an order that cannot work.
+    The chain is followed through :data:`APP_ATTRIBUTES`; a middleware that keeps its app under
+    another name is not seen through.
     """
     seen: set[int] = set()
     todo = [app]
@@ -271,12 +270,23 @@ def wraps_microversion(app: object) -> bool:
         obj = todo.pop()
         if obj is None or id(obj) in seen:
             continue
-        if isinstance(getattr(obj, "core", None), MicroversionCore):
+        if is_middleware(obj):
             return True
         seen.add(id(obj))
         todo.extend(getattr(obj, name, None) for name in APP_ATTRIBUTES)
     return False
 
+
+def is_microversion_middleware(obj: object) -> bool:
+    """Whether *obj* is a microversion middleware (WSGI or ASGI: it holds a
+    :class:`MicroversionCore` as its ``core``)."""
+    return isinstance(getattr(obj, "core", None), MicroversionCore)
+
+
+def wraps_microversion(app: object) -> bool:
+    """Whether a microversion middleware is below *app* in its chain of middlewares: an inner
+    apimw middleware placed outside it would never see a served version."""
+    return wraps(app, is_microversion_middleware)
 
 
 def check_inside_microversion(app: object, middleware: str, because: str) -> None:

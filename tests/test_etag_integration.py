@@ -249,15 +249,3 @@ def test_two_if_match_header_lines_over_real_http() -> None:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
-
-
-@pytest.mark.parametrize("door", ["apimw.etag", "apimw.asgi.etag"])
-def test_help_shows_every_option_on_both_doors(door: str) -> None:
-    import importlib
-    import pydoc
-
-    from apimw.etag import OPTIONS
-
-    text = pydoc.render_doc(importlib.import_module(door).ETagMiddleware)
-    missing = [opt.name for opt in OPTIONS if f":param {opt.name}:" not in text]
-    assert missing == []

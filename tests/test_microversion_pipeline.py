@@ -180,3 +180,55 @@ def test_the_idempotency_middleware_outside_microversion_is_refused(door: str) -
         idempotency(inner, scope="shared")
     outer = MicroversionMiddleware if door == "wsgi" else apimw.asgi.MicroversionMiddleware
     assert wraps_microversion(outer(idempotency(inner.app, scope="shared"), **OPTIONS))
+
+
+# -- the etag middleware outside the idempotency middleware: refused alike -----------------------
+#
+# A replayed write never reaches the app, so no data layer enforces its If-Match again: the etag
+# middleware outside would fail every replayed conditional write closed (500).
+
+
+def test_a_paste_pipeline_with_etag_outside_idempotency_fails_to_load(tmp_path: Path) -> None:
+    ini = paste_ini(tmp_path, "request_id microversion etag idempotency app")
+    ini.write_text(ini.read_text() + "\n[filter:idempotency]\nuse = egg:apimw#idempotency\nscope = shared\n")
+    with pytest.raises(ConfigError) as raised:
+        loadapp(f"config:{ini}")
+    message = str(raised.value)
+    assert message.startswith(f"[filter:etag] in {ini}: the etag middleware is outside the idempotency")
+    assert "microversion -> auth -> idempotency -> etag -> app" in message
+
+
+def test_wrap_flask_with_etag_outside_idempotency_is_refused() -> None:
+    flask_app = flask.Flask(__name__)
+    flask_app.config["APIMW_IDEMPOTENCY"] = {"scope": "shared"}
+    apimw.idempotency.wrap_flask(flask_app)
+    with pytest.raises(ConfigError, match="the etag middleware is outside the idempotency middleware"):
+        apimw.etag.wrap_flask(flask_app)
+
+
+@pytest.mark.parametrize("door", ["wsgi", "asgi"])
+def test_the_etag_middleware_outside_idempotency_is_refused(door: str) -> None:
+    class Between:  # a middleware between the two, keeping its app as Starlette's and oslo's do
+        def __init__(self, app: Any) -> None:
+            self.application = app
+
+    if door == "wsgi":
+        idempotency: Any = apimw.idempotency.IdempotencyMiddleware
+        etag: Any = apimw.etag.ETagMiddleware
+        inner: Any = app
+    else:
+        idempotency, etag, inner = apimw.asgi.IdempotencyMiddleware, apimw.asgi.ETagMiddleware, asgi_app
+    with pytest.raises(ConfigError, match="the etag middleware is outside the idempotency middleware"):
+        etag(Between(idempotency(inner, scope="shared")), enforces="PATCH")
+    idempotency(etag(inner, enforces="PATCH"), scope="shared")  # the documented order builds
+
+
+def test_the_asgi_door_refuses_etag_outside_idempotency_under_starlette() -> None:
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+
+    built = Starlette(middleware=[Middleware(apimw.asgi.MicroversionMiddleware, **OPTIONS),
+                                  Middleware(apimw.asgi.ETagMiddleware, enforces="PATCH"),
+                                  Middleware(apimw.asgi.IdempotencyMiddleware, scope="shared")])  # fmt: skip
+    with pytest.raises(ConfigError, match="the etag middleware is outside the idempotency middleware"):
+        built.build_middleware_stack()
