@@ -32,7 +32,7 @@ the RFC 9110 conformance table in ``docs/conformance/etag.md``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from apimw import _wsgi
@@ -119,6 +119,8 @@ __all__ = [
     "filter_factory",
     "format_etag",
     "generator_from_environ",
+    "if_match",
+    "if_none_match",
     "list_opts",
     "mark_enforced",
     "oslo_hook",
@@ -153,6 +155,22 @@ def set_response_etag(environ: WSGIEnvironment, etag: str | None) -> None:
     Checked here (``W/"..."`` or ``"..."``), so the middleware's hot path does not re-check it.
     """
     environ[ENVIRON_RESPONSE_ETAG] = None if etag is None else check_wire(etag)
+
+
+def if_match(environ: Mapping[str, Any]) -> IfMatch | None:
+    """The If-Match the middleware parsed for the write being served (``None`` without one).
+
+    *environ* is the WSGI environ or the ASGI scope."""
+    found = environ.get(ENVIRON_IF_MATCH)
+    return found if isinstance(found, IfMatch) else None
+
+
+def if_none_match(environ: Mapping[str, Any]) -> IfNoneMatch | None:
+    """The If-None-Match of a write (only with ``if_none_match_on_writes``), ``None`` without one.
+
+    *environ* is the WSGI environ or the ASGI scope."""
+    found = environ.get(ENVIRON_IF_NONE_MATCH)
+    return found if isinstance(found, IfNoneMatch) else None
 
 
 def etags_enabled(environ: WSGIEnvironment) -> bool:

@@ -34,8 +34,6 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from apimw._microversion_type import Version
 from apimw.errors import ENVIRON_PROFILE, ENVIRON_REQUEST_ID, HTTPProblem, explain_missing, render_problem
 from apimw.etag import (
-    ENVIRON_IF_MATCH,
-    ENVIRON_IF_NONE_MATCH,
     ETagGenerator,
     IfMatch,
     IfNoneMatch,
@@ -43,6 +41,8 @@ from apimw.etag import (
     generator_from_environ,
     set_response_etag,
 )
+from apimw.etag import if_match as _if_match
+from apimw.etag import if_none_match as _if_none_match
 from apimw.etag import mark_enforced as _mark_enforced
 from apimw.idempotency import ENVIRON_REPLAYED, ENVIRON_STATUS
 from apimw.microversion import VersionGate
@@ -182,12 +182,12 @@ def version_gate(
 
 def if_match(req: webob.Request) -> IfMatch | None:
     """The If-Match the etag middleware parsed for this write (``None`` if absent)."""
-    return req.environ.get(ENVIRON_IF_MATCH)  # type: ignore[no-any-return]
+    return _if_match(req.environ)
 
 
 def if_none_match(req: webob.Request) -> IfNoneMatch | None:
     """The If-None-Match of a write (only with the middleware's ``if_none_match_on_writes``)."""
-    return req.environ.get(ENVIRON_IF_NONE_MATCH)  # type: ignore[no-any-return]
+    return _if_none_match(req.environ)
 
 
 def mark_enforced(req: webob.Request) -> None:

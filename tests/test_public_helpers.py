@@ -112,3 +112,32 @@ def test_versioned_fields_answer_since_and_visible_in_order() -> None:
     order = ("uuid", "description", "name")
     assert fields.visible(order, Version(1, 4)) == ("uuid",)
     assert fields.visible(order, Version(1, 51)) == order
+
+
+def test_the_if_match_helpers_read_the_wsgi_environ_as_they_read_the_asgi_scope() -> None:
+    import apimw.asgi
+    import apimw.etag
+    from webob import Request
+
+    from .wsgi import run
+
+    seen: dict[str, Any] = {}
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        seen["if_match"] = apimw.etag.if_match(environ)
+        seen["if_none_match"] = apimw.etag.if_none_match(environ)
+        apimw.etag.mark_enforced(environ)
+        start_response("204 No Content", [])
+        return []
+
+    wrapped = apimw.etag.ETagMiddleware(app, enforces="PUT")
+    put = Request.blank("/v1/nodes/n1", method="PUT", headers={"If-Match": 'W/"a", W/"b"',
+                                                                  "If-None-Match": "*"})  # fmt: skip
+    assert run(wrapped, put).status_int == 204
+    assert seen["if_match"] is not None and seen["if_match"].matches('W/"b"')
+    assert not seen["if_match"].matches('W/"c"')
+    assert seen["if_none_match"] is not None and seen["if_none_match"].any
+    assert run(wrapped, Request.blank("/v1/nodes/n1", method="PUT")).status_int == 204
+    assert seen["if_match"] is None and seen["if_none_match"] is None
+    # one helper for both doors: the scope is read as the environ is
+    assert apimw.asgi.if_match is apimw.etag.if_match

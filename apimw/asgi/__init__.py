@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from apimw._microversion_type import Version
 from apimw._stores.aio import open_async_store
-from apimw.asgi.etag import ETagMiddleware, if_match
+from apimw.asgi.etag import ETagMiddleware
 from apimw.asgi.idempotency import IdempotencyMiddleware
 from apimw.asgi.microversion import MicroversionMiddleware
-from apimw.etag import mark_enforced, set_response_etag
+from apimw.etag import if_match, mark_enforced, set_response_etag
 from apimw.idempotency import client_token
 from apimw.microversion import served_version
 

@@ -1,4 +1,4 @@
-"""The etag middleware for ASGI (:class:`ETagMiddleware`) and :func:`if_match`.
+"""The etag middleware for ASGI (:class:`ETagMiddleware`).
 
 Thin glue around the sans-IO rules of :class:`apimw.etag.ETagRules`, which the WSGI
 middleware runs too: it reads the request's facts from the scope, hands the app what the
@@ -12,10 +12,8 @@ any future one) passes through in order.
 from __future__ import annotations
 
 import inspect
-from collections.abc import MutableMapping
 from typing import Any, Final
 
-from apimw._etag_conditions import IfMatch
 from apimw._etag_decisions import (
     Facts,
     NotModified,
@@ -28,7 +26,6 @@ from apimw._etag_decisions import (
 from apimw._etag_options import OPTION_DOCS
 from apimw._etag_rules import (
     ENVIRON_ENFORCED,
-    ENVIRON_IF_MATCH,
     ENVIRON_RESPONSE_ETAG,
     ETagRules,
     check_order,
@@ -50,12 +47,6 @@ from apimw.asgi._glue import (
     Send as SendCallable,
 )
 from apimw.errors import HTTPProblem, problem_answer
-
-
-def if_match(scope: MutableMapping[str, Any]) -> IfMatch | None:
-    """The parsed If-Match of the write being served (``None`` without one)."""
-    found = scope.get(ENVIRON_IF_MATCH)
-    return found if isinstance(found, IfMatch) else None
 
 
 def _is_coroutine_function(call: object) -> bool:
