@@ -7,7 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from webob import Request
 
+import apimw.asgi
+import apimw.etag
 from apimw import Version, VersionedFields
 from apimw.config import as_bool, as_float, as_int, as_list
 from apimw.discovery import DiscoveryResponder, major_document, root_document
@@ -15,6 +18,7 @@ from apimw.errors import ConfigError, StoreError
 from apimw.idempotency import open_store
 
 from .servers import HOST, Server, free_port
+from .wsgi import run
 
 
 def test_open_store_memory_is_always_reachable() -> None:
@@ -115,12 +119,6 @@ def test_versioned_fields_answer_since_and_visible_in_order() -> None:
 
 
 def test_the_if_match_helpers_read_the_wsgi_environ_as_they_read_the_asgi_scope() -> None:
-    import apimw.asgi
-    import apimw.etag
-    from webob import Request
-
-    from .wsgi import run
-
     seen: dict[str, Any] = {}
 
     def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
