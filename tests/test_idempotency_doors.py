@@ -479,27 +479,41 @@ class WsgiServer:
         self.server.shutdown()
 
 
+Post = Callable[[list[tuple[str, str]]], tuple[int, bytes]]
+
+
 @pytest.fixture(params=DOORS)
-def door_post(
-    request: pytest.FixtureRequest,
-) -> Iterator[Callable[[list[tuple[str, str]]], tuple[int, bytes]]]:
-    """POST with header lines as sent on the wire, to the middleware behind a real WSGI server or
-    as ASGI messages; the same counted app and store behind both."""
-    counted = Counted()
-    store = f"memory://{uuid.uuid4().hex}"
-    if request.param == "wsgi":
-        server = WsgiServer(IdempotencyMiddleware(wsgi_created(counted), store=store))
-        yield server.post
+def door_poster(request: pytest.FixtureRequest) -> Iterator[Callable[..., Post]]:
+    """Build the middleware (its options given) on the fixture's door: the POST sends header lines
+    as sent on the wire, to the middleware behind a real WSGI server or as ASGI messages; the
+    same counted app and store behind both."""
+    servers: list[WsgiServer] = []
+
+    def build(**options: Any) -> Post:
+        counted = Counted()
+        store = f"memory://{uuid.uuid4().hex}"
+        if request.param == "wsgi":
+            server = WsgiServer(IdempotencyMiddleware(wsgi_created(counted), store=store, **options))
+            servers.append(server)
+            return server.post
+        mw = apimw.asgi.IdempotencyMiddleware(asgi_created(counted), store=store, **options)
+
+        def post(headers: list[tuple[str, str]]) -> tuple[int, bytes]:
+            scope = asgi_scope(project=None, headers=[(k.lower().encode(), v.encode()) for k, v in headers])
+            got = asyncio.run(asgi_request(mw, scope))
+            return got.status, got.content
+
+        return post
+
+    yield build
+    for server in servers:
         server.close()
-        return
-    mw = apimw.asgi.IdempotencyMiddleware(asgi_created(counted), store=store)
 
-    def post(headers: list[tuple[str, str]]) -> tuple[int, bytes]:
-        scope = asgi_scope(project=None, headers=[(k.lower().encode(), v.encode()) for k, v in headers])
-        got = asyncio.run(asgi_request(mw, scope))
-        return got.status, got.content
 
-    yield post
+@pytest.fixture
+def door_post(door_poster: Callable[..., Post]) -> Post:
+    """:func:`door_poster`'s POST to the middleware with its default options."""
+    return door_poster()
 
 
 def test_an_underscore_header_is_not_the_project(
@@ -536,6 +550,41 @@ def test_a_repeated_token_header_is_refused_alike(
 ) -> None:
     status, body = door_post([*lines, ("X-Project-Id", "p")])
     assert (status, code_of(body)) == (400, "idempotency.token-repeated")
+
+
+@pytest.mark.parametrize(
+    ("scope", "lines"),
+    [
+        pytest.param("project", [("X-Project-Id", "p1"), ("X-Project-Id", "p2")], id="two-project-lines"),
+        pytest.param("project", [("X-Project-Id", "p1,p2")], id="a-project-list"),
+        pytest.param("project", [("X-Project-Id", "p1, p2")], id="a-project-list-with-space"),
+        pytest.param("project", [("X-Tenant-Id", "p1"), ("X-Tenant-Id", "p2")], id="two-tenant-lines"),
+        pytest.param("user", [("X-Project-Id", "p1"), ("X-Project-Id", "p2"), ("X-User-Id", "u")],
+                     id="user-two-project-lines"),  # fmt: skip
+        pytest.param("user", [("X-Project-Id", "p"), ("X-User-Id", "u1"), ("X-User-Id", "u2")],
+                     id="two-user-lines"),  # fmt: skip
+        pytest.param("user", [("X-Project-Id", "p"), ("X-User-Id", "u1,u2")], id="a-user-list"),
+    ],
+)
+def test_a_scope_header_with_a_comma_is_refused_alike(
+    door_poster: Callable[..., Post], scope: str, lines: list[tuple[str, str]]
+) -> None:
+    """Servers join repeated lines differently (``p1, p2``, ``p1,p2``): a joined tenant would differ
+    from door to door, so a scope header holding a comma is refused on both."""
+    post = door_poster(scope=scope)
+    status, body = post([("X-Client-Token", token()), *lines])
+    assert (status, code_of(body)) == (400, "idempotency.scope-repeated")
+    names = [name for name, value in lines]
+    (named,) = {name for name, value in lines if "," in value or names.count(name) > 1}
+    assert named in json.loads(body)["errors"][0]["detail"]  # the detail names the header
+
+
+def test_a_shared_scope_reads_no_scope_header(door_poster: Callable[..., Post]) -> None:
+    post = door_poster(scope="shared")
+    tok = token()
+    assert post([("X-Client-Token", tok), ("X-Project-Id", "p1"), ("X-Project-Id", "p2")])[0] == 201
+    replay = post([("X-Client-Token", tok), ("X-Project-Id", "p3")])
+    assert replay == (201, json.dumps({"serial": 1}).encode())
 
 
 # -- the renewer never holds a lock across a store call ----------------------------------------
