@@ -462,7 +462,7 @@ class IdempotencyRules:
             return self._store_down(facts, handed, key, exc)
         if current is None:
             keys = {ENVIRON_TOKEN: handed, ENVIRON_STATUS: "claimed", ENVIRON_REPLAYED: False}
-            return Claimed(Claim(key, pending[:PREFIX_LEN], owner, fp, scope), handed, keys)
+            return Claimed(Claim(key, pending[:PREFIX_LEN], owner, fp, scope, facts.method), handed, keys)
         return self._answer_existing(facts, handed, current, fp, scope)
 
     def _claim(self, key: str, pending: bytes) -> Ops[bytes | None]:

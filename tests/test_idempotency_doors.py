@@ -314,6 +314,52 @@ def test_asgi_an_app_that_returns_without_its_last_body_message_is_not_stored() 
     assert "idempotent-replayed" not in again.headers
 
 
+@pytest.mark.parametrize("door", DOORS)
+@pytest.mark.parametrize("declared", ["100", "3"], ids=["longer", "shorter"])
+def test_an_answer_that_does_not_match_its_content_length_is_not_stored(door: str, declared: str) -> None:
+    """The server aborts such an answer: it did not complete as declared, so a retry runs again."""
+    counted = Counted()
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        environ["wsgi.input"].read()
+        counted.runs += 1
+        body = json.dumps({"serial": counted.runs}).encode()
+        length = declared if counted.runs == 1 else str(len(body))
+        start_response("201 Created", [("Content-Type", "application/json"), ("Content-Length", length)])
+        return [body]
+
+    options = {"scope": "shared", "store": f"memory://{uuid.uuid4().hex}"}
+    stack = layered(door, app, (IdempotencyMiddleware, options))
+    tok = token()
+    first = call(stack, environ_for(token=tok))
+    assert (first.status, first.header("Content-Length")) == (201, declared)  # what the app said
+    assert not first.has("Idempotency-Status")  # nothing kept: the token is free again
+    again = call(stack, environ_for(token=tok))
+    assert (again.status, json.loads(again.body), counted.runs) == (201, {"serial": 2}, 2)
+    assert not again.has("Idempotent-Replayed")
+    replay = call(stack, environ_for(token=tok))  # the complete answer is the one kept
+    assert (json.loads(replay.body), replay.header("Idempotent-Replayed")) == ({"serial": 2}, "true")
+    assert counted.runs == 2
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_a_head_answer_keeps_its_content_length_and_is_stored(door: str) -> None:
+    """A HEAD answer declares the length of the body a GET would get, and sends none."""
+    counted = Counted()
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        counted.runs += 1
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", "100")])
+        return []
+
+    options = {"scope": "shared", "methods": ["HEAD"], "store": f"memory://{uuid.uuid4().hex}"}
+    stack = layered(door, app, (IdempotencyMiddleware, options))
+    tok = token()
+    first = call(stack, environ_for(token=tok, method="HEAD", body=None))
+    replay = call(stack, environ_for(token=tok, method="HEAD", body=None))
+    assert (first.status, replay.header("Idempotent-Replayed"), counted.runs) == (200, "true", 1)
+
+
 def test_asgi_an_app_that_returns_without_an_answer_after_a_disconnect_does_not_raise() -> None:
     """What an inner middleware holding a JSON answer does when its client left: nothing sent.
     (An app that answers nothing to a client still there is an error: tests/test_asgi_over_http.py.)"""
