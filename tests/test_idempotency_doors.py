@@ -310,6 +310,8 @@ def test_asgi_an_app_that_returns_without_its_last_body_message_is_not_stored() 
     cut, again = asyncio.run(run())
     # the client was told no more than the app said: an unfinished body
     assert [m.get("more_body", False) for m in cut.sent if m["type"] == "http.response.body"][-1:] != [False]
+    # nothing was kept and the token is free again: not announced as a tombstone (``not-stored``)
+    assert "idempotency-status" not in cut.headers
     assert (again.status, again.content, counted.runs) == (201, b'{"serial": 2}', 2)
     assert "idempotent-replayed" not in again.headers
 
