@@ -123,6 +123,8 @@ class Claim(NamedTuple):
     owner: bytes
     fp: str
     scope: str
+    #: the request's method (a HEAD answer declares a length it does not send)
+    method: str
 
 
 def _short(key: str) -> str:
@@ -171,8 +173,10 @@ class Answering:
     stored (a file the server sends, ASGI ``pathsend``, ``zerocopy`` or trailers), leaves a
     tombstone before its first byte is sent; an answer that did not complete before it was
     committed (an exception, a cancellation, an ASGI app that returns without its last body
-    message) releases the claim; a transient status, or an answer an apimw middleware made
-    itself (:data:`~apimw.errors.ENVIRON_MIDDLEWARE_ANSWER`), releases the claim.
+    message, a body whose length is not its ``Content-Length``) releases the claim, and the
+    answer carries no ``Idempotency-Status`` (nothing is kept, the token is free again); a
+    transient status, or an answer an apimw middleware made itself
+    (:data:`~apimw.errors.ENVIRON_MIDDLEWARE_ANSWER`), releases the claim.
     ``replayed`` is True once the answer sent is the database guard's replay
     (:attr:`ClientToken.replayed`).
     """
@@ -244,6 +248,23 @@ class Answering:
             or self.token.reused
         )
 
+    def as_declared(self, status: str, body: bytes) -> bool:
+        """Whether *body* has the length its ``Content-Length`` declares.  A server aborts an answer
+        that has not (its client gets a broken answer): it did not complete, and is never stored.
+        A HEAD, 204 or 304 answer sends no body of its own."""
+        if self.claim.method == "HEAD" or status[:3] in ("204", "304"):
+            return True
+        for name, value in self.headers:
+            declared = value.strip()
+            if name.lower() == "content-length" and not (declared.isdigit() and int(declared) == len(body)):
+                LOG.warning(
+                    "idempotency: answer of key %s... declares Content-Length %r and has %d bytes: it did "
+                    "not complete as declared; not stored, the claim is released", _short(self.claim.key),
+                    value, len(body),
+                )  # fmt: skip
+                return False
+        return True
+
     def sent_headers(self, status: str, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The headers the client gets: a 2xx the database guard answered is marked as a replay."""
         if self.token.replayed and status[:1] == "2":
@@ -307,7 +328,7 @@ class Answering:
             raise RuntimeError("the application returned without starting its answer")
         body = b"".join(self.take())
         headers = self.headers
-        if self.should_release(status):
+        if self.should_release(status) or not self.as_declared(status, body):
             yield from self.releasing()
         else:
             kept = records.stored_headers(self.headers, self.keeping.drop)

@@ -32,7 +32,7 @@ _SF_UNESCAPE_RE: Final = re.compile(r"\\([\"\\])")
 
 
 class TokenError(ValueError):
-    """The token header is malformed; ``code`` is the stable error code."""
+    """A header that names the token or its scope is malformed; ``code`` is the stable error code."""
 
     def __init__(self, code: str, detail: str) -> None:
         super().__init__(detail)
@@ -58,6 +58,19 @@ def _check_single(text: str, header: str) -> str:
             f"{header} must appear once, with one value (a token holds no comma); send one token.",
         )
     return text
+
+
+def check_scope_value(value: str, header: str) -> str:
+    """A scope header (``X-Project-Id``, ``X-Tenant-Id``, ``X-User-Id``) holds no comma, as
+    :func:`_check_single` a token: servers join repeated lines differently (waitress ``p1, p2``,
+    an ASGI door ``p1,p2``), so a joined value would be a different tenant on each door.
+    Keystone project and user ids never hold a comma."""
+    if "," in value:
+        raise TokenError(
+            "idempotency.scope-repeated",
+            f"{header} must appear once, with one value (a project or user id holds no comma).",
+        )
+    return value
 
 
 def parse_client_token(value: str) -> str:

@@ -45,7 +45,8 @@ OPTIONS: Final = (
            "Answer 400 to a protected method without a token.", kind="bool"),
     Option("scope", as_str, "project",
            "Whose tokens are separate: project (X-Project-Id / X-Tenant-Id from auth_token), "
-           "user (project and X-User-Id), shared (one scope, no-auth deployments), or module:function."),
+           "user (project and X-User-Id), shared (one scope, no-auth deployments), or module:function. "
+           "A project or user header holding a comma (two lines, or a list) is a 400."),
     Option("missing_scope", _choice("reject", "shared"), "reject",
            "A token-bearing request without a scope: reject (400) or use the shared scope."),
     Option("fingerprint_headers", as_list, list(DEFAULT_FINGERPRINT_HEADERS),

@@ -123,7 +123,8 @@ def _decode(raw: bytes) -> Record:
 # -- headers -----------------------------------------------------------------------
 
 #: Says what the middleware did with an answer: ``not-stored`` (see :data:`NOT_STORED`), or
-#: ``unprotected`` (the store was down and ``on_store_error = fail_open`` ran the app).
+#: ``unprotected`` (the store was down and ``on_store_error = fail_open`` ran the app).  Absent
+#: when the answer was stored, or when its claim was released (nothing kept: a retry runs again).
 STATUS_HEADER: Final = "Idempotency-Status"
 #: On a first answer that was sent but not stored for replay (too large, or the store refused
 #: it): a retry gets 409 ``idempotency.replay-unavailable`` (or, if even the tombstone could not

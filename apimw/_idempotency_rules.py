@@ -83,6 +83,13 @@ SHARED_SCOPE: Final = "*shared*"
 # -- scope functions (read the request's CGI keys) ------------------------------------------------
 
 
+def _scope_header(environ: Mapping[str, Any], key: str, header: str) -> str | None:
+    """The value of a scope header; :class:`~apimw._idempotency_identity.TokenError` (400
+    ``idempotency.scope-repeated``) when it holds a comma (two lines joined, or a list)."""
+    value = environ.get(key)
+    return identity.check_scope_value(value, header) if value else None
+
+
 def project_scope(environ: Mapping[str, Any]) -> str | None:
     """The project auth_token authenticated (``X-Project-Id``, legacy ``X-Tenant-Id``).
 
@@ -93,13 +100,16 @@ def project_scope(environ: Mapping[str, Any]) -> str | None:
     status = environ.get(ENVIRON_IDENTITY_STATUS)
     if status is not None and str(status).strip().lower() != "confirmed":
         return None
-    return environ.get(ENVIRON_PROJECT_ID) or environ.get(ENVIRON_TENANT_ID) or None
+    return (
+        _scope_header(environ, ENVIRON_PROJECT_ID, "X-Project-Id")
+        or _scope_header(environ, ENVIRON_TENANT_ID, "X-Tenant-Id")
+    )
 
 
 def user_scope(environ: Mapping[str, Any]) -> str | None:
     """Project and user: the same token from two users of one project are two requests."""
     project = project_scope(environ)
-    user = environ.get(ENVIRON_USER_ID)
+    user = _scope_header(environ, ENVIRON_USER_ID, "X-User-Id") if project else None
     return f"{project}\x1f{user}" if project and user else None
 
 
@@ -167,6 +177,8 @@ class RequestFacts(NamedTuple):
     profile: str | None = None
     request_id: str | None = None
     multiprocess: bool = False
+    #: a scope header the ``scope`` function read is malformed (it holds a comma): a 400
+    scope_problem: identity.TokenError | None = None
 
 
 def cgi_facts(
@@ -175,6 +187,15 @@ def cgi_facts(
     """The facts of a request its PEP 3333 keys describe: a WSGI environ, or the view of an ASGI
     request the ASGI door builds (its headers' CGI keys, its scope's ``apimw.`` keys)."""
     request_id = request.get(ENVIRON_REQUEST_ID)
+    scope_problem = None
+    try:
+        scope = rules.scope_fn(request)
+    except identity.TokenError as exc:
+        scope, scope_problem = None, exc
+    try:
+        project = project_scope(request)
+    except identity.TokenError:  # a scope that does not read it (shared, or the deployment's)
+        project = None
     return RequestFacts(
         method=request["REQUEST_METHOD"],
         path=request.get("SCRIPT_NAME", "") + request.get("PATH_INFO", ""),
@@ -183,11 +204,12 @@ def cgi_facts(
         client_token=client_token,
         idempotency_key=key_header,
         identity_headers=rules.identity_headers(request.items(), request.get(ENVIRON_VERSION)),
-        scope=rules.scope_fn(request),
-        project=project_scope(request),
+        scope=scope,
+        project=project,
         profile=request.get(ENVIRON_PROFILE),
         request_id=request_id if isinstance(request_id, str) and request_id else None,
         multiprocess=bool(request.get("wsgi.multiprocess")),
+        scope_problem=scope_problem,
     )
 
 
@@ -398,6 +420,8 @@ class IdempotencyRules:
         except identity.TokenError as exc:
             return self._problem(facts, 400, exc.code, exc.detail)
         assert token is not None  # noqa: S101 - one of the headers is present
+        if facts.scope_problem is not None:
+            return self._problem(facts, 400, facts.scope_problem.code, facts.scope_problem.detail)
         scope = facts.scope
         if not scope:
             if not self.missing_shared:
@@ -438,7 +462,7 @@ class IdempotencyRules:
             return self._store_down(facts, handed, key, exc)
         if current is None:
             keys = {ENVIRON_TOKEN: handed, ENVIRON_STATUS: "claimed", ENVIRON_REPLAYED: False}
-            return Claimed(Claim(key, pending[:PREFIX_LEN], owner, fp, scope), handed, keys)
+            return Claimed(Claim(key, pending[:PREFIX_LEN], owner, fp, scope, facts.method), handed, keys)
         return self._answer_existing(facts, handed, current, fp, scope)
 
     def _claim(self, key: str, pending: bytes) -> Ops[bytes | None]:

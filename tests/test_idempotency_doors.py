@@ -310,8 +310,56 @@ def test_asgi_an_app_that_returns_without_its_last_body_message_is_not_stored() 
     cut, again = asyncio.run(run())
     # the client was told no more than the app said: an unfinished body
     assert [m.get("more_body", False) for m in cut.sent if m["type"] == "http.response.body"][-1:] != [False]
+    # nothing was kept and the token is free again: not announced as a tombstone (``not-stored``)
+    assert "idempotency-status" not in cut.headers
     assert (again.status, again.content, counted.runs) == (201, b'{"serial": 2}', 2)
     assert "idempotent-replayed" not in again.headers
+
+
+@pytest.mark.parametrize("door", DOORS)
+@pytest.mark.parametrize("declared", ["100", "3"], ids=["longer", "shorter"])
+def test_an_answer_that_does_not_match_its_content_length_is_not_stored(door: str, declared: str) -> None:
+    """The server aborts such an answer: it did not complete as declared, so a retry runs again."""
+    counted = Counted()
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        environ["wsgi.input"].read()
+        counted.runs += 1
+        body = json.dumps({"serial": counted.runs}).encode()
+        length = declared if counted.runs == 1 else str(len(body))
+        start_response("201 Created", [("Content-Type", "application/json"), ("Content-Length", length)])
+        return [body]
+
+    options = {"scope": "shared", "store": f"memory://{uuid.uuid4().hex}"}
+    stack = layered(door, app, (IdempotencyMiddleware, options))
+    tok = token()
+    first = call(stack, environ_for(token=tok))
+    assert (first.status, first.header("Content-Length")) == (201, declared)  # what the app said
+    assert not first.has("Idempotency-Status")  # nothing kept: the token is free again
+    again = call(stack, environ_for(token=tok))
+    assert (again.status, json.loads(again.body), counted.runs) == (201, {"serial": 2}, 2)
+    assert not again.has("Idempotent-Replayed")
+    replay = call(stack, environ_for(token=tok))  # the complete answer is the one kept
+    assert (json.loads(replay.body), replay.header("Idempotent-Replayed")) == ({"serial": 2}, "true")
+    assert counted.runs == 2
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_a_head_answer_keeps_its_content_length_and_is_stored(door: str) -> None:
+    """A HEAD answer declares the length of the body a GET would get, and sends none."""
+    counted = Counted()
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        counted.runs += 1
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", "100")])
+        return []
+
+    options = {"scope": "shared", "methods": ["HEAD"], "store": f"memory://{uuid.uuid4().hex}"}
+    stack = layered(door, app, (IdempotencyMiddleware, options))
+    tok = token()
+    first = call(stack, environ_for(token=tok, method="HEAD", body=None))
+    replay = call(stack, environ_for(token=tok, method="HEAD", body=None))
+    assert (first.status, replay.header("Idempotent-Replayed"), counted.runs) == (200, "true", 1)
 
 
 def test_asgi_an_app_that_returns_without_an_answer_after_a_disconnect_does_not_raise() -> None:
@@ -479,27 +527,41 @@ class WsgiServer:
         self.server.shutdown()
 
 
+Post = Callable[[list[tuple[str, str]]], tuple[int, bytes]]
+
+
 @pytest.fixture(params=DOORS)
-def door_post(
-    request: pytest.FixtureRequest,
-) -> Iterator[Callable[[list[tuple[str, str]]], tuple[int, bytes]]]:
-    """POST with header lines as sent on the wire, to the middleware behind a real WSGI server or
-    as ASGI messages; the same counted app and store behind both."""
-    counted = Counted()
-    store = f"memory://{uuid.uuid4().hex}"
-    if request.param == "wsgi":
-        server = WsgiServer(IdempotencyMiddleware(wsgi_created(counted), store=store))
-        yield server.post
+def door_poster(request: pytest.FixtureRequest) -> Iterator[Callable[..., Post]]:
+    """Build the middleware (its options given) on the fixture's door: the POST sends header lines
+    as sent on the wire, to the middleware behind a real WSGI server or as ASGI messages; the
+    same counted app and store behind both."""
+    servers: list[WsgiServer] = []
+
+    def build(**options: Any) -> Post:
+        counted = Counted()
+        store = f"memory://{uuid.uuid4().hex}"
+        if request.param == "wsgi":
+            server = WsgiServer(IdempotencyMiddleware(wsgi_created(counted), store=store, **options))
+            servers.append(server)
+            return server.post
+        mw = apimw.asgi.IdempotencyMiddleware(asgi_created(counted), store=store, **options)
+
+        def post(headers: list[tuple[str, str]]) -> tuple[int, bytes]:
+            scope = asgi_scope(project=None, headers=[(k.lower().encode(), v.encode()) for k, v in headers])
+            got = asyncio.run(asgi_request(mw, scope))
+            return got.status, got.content
+
+        return post
+
+    yield build
+    for server in servers:
         server.close()
-        return
-    mw = apimw.asgi.IdempotencyMiddleware(asgi_created(counted), store=store)
 
-    def post(headers: list[tuple[str, str]]) -> tuple[int, bytes]:
-        scope = asgi_scope(project=None, headers=[(k.lower().encode(), v.encode()) for k, v in headers])
-        got = asyncio.run(asgi_request(mw, scope))
-        return got.status, got.content
 
-    yield post
+@pytest.fixture
+def door_post(door_poster: Callable[..., Post]) -> Post:
+    """:func:`door_poster`'s POST to the middleware with its default options."""
+    return door_poster()
 
 
 def test_an_underscore_header_is_not_the_project(
@@ -536,6 +598,41 @@ def test_a_repeated_token_header_is_refused_alike(
 ) -> None:
     status, body = door_post([*lines, ("X-Project-Id", "p")])
     assert (status, code_of(body)) == (400, "idempotency.token-repeated")
+
+
+@pytest.mark.parametrize(
+    ("scope", "lines"),
+    [
+        pytest.param("project", [("X-Project-Id", "p1"), ("X-Project-Id", "p2")], id="two-project-lines"),
+        pytest.param("project", [("X-Project-Id", "p1,p2")], id="a-project-list"),
+        pytest.param("project", [("X-Project-Id", "p1, p2")], id="a-project-list-with-space"),
+        pytest.param("project", [("X-Tenant-Id", "p1"), ("X-Tenant-Id", "p2")], id="two-tenant-lines"),
+        pytest.param("user", [("X-Project-Id", "p1"), ("X-Project-Id", "p2"), ("X-User-Id", "u")],
+                     id="user-two-project-lines"),  # fmt: skip
+        pytest.param("user", [("X-Project-Id", "p"), ("X-User-Id", "u1"), ("X-User-Id", "u2")],
+                     id="two-user-lines"),  # fmt: skip
+        pytest.param("user", [("X-Project-Id", "p"), ("X-User-Id", "u1,u2")], id="a-user-list"),
+    ],
+)
+def test_a_scope_header_with_a_comma_is_refused_alike(
+    door_poster: Callable[..., Post], scope: str, lines: list[tuple[str, str]]
+) -> None:
+    """Servers join repeated lines differently (``p1, p2``, ``p1,p2``): a joined tenant would differ
+    from door to door, so a scope header holding a comma is refused on both."""
+    post = door_poster(scope=scope)
+    status, body = post([("X-Client-Token", token()), *lines])
+    assert (status, code_of(body)) == (400, "idempotency.scope-repeated")
+    names = [name for name, value in lines]
+    (named,) = {name for name, value in lines if "," in value or names.count(name) > 1}
+    assert named in json.loads(body)["errors"][0]["detail"]  # the detail names the header
+
+
+def test_a_shared_scope_reads_no_scope_header(door_poster: Callable[..., Post]) -> None:
+    post = door_poster(scope="shared")
+    tok = token()
+    assert post([("X-Client-Token", tok), ("X-Project-Id", "p1"), ("X-Project-Id", "p2")])[0] == 201
+    replay = post([("X-Client-Token", tok), ("X-Project-Id", "p3")])
+    assert replay == (201, json.dumps({"serial": 1}).encode())
 
 
 # -- the renewer never holds a lock across a store call ----------------------------------------

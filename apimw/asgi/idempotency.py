@@ -31,7 +31,6 @@ from apimw._idempotency_lease import Renewer
 from apimw._idempotency_metered import MeteredStore
 from apimw._idempotency_options import OPTION_DOCS
 from apimw._idempotency_probe import probe_store
-from apimw._idempotency_records import NOT_STORED
 from apimw._idempotency_rules import (
     CLIENT_TOKEN_HEADER,
     IDEMPOTENCY_KEY_HEADER,
@@ -314,10 +313,11 @@ class IdempotencyMiddleware:
                 raise
             if not (finished or answering.streaming):
                 # The app returned without its last body message (its client left mid-answer, or
-                # it gave up): never stored.  The client is told no more than the app said.
+                # it gave up): never stored, and the token is free again (no Idempotency-Status:
+                # no tombstone).  The client is told no more than the app said.
                 await shielded(await_ops(answering.releasing(), calls))
                 if start is not None:
-                    await send({**start, "headers": raw_headers([*answering.headers, NOT_STORED])})
+                    await send({**start, "headers": raw_headers(answering.headers)})
                     for chunk in answering.take():
                         await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 elif not client_left:  # nobody left: an app that answers nothing is in error
