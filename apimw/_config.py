@@ -67,7 +67,8 @@ def option_docs(options: Sequence[Option], group: str) -> str:
     lines = [
         "",
         f"    Keyword options (the paste.deploy ini keys, the oslo.config options of group ``{group}``",
-        f"    and the Flask ``{flask_key}`` keys have the same names):",
+        f"    and the Flask ``{flask_key}`` keys have the same names; a list option also takes a string",
+        "    of comma or newline separated items, as an ini value is read):",
         "",
     ]
     for option in options:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from apimw._config import as_list
 from apimw.errors import HTTPProblem
 
 
@@ -280,20 +281,21 @@ def parse_if_match(
     *,
     strong: bool = False,
     accept_unquoted: bool = False,
-    ignore_suffixes: Sequence[str] = (),
+    ignore_suffixes: str | Sequence[str] = (),
 ) -> IfMatch | None:
     """Parse If-Match field value(s); ``None`` when absent.
 
     Several field lines may be passed as a sequence (they are comma-joined).  ``*`` only
     alone; ``*`` mixed with tags, unquoted tags (unless *accept_unquoted*) and any other
     syntax error raise :class:`HTTPProblem` 400 (``etag.if-match-malformed``).  An empty
-    value is an empty list: it matches nothing (412), it is not "absent".
+    value is an empty list: it matches nothing (412), it is not "absent".  *ignore_suffixes*
+    may be a string, read as a paste ini value is (comma or newline separated).
     """
     if value is None:
         return None
     raw = _join(value)
     try:
-        parsed = cache_for(accept_unquoted, ignore_suffixes).get(raw)
+        parsed = cache_for(accept_unquoted, as_list(ignore_suffixes)).get(raw)
     except Malformed:
         raise malformed("If-Match") from None
     return IfMatch(parsed, strong=strong, raw=raw)

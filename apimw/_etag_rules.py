@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from apimw._config import as_list
 from apimw._etag_conditions import (
     IfMatch,
     IfNoneMatch,
@@ -159,20 +160,21 @@ class ETagRules:
     Both glues build one from the same keyword options (documented on
     :class:`apimw.etag.ETagMiddleware`); the deployment's callables (``enforces``,
     ``current_etag``) are given the request as the door has it: the WSGI environ or the
-    ASGI scope.
+    ASGI scope.  A list option also takes a string, read as a paste ini value is
+    (:func:`apimw.config.as_list`: comma or newline separated).
     """
 
     def __init__(
         self,
         *,
         min_version: str | Version | None = None,
-        methods: Iterable[str] = ("PUT", "PATCH", "DELETE"),
-        require_if_match: Iterable[str] = (),
+        methods: str | Iterable[str] = ("PUT", "PATCH", "DELETE"),
+        require_if_match: str | Iterable[str] = (),
         enforces: Iterable[str] | str | Callable[[Any], bool] = (),
         strict_rfc9110: bool = False,
         compat: str = "rfc9110",
         accept_unquoted: bool | None = None,
-        ignore_suffixes: Iterable[str] = (),
+        ignore_suffixes: str | Iterable[str] = (),
         not_modified: bool | None = None,
         if_none_match_on_writes: bool | None = None,
         if_unmodified_since_on_writes: bool | None = None,
@@ -190,10 +192,10 @@ class ETagRules:
         self._gate = VersionGate(min_version, what="etags (If-Match, If-None-Match, ETag)")
         self._warned_no_version = False
         self.min_version = self._gate.lo
-        self.methods = frozenset(m.strip().upper() for m in methods)
+        self.methods = frozenset(m.strip().upper() for m in as_list(methods))
         if not self.methods or not self.methods <= _WRITE_METHODS:
             raise ConfigError(f"etag methods must be among {', '.join(sorted(_WRITE_METHODS))}")
-        self.require_rules = parse_policy(require_if_match, self.methods, option="require_if_match")
+        self.require_rules = parse_policy(as_list(require_if_match), self.methods, option="require_if_match")
         declared = as_enforces(enforces)
         #: ``f(request) -> bool`` when ``enforces`` is a callable, else ``None`` (the rules below)
         self.enforces_call: Callable[[Any], Any] | None = None
@@ -209,7 +211,7 @@ class ETagRules:
                     "where the app does not enforce it, so no client could write there"
                 )
         self.strict = bool(strict_rfc9110)
-        self.suffixes = tuple(s for s in ignore_suffixes if s)
+        self.suffixes = tuple(s for s in as_list(ignore_suffixes) if s)
         switches = compat_switches(compat, {
             "accept_unquoted": accept_unquoted,
             "etag_on_put": etag_on_put,

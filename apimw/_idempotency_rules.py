@@ -30,6 +30,7 @@ from typing import Any, Final, NamedTuple
 
 from apimw import _idempotency_identity as identity
 from apimw import _idempotency_records as records
+from apimw._config import as_list
 from apimw._idempotency_capture import Claim, ClaimCall, Keeping, Ops
 from apimw._idempotency_identity import ClientToken
 from apimw._microversion_core import check_inside_microversion
@@ -144,10 +145,10 @@ def resolve_scope(scope: str | ScopeFunction) -> ScopeFunction:
 
 
 def as_status_list(value: str | Iterable[str | int]) -> list[int]:
-    items = [i.strip() for i in value.split(",") if i.strip()] if isinstance(value, str) else list(value)
+    """HTTP statuses: a list, or a string read as :func:`apimw.config.as_list` reads it."""
     out = []
-    for item in items:
-        code = int(item) if isinstance(item, str) and item.isdigit() else item
+    for item in as_list(value) if isinstance(value, str) else value:
+        code = int(item) if isinstance(item, str) and item.strip().isdigit() else item
         if not isinstance(code, int) or not 100 <= code <= 599:
             raise ConfigError(f"idempotency: not an HTTP status: {item!r}")
         out.append(code)
@@ -269,19 +270,20 @@ class IdempotencyRules:
     """The validated options of one idempotency middleware and its decisions (see the module).
 
     Built by the middleware of either door from its keyword options; every attribute is
-    public and read-only by convention.
+    public and read-only by convention.  A list option also takes a string, read as a paste
+    ini value is (:func:`apimw.config.as_list`: comma or newline separated).
     """
 
     def __init__(
         self,
         *,
         store_name: str,
-        methods: Iterable[str] = ("POST",),
+        methods: str | Iterable[str] = ("POST",),
         accept_idempotency_key: bool = True,
         require_token: bool = False,
         scope: str | ScopeFunction = "project",
         missing_scope: str = "reject",
-        fingerprint_headers: Iterable[str] = DEFAULT_FINGERPRINT_HEADERS,
+        fingerprint_headers: str | Iterable[str] = DEFAULT_FINGERPRINT_HEADERS,
         lease: float = 300.0,
         renew_lease: bool = False,
         retention: float = 86400.0,
@@ -294,8 +296,8 @@ class IdempotencyRules:
         mismatch_status: int = 409,
         replay_header: str = REPLAYED_HEADER,
         replay_user_headers: bool = False,
-        drop_headers: Iterable[str] = (),
-        request_id_headers: Iterable[str] = DEFAULT_REQUEST_ID_HEADERS,
+        drop_headers: str | Iterable[str] = (),
+        request_id_headers: str | Iterable[str] = DEFAULT_REQUEST_ID_HEADERS,
         key_prefix: str = "apimw:",
         error_profile: str | None = None,
         metrics: Metrics | None = None,
@@ -303,7 +305,7 @@ class IdempotencyRules:
         self.store_name = store_name
         self.metrics = metrics
         self.warn_multiprocess = store_name.startswith("memory://")
-        self.methods = frozenset(m.strip().upper() for m in methods)
+        self.methods = frozenset(m.strip().upper() for m in as_list(methods))
         if not self.methods or not all(re.fullmatch(r"[A-Z]+", m) for m in self.methods):
             raise ConfigError(f"idempotency: methods must be HTTP method names, got {sorted(self.methods)}")
         self.accept_key = bool(accept_idempotency_key)
@@ -312,7 +314,7 @@ class IdempotencyRules:
         if missing_scope not in ("reject", "shared"):
             raise ConfigError(f"idempotency: missing_scope must be reject or shared, got {missing_scope!r}")
         self.missing_shared = missing_scope == "shared"
-        names = list(fingerprint_headers)
+        names = as_list(fingerprint_headers)
         self.fp_exact, fp_pattern = identity.header_matcher(names)
         # a cheap filter for every key: an exact name or the literal start of a pattern
         self.fp_starts = tuple(self.fp_exact) + tuple(
@@ -341,10 +343,11 @@ class IdempotencyRules:
         if not re.fullmatch(r"[A-Za-z0-9-]+", replay_header):
             raise ConfigError(f"idempotency: bad replay_header {replay_header!r}")
         replayed = (replay_header, "true")
-        drop = records.DROPPED_HEADERS | {h.strip().lower() for h in drop_headers} | {replay_header.lower()}
+        dropped = {h.strip().lower() for h in as_list(drop_headers)}
+        drop = records.DROPPED_HEADERS | dropped | {replay_header.lower()}
         if not replay_user_headers:
             drop |= records.USER_HEADERS
-        request_ids = [h.strip() for h in request_id_headers]
+        request_ids = [h.strip() for h in as_list(request_id_headers)]
         if not all(re.fullmatch(r"[A-Za-z0-9-]+", h) for h in request_ids):
             raise ConfigError(f"idempotency: bad header name in request_id_headers: {request_ids!r}")
         self.request_ids = frozenset(h.lower() for h in request_ids)

@@ -63,11 +63,11 @@ class MicroversionOptions(TypedDict, total=False):
     max_header: str | None
     pin_max_version: str | Version | None
     error_profile: str
-    service_aliases: Sequence[str]
+    service_aliases: str | Sequence[str]
     discovery: bool
     discovery_name: str
     discovery_description: str
-    discovery_resources: Sequence[_discovery.Resource]
+    discovery_resources: str | Sequence[_discovery.Resource]
     public_url: str | None
     deprecated_below: str | Version | None
     deprecated_since: object
@@ -128,7 +128,8 @@ _NOT_NEGOTIATION: Final = frozenset(
 class MicroversionCore:
     """One service's microversion rules; the options are
     :class:`apimw.microversion.MicroversionMiddleware`'s, validated here (a bad one is a
-    :class:`~apimw.errors.ConfigError`)."""
+    :class:`~apimw.errors.ConfigError`).  A list option also takes a string, read as a paste ini
+    value is (:func:`apimw.config.as_list`: comma or newline separated)."""
 
     def __init__(self, **options: Unpack[MicroversionOptions]) -> None:
         # the options of the negotiation proper go to the Negotiator, which validates them
@@ -156,7 +157,7 @@ class MicroversionCore:
                 max_version=self.max_version,
                 name=options.get("discovery_name", ""),
                 description=options.get("discovery_description", ""),
-                resources=tuple(options.get("discovery_resources", ())),
+                resources=options.get("discovery_resources", ()),
                 public_url=options.get("public_url"),
                 deprecated_below=negotiator.deprecated_below,
                 deprecation=negotiator.deprecation,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
+from apimw._config import as_list
 from apimw._microversion_deprecation import DEPRECATION_HEADER, SUNSET_HEADER, Deprecation
 from apimw._microversion_type import LATEST, MAX_VERSION_LENGTH, Version, parse_version
 from apimw.errors import ConfigError, HTTPProblem, VersionParseError, check_profile
@@ -223,7 +224,7 @@ class Negotiator:
         max_header: str | None = None,
         pin_max_version: str | Version | None = None,
         error_profile: str = "api-sig",
-        service_aliases: Sequence[str] = (),
+        service_aliases: str | Sequence[str] = (),
         deprecated_below: str | Version | None = None,
         deprecated_since: object = None,
         sunset: object = None,
@@ -243,7 +244,7 @@ class Negotiator:
             self.max_version = pinned
         self.malformed_status = 406 if check_profile(error_profile) == "ironic" else 400
         self.service_types = frozenset(
-            check_token("service_aliases", s).lower() for s in (service_type, *service_aliases)
+            check_token("service_aliases", s).lower() for s in (service_type, *as_list(service_aliases))
         )
         self.legacy_header = None if legacy_header is None else check_token("legacy_header", legacy_header)
         if legacy_header is not None and legacy_header.lower().endswith("-version"):

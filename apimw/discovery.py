@@ -29,6 +29,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from apimw._config import as_list
 from apimw._microversion_deprecation import Deprecation, http_date
 from apimw._microversion_type import Version, parse_version
 from apimw.errors import ConfigError, VersionParseError
@@ -61,11 +62,12 @@ Resource = str | tuple[str, str | Version | None]
 Link = Mapping[str, str]
 
 
-def resource_windows(resources: Sequence[Resource]) -> tuple[tuple[str, Version | None], ...]:
+def resource_windows(resources: str | Sequence[Resource]) -> tuple[tuple[str, Version | None], ...]:
     """*resources* as ``(name, since)`` pairs (``since`` ``None``: every version), validated:
-    a bad name or version is a :class:`ConfigError` naming ``discovery_resources``."""
+    a bad name or version is a :class:`ConfigError` naming ``discovery_resources``.  A string
+    is read as a paste ini value is (:func:`apimw.config.as_list`: comma or newline separated)."""
     windows: list[tuple[str, Version | None]] = []
-    for resource in resources:
+    for resource in as_list(resources) if isinstance(resources, str) else resources:
         if isinstance(resource, str):
             name, colon, since_text = resource.partition(":")
             since: str | Version | None = since_text if colon else None
@@ -182,7 +184,7 @@ def major_document(
     base_url: str,
     min_version: Version,
     max_version: Version,
-    resources: Sequence[Resource] = (),
+    resources: str | Sequence[Resource] = (),
     media_type: str = "application/json",
     served: Version | None = None,
     deprecated_below: Version | None = None,
@@ -230,7 +232,7 @@ class DiscoveryResponder:
         max_version: Version,
         name: str = "",
         description: str = "",
-        resources: Sequence[Resource] = (),
+        resources: str | Sequence[Resource] = (),
         public_url: str | None = None,
         media_type: str = "application/json",
         deprecated_below: Version | None = None,

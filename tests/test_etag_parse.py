@@ -121,12 +121,16 @@ def test_star_on_missing_resource_is_false() -> None:
     assert cond.matches(None) is False
 
 
-def test_proxy_suffix_only_with_stripping() -> None:
+@pytest.mark.parametrize("suffixes", [["-gzip"], "-gzip"])
+def test_proxy_suffix_only_with_stripping(suffixes: str | list[str]) -> None:
     plain = parse_if_match(f'W/"{H}-gzip"')
-    stripping = parse_if_match(f'W/"{H}-gzip"', ignore_suffixes=["-gzip"])
+    stripping = parse_if_match(f'W/"{H}-gzip"', ignore_suffixes=suffixes)
     assert plain is not None and stripping is not None
     assert not plain.matches(CURRENT)
     assert stripping.matches(CURRENT)
+    # the suffix whole, never one of its characters
+    other = parse_if_match(f'W/"{H}p"', ignore_suffixes=suffixes)
+    assert other is not None and not other.matches(CURRENT)
 
 
 def test_if_none_match_is_always_weak() -> None:
