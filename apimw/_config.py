@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import configparser
 import contextlib
+import importlib
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from apimw.errors import ConfigError, HTTPProblem, explain_missing, flask_problem_handler
+from apimw.errors import ConfigError, HTTPProblem, MissingExtraError, explain_missing, flask_problem_handler
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import WSGIApplication
@@ -124,6 +125,24 @@ def as_list(value: str | Iterable[str]) -> list[str]:
     if isinstance(value, str):
         return [item.strip() for item in value.replace("\n", ",").split(",") if item.strip()]
     return [str(item) for item in value]
+
+
+def import_named(text: str, *, option: str) -> Any:
+    """The object that ``package.module:attribute`` names (the attribute may be dotted): how
+    every option naming code (a callable, a metrics object, a scope function) is read from a
+    paste ini, oslo.config or Flask.  :class:`ConfigError` naming *option* when it names nothing."""
+    module_name, sep, attr = text.strip().partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"{option}: expected 'package.module:attribute', got {text!r}")
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            found = getattr(found, part)
+    except MissingExtraError:
+        raise  # already one line naming the extra to install
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{option}: cannot import {text!r}: {exc}") from None
+    return found
 
 
 def as_str(value: str) -> str:

@@ -4,11 +4,10 @@ middlewares' docstrings end with, so ``help()`` shows every option on either doo
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from apimw._config import Option, as_bool, as_int, as_list, as_optional_str, as_str, option_docs
+from apimw._config import Option, as_bool, as_int, as_list, as_optional_str, as_str, import_named, option_docs
 from apimw._etag_digest import DEFAULT_IGNORED_FIELDS
 from apimw.errors import ConfigError
 from apimw.metrics import as_metrics
@@ -64,15 +63,7 @@ def as_callable(value: str | Callable[..., Any] | None) -> Callable[..., Any] | 
     text = str(value).strip()
     if not text:
         return None
-    module_name, _, attr = text.partition(":")
-    if not attr:
-        raise ConfigError(f"expected 'package.module:function', got {text!r}")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot import {text!r}: {exc}") from None
+    obj = import_named(text, option="etag")
     if not callable(obj):
         raise ConfigError(f"{text!r} is not callable")
     return obj  # type: ignore[no-any-return]

@@ -21,7 +21,6 @@ environ, the ASGI scope: the ``apimw.`` keys only).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import re
 import time
@@ -30,7 +29,7 @@ from typing import Any, Final, NamedTuple
 
 from apimw import _idempotency_identity as identity
 from apimw import _idempotency_records as records
-from apimw._config import as_list
+from apimw._config import as_list, import_named
 from apimw._idempotency_capture import Claim, ClaimCall, Keeping, Ops
 from apimw._idempotency_identity import ClientToken
 from apimw._microversion_core import check_inside_microversion
@@ -133,12 +132,8 @@ def resolve_scope(scope: str | ScopeFunction) -> ScopeFunction:
         return scope
     if scope in SCOPES:
         return SCOPES[scope]
-    module, sep, attr = scope.partition(":")
-    if sep and module and attr:
-        try:
-            func = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"idempotency: cannot import scope function {scope!r}: {exc}") from None
+    if ":" in scope:
+        func = import_named(scope, option="idempotency: scope")
         if callable(func):
             return func  # type: ignore[no-any-return]
     raise ConfigError(f"idempotency: scope must be project, user, shared or 'module:function'; got {scope!r}")

@@ -37,12 +37,12 @@ apimw.metrics_prometheus:METRICS``.  See ``docs/metrics.md``.
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Callable
 from typing import Final, Protocol, runtime_checkable
 
-from apimw.errors import ConfigError, MissingExtraError
+from apimw._config import import_named
+from apimw.errors import ConfigError
 
 __all__ = [
     "MICROVERSION_OUTCOMES",
@@ -126,18 +126,7 @@ def as_metrics(value: Metrics | str | None) -> Metrics | None:
         text = value.strip()
         if not text:
             return None
-        module_name, _, attr = text.partition(":")
-        if not module_name or not attr:
-            raise ConfigError(f"metrics: expected 'package.module:attribute', got {text!r}")
-        try:
-            found: object = importlib.import_module(module_name)
-            for part in attr.split("."):
-                found = getattr(found, part)
-        except MissingExtraError:
-            raise  # already one line naming the extra to install
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"metrics: cannot import {text!r}: {exc}") from exc
-        value = found  # type: ignore[assignment]
+        value = import_named(text, option="metrics")
     if not isinstance(value, Metrics):
         methods = ("microversion", "etag", "idempotency", "store")
         missing = [m for m in methods if not callable(getattr(value, m, None))]

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -259,3 +260,23 @@ def test_request_id_headers_from_paste_and_oslo_config(tmp_path: Path) -> None:
         ids = {replay.header(h) for h in fresh}
         assert len(ids) == 1 and ids != {"first"}, (name, replay.headers)
         assert replay.header(kept) == "first", name
+
+
+NOT_CALLABLE = "a string, not a function"
+
+
+@pytest.mark.parametrize(
+    ("scope", "message"),
+    [
+        ("no.such.module:scope", "idempotency: scope: cannot import 'no.such.module:scope'"),
+        ("tests.test_idempotency_config:NOWHERE", "cannot import 'tests.test_idempotency_config:NOWHERE'"),
+        ("tests.test_idempotency_config:NOT_CALLABLE", "scope must be project, user, shared or 'module:function'"),
+        ("tenant", "scope must be project, user, shared or 'module:function'"),
+    ],
+)
+def test_a_scope_naming_no_function_fails_when_built(scope: str, message: str) -> None:
+    def app(environ: Any, start_response: Any) -> list[bytes]:
+        raise AssertionError("never called")
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        IdempotencyMiddleware(app, scope=scope)
