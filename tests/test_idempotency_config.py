@@ -263,6 +263,7 @@ def test_request_id_headers_from_paste_and_oslo_config(tmp_path: Path) -> None:
 
 
 NOT_CALLABLE = "a string, not a function"
+NAMES_NO_SCOPE = "scope must be project, user, shared or 'module:function'"
 
 
 @pytest.mark.parametrize(
@@ -270,8 +271,8 @@ NOT_CALLABLE = "a string, not a function"
     [
         ("no.such.module:scope", "idempotency: scope: cannot import 'no.such.module:scope'"),
         ("tests.test_idempotency_config:NOWHERE", "cannot import 'tests.test_idempotency_config:NOWHERE'"),
-        ("tests.test_idempotency_config:NOT_CALLABLE", "scope must be project, user, shared or 'module:function'"),
-        ("tenant", "scope must be project, user, shared or 'module:function'"),
+        ("tests.test_idempotency_config:NOT_CALLABLE", NAMES_NO_SCOPE),
+        ("tenant", NAMES_NO_SCOPE),
     ],
 )
 def test_a_scope_naming_no_function_fails_when_built(scope: str, message: str) -> None:
