@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Unpack
 
 from apimw import _wsgi
-from apimw._config import integration
+from apimw._config import as_list, integration
 from apimw._microversion_core import (
     Discover,
     MicroversionCore,
@@ -190,7 +190,7 @@ class VersionGate:
         *,
         what: str,
         detail: str | None = None,
-        allow: Sequence[str] = (),
+        allow: str | Sequence[str] = (),
     ) -> VersionGate:
         """A method allowed only from *since* (until *until*) on a route that exists: 405 at
         other versions, with ``Allow: <allow>`` when given."""
@@ -204,7 +204,7 @@ class VersionGate:
         what: str,
         status: int = 406,
         detail: str | None = None,
-        allow: Sequence[str] = (),
+        allow: str | Sequence[str] = (),
     ) -> None:
         self.lo = None if since is None else _config_version("since", since)
         self.hi = None if until is None else _config_version("until", until)
@@ -218,7 +218,7 @@ class VersionGate:
             except (KeyError, IndexError, ValueError) as exc:
                 raise ConfigError(f"{what}: bad detail template {detail!r}: {exc}") from None
         self.detail = detail
-        self.allow = tuple(method.upper() for method in allow)
+        self.allow = tuple(method.upper() for method in as_list(allow))  # "GET, PUT" as a paste ini reads it
 
     def problem(self, served: Version | None) -> HTTPProblem:
         """The error this gate answers at *served* (a version outside its range)."""

@@ -102,3 +102,9 @@ def test_gates_keep_their_kind_and_bounds() -> None:
         VersionGate.method("1.10", "1.2", what="x")
     with pytest.raises(ConfigError):
         VersionGate.route("1.2", what="x", detail="{what} needs {version}")
+
+
+def test_allow_given_as_a_string_names_methods_as_a_paste_ini_would() -> None:
+    gate = VersionGate.method(None, "1.30", what="Replacing a thing", allow="get, delete")
+    assert gate.allow == OLD_PUT.allow == ("GET", "DELETE")
+    assert VersionGate.method(None, "1.30", what="Replacing a thing", allow="GET").allow == ("GET",)
