@@ -292,10 +292,12 @@ def _bounded_int(text: str) -> int:
     return value
 
 
-def _out_of_range(text: str) -> ValueError:
-    return ValueError(
-        f"the number {shorten(text, 40)} is out of range: numbers from {MIN_JSON_NUMBER} "
-        f"to {MAX_JSON_NUMBER} are accepted"
+def _out_of_range(text: str) -> HTTPProblem:
+    # an HTTPProblem, not a ValueError: the body is valid JSON, its number is what is refused
+    return bad_request(
+        f"The request body holds the number {shorten(text, 40)}, which is out of range: numbers "
+        f"from {MIN_JSON_NUMBER} to {MAX_JSON_NUMBER} are accepted.",
+        "request.number-out-of-range",
     )
 
 
