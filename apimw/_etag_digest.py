@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from apimw._canonical_json import TIMESPECS, canonical_json
+from apimw._config import as_list
 from apimw.errors import ConfigError
 
 #: The Ironic spec's ignored fields per resource type.
@@ -46,7 +47,7 @@ class ETagGenerator:
         *,
         key: bytes | str | None = None,
         algorithm: str = "hmac-sha512",
-        ignored_fields: Mapping[str, Iterable[str]] = DEFAULT_IGNORED_FIELDS,
+        ignored_fields: Mapping[str, str | Iterable[str]] = DEFAULT_IGNORED_FIELDS,
         weak: bool = True,
         timespec: str = "microseconds",
     ) -> None:
@@ -65,7 +66,8 @@ class ETagGenerator:
         self._key = raw_key or b""
         # The key set up once (RFC 2104 pads hashed); each digest copies this state.
         self._hmac = hmac.new(self._key, digestmod=hashlib.sha512)
-        self._ignored = {name: frozenset(fields) for name, fields in ignored_fields.items()}
+        # a field list given as one string ("etag, updated_at") as a paste ini reads it
+        self._ignored = {name: frozenset(as_list(fields)) for name, fields in ignored_fields.items()}
         self.weak = weak
         self.timespec = timespec
 

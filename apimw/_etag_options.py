@@ -81,7 +81,7 @@ def as_enforces(value: str | Iterable[str] | Callable[..., Any]) -> list[str] | 
 
 def as_ignored(value: str | Iterable[str] | Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
     if isinstance(value, Mapping):
-        return {str(k): frozenset(v) for k, v in value.items()}
+        return {str(k): frozenset(as_list(v)) for k, v in value.items()}
     table: dict[str, set[str]] = {}
     for entry in as_list(value):
         rtype, sep, field = entry.partition(":")

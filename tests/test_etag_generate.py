@@ -92,6 +92,15 @@ def test_ignored_fields_are_per_resource_type() -> None:
     assert custom.etag({"uuid": "x", "a": 1}, "port") == custom.etag({"uuid": "y", "a": 1}, "port")
 
 
+def test_ignored_fields_given_as_one_string_name_fields_as_a_paste_ini_would() -> None:
+    listed = ETagGenerator(key=KEY, ignored_fields={"port": ["uuid", "etag"]})
+    named = ETagGenerator(key=KEY, ignored_fields={"port": "uuid, etag"})
+    for doc in ({"uuid": "x", "a": 1}, {"uuid": "y", "a": 1, "u": 2}, {"a": 1, "e": 3}):
+        assert named.etag(doc, "port") == listed.etag(doc, "port")
+    # a letter of "uuid" or "etag" is not a field left out
+    assert named.etag({"a": 1, "u": 1}, "port") != named.etag({"a": 1, "u": 2}, "port")
+
+
 def test_wire_form_and_digest() -> None:
     doc = {"uuid": "1be26c0b-03f2-4d2e-ae87-c02d7f33c123", "name": "n1"}
     tag = GEN.etag(doc, "node")
