@@ -162,6 +162,11 @@ def fenced(what: str, key: str, op: Op) -> Ops[bool]:
     return False
 
 
+def _content_lengths(headers: Iterable[tuple[str, str]]) -> list[str]:
+    """The values of an answer's ``Content-Length`` lines, stripped, in their order."""
+    return [value.strip() for name, value in headers if name.lower() == "content-length"]
+
+
 class Answering:
     """One claimed request's answer, sans-IO: what it keeps, and the store calls that settle it.
 
@@ -223,10 +228,8 @@ class Answering:
 
     def declared_too_large(self, headers: Iterable[tuple[str, str]]) -> bool:
         """A ``Content-Length`` above ``max_response_bytes``: stream from the first byte."""
-        for name, value in headers:
-            if name.lower() == "content-length":
-                return value.isdigit() and int(value) > self.keeping.max_response
-        return False
+        lengths = _content_lengths(headers)
+        return bool(lengths) and lengths[0].isdigit() and int(lengths[0]) > self.keeping.max_response
 
     def begin(self) -> None:
         """The app is about to run under the claim: renew it meanwhile (``renew_lease``)."""
@@ -254,13 +257,12 @@ class Answering:
         A HEAD, 204 or 304 answer sends no body of its own."""
         if self.claim.method == "HEAD" or status[:3] in ("204", "304"):
             return True
-        for name, value in self.headers:
-            declared = value.strip()
-            if name.lower() == "content-length" and not (declared.isdigit() and int(declared) == len(body)):
+        for declared in _content_lengths(self.headers):
+            if not (declared.isdigit() and int(declared) == len(body)):
                 LOG.warning(
                     "idempotency: answer of key %s... declares Content-Length %r and has %d bytes: it did "
                     "not complete as declared; not stored, the claim is released", _short(self.claim.key),
-                    value, len(body),
+                    declared, len(body),
                 )  # fmt: skip
                 return False
         return True
