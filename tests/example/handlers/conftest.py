@@ -173,6 +173,15 @@ def reset(app: Any) -> None:
                 raise
 
 
+def fresh_api(server: Server) -> Iterator[Api]:
+    """A client of *server* on an emptied database, closed afterwards (``yield from`` it in a
+    fixture)."""
+    reset(server.app)
+    client = Api(server.url)
+    yield client
+    client.close()
+
+
 @pytest.fixture(scope="session", params=BACKENDS)
 def backend_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A database per backend for the session: a SQLite file, or a database on the real PostgreSQL."""

@@ -20,7 +20,7 @@ from baremetal_service.deploy import load_paste_app
 from baremetal_service.handlers.authorize import ROUTES
 from baremetal_service.handlers.routes import create_flask_app
 from baremetal_service.openapi import install
-from tests.example.handlers.conftest import Api, Server, error_of, reset
+from tests.example.handlers.conftest import Api, Server, error_of, fresh_api
 
 OWNER, LESSEE, OTHER = "owner-project", "lessee-project", "other-project"
 
@@ -72,10 +72,7 @@ def rbac_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture
 def api(rbac_server: Server) -> Iterator[Api]:
-    reset(rbac_server.app)
-    client = Api(rbac_server.url)
-    yield client
-    client.close()
+    yield from fresh_api(rbac_server)
 
 
 def make_node(api: Api, **fields: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from keystoneauth1 import fixture as token_fixtures
 from keystonemiddleware.fixture import AuthTokenFixture
 
 from baremetal_service.deploy import load_paste_app
-from tests.example.handlers.conftest import Api, Server, error_of, reset
+from tests.example.handlers.conftest import Api, Server, error_of, fresh_api
 
 PIPELINE = """\
 [DEFAULT]
@@ -95,10 +95,7 @@ def token_server(tmp_path_factory: pytest.TempPathFactory, tokens: AuthTokenFixt
 
 @pytest.fixture
 def api(token_server: Server) -> Iterator[Api]:
-    reset(token_server.app)
-    client = Api(token_server.url)
-    yield client
-    client.close()
+    yield from fresh_api(token_server)
 
 
 def token(tokens: AuthTokenFixture, roles: str, *, project: str | None = None) -> dict[str, str]:
